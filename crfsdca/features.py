@@ -1,0 +1,81 @@
+"""Feature map of a linear-chain CRF and the flat weight layout.
+
+F(x, y) = sum_t F_t(x, y_t) + sum_{t<T} F_{t,t+1}(y_t, y_{t+1}) (Le Priol et al. 2018, App. B).
+
+The weights are one dense float64 vector ``w`` of length
+``n_features = (n_attributes + n_bias_rows) * n_labels + n_labels**2`` laid out as three blocks:
+
+========== ============================== ==========================================
+block      shape                          flat index of entry
+========== ============================== ==========================================
+emission   (n_attributes, n_labels)       ``j * K + k``  (attribute-major)
+bias       (n_bias_rows, n_labels)        ``A * K + r * K + k``  (rows: count, first, last)
+transition (n_labels, n_labels)           ``(A + R) * K + k * K + l``  (label at t, label at t+1)
+========== ============================== ==========================================
+
+The node score of label ``k`` at position ``t`` of a sequence of length ``T`` is
+``sum_j phi_j(x, t) E[j, k] + B[0, k] + [t = 0] B[1, k] + [t = T-1] B[2, k]`` (bias rows only
+when ``n_bias_rows == 3``); the edge score of ``(k, l)`` is ``W[k, l]`` at every position.
+With ``n_bias_rows == 0`` the model is exactly CRFsuite's dense first-order CRF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca._dtypes import FLOAT
+
+BIAS_ROWS = ("count", "first", "last")
+
+
+@dataclass(frozen=True)
+class FeatureMap:
+    """Dimensions of the feature map; views into a flat weight vector."""
+
+    n_attributes: int
+    n_labels: int
+    n_bias_rows: int = 3
+
+    def __post_init__(self) -> None:
+        if self.n_attributes < 0:
+            raise ValueError(f"n_attributes must be >= 0; got {self.n_attributes}")
+        if self.n_labels < 1:
+            raise ValueError(f"n_labels must be >= 1; got {self.n_labels}")
+        if self.n_bias_rows not in (0, 3):
+            raise ValueError(f"n_bias_rows must be 0 or 3; got {self.n_bias_rows}")
+
+    @property
+    def n_features(self) -> int:
+        K = self.n_labels
+        return (self.n_attributes + self.n_bias_rows) * K + K * K
+
+    @property
+    def transition_offset(self) -> int:
+        return (self.n_attributes + self.n_bias_rows) * self.n_labels
+
+    def zeros(self) -> NDArray[np.float64]:
+        return np.zeros(self.n_features, FLOAT)
+
+    def emission(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        """View (n_attributes, n_labels) of the emission block."""
+        A, K = self.n_attributes, self.n_labels
+        return w[: A * K].reshape(A, K)
+
+    def bias(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        """View (n_bias_rows, n_labels) of the bias block."""
+        A, K = self.n_attributes, self.n_labels
+        return w[A * K : self.transition_offset].reshape(self.n_bias_rows, K)
+
+    def transition(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        """View (n_labels, n_labels) of the transition block."""
+        K = self.n_labels
+        return w[self.transition_offset :].reshape(K, K)
+
+    def check_weights(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        w = np.ascontiguousarray(w, FLOAT)
+        if w.shape != (self.n_features,):
+            raise ValueError(f"weights must have shape ({self.n_features},); got {w.shape}")
+        return w
