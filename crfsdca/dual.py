@@ -1,0 +1,140 @@
+"""Dual state of SDCA: the clique marginals mu_i of every sequence, kept as logs.
+
+Packed arrays (no per-sequence objects): ``log_node`` (N, K) for every token and ``log_edge``
+(N - n, K, K) for every edge; the edges of sequence i start at ``seq_offsets[i] - i``. Alongside:
+the cached junction-tree entropies H~(mu_i), the gap estimates g_i, and w = w_hat(mu) with
+w_hat(mu) = (1 / (lambda n)) sum_i [F(x_i, y_i) - E_{mu_i} F(x_i, .)]
+(Le Priol et al. 2018, eq. 16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.kernels import sdca_epoch
+from crfsdca.samplers import INITIAL_GAP
+
+
+@dataclass
+class DualState:
+    """Plain arrays, cheap to checkpoint and to warm-start from."""
+
+    log_node: NDArray[np.floating]
+    log_edge: NDArray[np.floating]
+    entropies: NDArray[np.float64]
+    gap_estimates: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    step_sizes: NDArray[np.float64]
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            sum(
+                a.nbytes
+                for a in (
+                    self.log_node,
+                    self.log_edge,
+                    self.entropies,
+                    self.gap_estimates,
+                    self.weights,
+                    self.step_sizes,
+                )
+            )
+        )
+
+    def copy(self) -> DualState:
+        return DualState(
+            *(
+                np.array(a, copy=True)
+                for a in (
+                    self.log_node,
+                    self.log_edge,
+                    self.entropies,
+                    self.gap_estimates,
+                    self.weights,
+                    self.step_sizes,
+                )
+            )
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "log_node": self.log_node,
+            "log_edge": self.log_edge,
+            "entropies": self.entropies,
+            "gap_estimates": self.gap_estimates,
+            "weights": self.weights,
+            "step_sizes": self.step_sizes,
+        }
+
+
+def dual_state_bytes(
+    n_items: int,
+    n_sequences: int,
+    n_labels: int,
+    n_features: int,
+    dtype: np.dtype | type = np.float64,
+) -> int:
+    """Bytes needed by a DualState (log-marginals dominate: (N - n) K^2 entries)."""
+    item = np.dtype(dtype).itemsize
+    K = n_labels
+    return item * (n_items * K + (n_items - n_sequences) * K * K) + 8 * (
+        3 * n_sequences + n_features
+    )
+
+
+def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
+    """mu_c = epsilon / K^|c| + (1 - epsilon) 1[y_c = gold] (eq. 21/26), w = w_hat(mu) exactly."""
+    if not 0.0 < epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    data, K = problem.train, problem.feature_map.n_labels
+    n, N = data.n_sequences, data.n_items
+    labels = data.labels
+    off = np.log(epsilon / K) if epsilon < 1 else -np.log(K)
+    on = np.log(epsilon / K + (1.0 - epsilon))
+    log_node = np.full((N, K), off, dtype=dtype)
+    log_node[np.arange(N), labels] = on
+    off2 = np.log(epsilon / K**2)
+    on2 = np.log(epsilon / K**2 + (1.0 - epsilon))
+    log_edge = np.full((N - n, K, K), off2, dtype=dtype)
+    is_edge = np.ones(N, bool)
+    is_edge[data.seq_offsets[1:] - 1] = False  # last token of a sequence starts no edge
+    src = np.flatnonzero(is_edge)
+    log_edge[np.arange(N - n), labels[src], labels[src + 1]] = on2
+    return finish_state(problem, log_node, log_edge)
+
+
+def finish_state(problem, log_node, log_edge, gap_estimates=None) -> DualState:
+    """Entropies and w_hat(mu) of given log-marginals; gap estimates default to 100."""
+    n = problem.n_sequences
+    entropies = sdca_epoch.all_entropies(problem.train.seq_offsets, log_node, log_edge)
+    weights = weights_from_dual(problem, log_node, log_edge)
+    if gap_estimates is None:
+        gap_estimates = np.full(n, INITIAL_GAP)
+    return DualState(
+        log_node=log_node,
+        log_edge=log_edge,
+        entropies=entropies,
+        gap_estimates=np.asarray(gap_estimates, float),
+        weights=weights,
+        step_sizes=np.full(n, 0.5),
+    )
+
+
+def weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
+    """w_hat(mu) = (F_gold_sum - sum_i E_{mu_i} F) / (lambda n)."""
+    expected = problem.feature_map.zeros()
+    data = problem.train
+    fm = problem.feature_map
+    sdca_epoch.expected_features(
+        data.arrays()[:4],
+        log_node,
+        log_edge,
+        (fm.n_attributes, fm.n_labels, fm.n_bias_rows),
+        expected,
+    )
+    gold = problem.oracle.gold_features()
+    return (gold - expected) / (problem.regularization * problem.n_sequences)

@@ -1,0 +1,302 @@
+"""Compiled SDCA epochs: sampling, oracle, block step and sparse primal update in one loop.
+
+``run_steps`` draws sequences from the sampler tree, calls the chain oracle once per step,
+records the block gap, runs the Newton line search and applies the step (see
+``crfsdca.kernels.sdca`` for the math). The same step serves serial SDCA (scale = 1) and the
+local rounds of DisDCA (scale = number of workers). The thin Python wrappers at the bottom check
+shapes once and unpack results.
+"""
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from crfsdca.kernels import trees
+from crfsdca.kernels.chain import sequence_marginals
+from crfsdca.kernels.sdca import (
+    add_direction,
+    block_entropy,
+    block_gap,
+    entry_coefficients,
+    primal_direction,
+    rtsafe,
+    update_block,
+)
+
+UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, nogil=True)
+def _choose(code, p_nu, tree, u0, u1, n):
+    """Index of the next sequence: the scheme's law with probability p_nu, else uniform."""
+    if code != UNIFORM and u0 < p_nu:
+        if code == MAX:
+            return trees.argmax(tree)
+        if tree[1] > 0.0:
+            return trees.draw(tree, u1, n)
+    return min(int(u1 * n), n - 1)
+
+
+@njit(cache=True, nogil=True)
+def _step(i, layout, dual, w, dims, params, ws):
+    """One SDCA step on sequence i; returns (gap before the step, gamma, newton its, status)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, _, entry_slot, uattr_offsets, slot_attrs = (
+        layout
+    )
+    log_node, log_edge, entropies, _, step_sizes = dual
+    A, K, n_bias = dims
+    lam_n, scale, tol, max_newton, fixed_step = (
+        params[0],
+        params[1],
+        params[2],
+        params[3],
+        params[4],
+    )
+    fb_ws, lnn, lne, mu, nu, log_nu, coef, v_emit, v_rest, acc = ws
+    t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+    T = t1 - t0
+    lmn = log_node[t0:t1]
+    lme = log_edge[t0 - i : t1 - i - 1]
+    data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
+    log_z = sequence_marginals(data, i, w, dims, fb_ws, (lnn, lne))
+    if not np.isfinite(log_z):
+        return 0.0, 0.0, 0, 1
+    gap, fp0 = block_gap(lmn, lme, lnn[:T], lne[: T - 1], (mu, nu, log_nu), acc)
+    sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
+    seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
+    vr = v_rest[: n_bias + K]
+    a, b = primal_direction(seq, (mu, nu), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
+    its, status = 0, 0
+    if fixed_step > 0.0:
+        gamma = fixed_step
+    else:
+        size = entry_coefficients(T, K, coef)
+        gamma, its, status = rtsafe(
+            mu, nu, log_nu, coef, size, lam_n / scale * b, fp0, tol, max_newton
+        )
+    entropies[i] = update_block(gamma, lmn, lme, lnn[:T], lne[: T - 1], mu, nu)
+    add_direction(gamma, sa, v_emit, vr, w, K, A)
+    step_sizes[i] = gamma
+    return gap, gamma, its, 2 * status
+
+
+@njit(cache=True, nogil=True)
+def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
+    """Run draws.shape[0] steps (or fewer once the gap estimate <= params[6]).
+
+    Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
+    sequence i, and stats = [newton iterations, line searches, line-search failures].
+    """
+    code, tree, mult = sampler
+    gaps = dual[3]
+    n = gaps.shape[0]
+    p_nu, stop_gap = params[5], params[6]
+    stats = np.zeros(3)
+    gap_sum = gaps.sum()
+    for s in range(draws.shape[0]):
+        i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
+        g, gamma, its, status = _step(i, layout, dual, w, dims, params, ws)
+        if status == 1:
+            return s, i + 1, stats
+        stats[0] += its
+        stats[1] += 1.0 if its > 0 else 0.0
+        stats[2] += 1.0 if status == 2 else 0.0
+        gap_sum += g - gaps[i]
+        gaps[i] = g
+        if code in (GAP, MAX):
+            trees.update(tree, i, g, code == MAX)
+        elif code == GAP_IMPORTANCE:
+            trees.update(tree, i, g * mult[i], False)
+        if gap_sum <= stop_gap * n:
+            return s + 1, 0, stats
+    return draws.shape[0], 0, stats
+
+
+@njit(cache=True, nogil=True)
+def _make_ws(max_T, K, max_U):
+    size = max(max_T - 1, 0) * K * K + max_T * K
+    T = max(max_T, 1)
+    fb_ws = (
+        np.empty((T, K)),
+        np.empty((K, K)),
+        np.empty((T, K)),
+        np.empty((T, K)),
+        np.empty((T, K)),
+        np.empty(T),
+        np.empty(T),
+    )
+    return (
+        fb_ws,
+        np.empty((max_T, K)),
+        np.empty((max(max_T - 1, 1), K, K)),
+        np.empty(size),
+        np.empty(size),
+        np.empty(size),
+        np.empty(size),
+        np.empty((max(max_U, 1), K)),
+        np.empty((3 + K, K)),
+        np.empty(2),
+    )
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
+    """g_i = KL~(mu_i || nu_i(w)) for every sequence (one oracle call each), in parallel."""
+    seq_offsets, attr_offsets, attr_ids, attr_values = layout[0], layout[1], layout[2], layout[3]
+    log_node, log_edge = log_mu
+    K = dims[1]
+    n = seq_offsets.shape[0] - 1
+    gaps = np.empty(n)
+    for c in prange(n_chunks):
+        ws = _make_ws(max_T, K, max_U)
+        fb_ws, lnn, lne, mu, nu, log_nu, acc = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[9]
+        for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
+            t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+            T = t1 - t0
+            data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
+            log_z = sequence_marginals(data, i, w, dims, fb_ws, (lnn, lne))
+            if not np.isfinite(log_z):
+                gaps[i] = np.nan
+                continue
+            gaps[i] = block_gap(
+                log_node[t0:t1],
+                log_edge[t0 - i : t1 - i - 1],
+                lnn[:T],
+                lne[: T - 1],
+                (mu, nu, log_nu),
+                acc,
+            )[0]
+    return gaps
+
+
+@njit(cache=True, nogil=True)
+def _all_entropies(seq_offsets, log_node, log_edge):
+    n = seq_offsets.shape[0] - 1
+    out = np.empty(n)
+    for i in range(n):
+        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+        out[i] = block_entropy(log_node[t0:t1], log_edge[t0 - i : t1 - i - 1])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _expected_features(data, log_node, log_edge, dims, out):
+    """out += sum_i E_{mu_i}[F(x_i, .)] from log-marginals (layout of crfsdca.features)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values = data
+    A, K, n_bias = dims
+    trans = A * K + n_bias * K
+    n = seq_offsets.shape[0] - 1
+    for i in range(n):
+        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+        for t in range(t0, t1):
+            for k in range(K):
+                m = np.exp(log_node[t, k])
+                for p in range(attr_offsets[t], attr_offsets[t + 1]):
+                    out[attr_ids[p] * K + k] += attr_values[p] * m
+                if n_bias > 0:
+                    out[A * K + k] += m
+                    if t == t0:
+                        out[A * K + K + k] += m
+                    if t == t1 - 1:
+                        out[A * K + 2 * K + k] += m
+        for e in range(t0 - i, t1 - i - 1):
+            for k in range(K):
+                for l in range(K):
+                    out[trans + k * K + l] += np.exp(log_edge[e, k, l])
+
+
+@njit(cache=True, nogil=True)
+def _radii(layout, dims, max_U):
+    """R_i = ||F(x_i, y_i) - F(x_i, z...z)||^2 with z absent from y_i (else least frequent)."""
+    seq_offsets, attr_offsets, _, attr_values, labels, entry_slot, uattr_offsets, _ = layout
+    A, K, n_bias = dims
+    n = seq_offsets.shape[0] - 1
+    out = np.empty(n)
+    rows = np.zeros((max(max_U, 1), K))
+    rest = np.zeros((3 + K, K))
+    counts = np.zeros(K, np.int64)
+    for i in range(n):
+        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+        counts[:] = 0
+        for t in range(t0, t1):
+            counts[labels[t]] += 1
+        z = np.argmin(counts)
+        rows[:] = 0.0
+        rest[:] = 0.0
+        for t in range(t0, t1):
+            y = labels[t]
+            for p in range(attr_offsets[t], attr_offsets[t + 1]):
+                rows[entry_slot[p], y] += attr_values[p]
+                rows[entry_slot[p], z] -= attr_values[p]
+            if n_bias > 0:
+                rest[0, y] += 1.0
+                rest[0, z] -= 1.0
+            if t < t1 - 1:
+                rest[n_bias + y, labels[t + 1]] += 1.0
+                rest[n_bias + z, z] -= 1.0
+        if n_bias > 0:
+            rest[1, labels[t0]] += 1.0
+            rest[1, z] -= 1.0
+            rest[2, labels[t1 - 1]] += 1.0
+            rest[2, z] -= 1.0
+        U = uattr_offsets[i + 1] - uattr_offsets[i]
+        out[i] = np.sum(rows[:U] ** 2) + np.sum(rest**2)
+    return out
+
+
+# -- thin Python wrappers ------------------------------------------------------------------------
+def sequence_layout(data):
+    """Kernel tuple of a SequenceData plus the per-sequence unique-attribute map.
+
+    Returns (seq_offsets, attr_offsets, attr_ids, attr_values, labels, entry_slot,
+    uattr_offsets, slot_attrs): entry_slot[p] is the row of entry p's attribute among the
+    distinct attributes of its sequence, listed in slot_attrs[uattr_offsets[i]:uattr_offsets[i+1]].
+    """
+    so, ao, ids, vals, labels = data.arrays()
+    n = so.size - 1
+    per_seq = ao[so[1:]] - ao[so[:-1]]
+    seq_of_entry = np.repeat(np.arange(n, dtype=np.int64), per_seq)
+    order = np.lexsort((ids, seq_of_entry))
+    s_seq, s_ids = seq_of_entry[order], ids[order]
+    new = np.ones(ids.size, dtype=bool)
+    new[1:] = (s_seq[1:] != s_seq[:-1]) | (s_ids[1:] != s_ids[:-1])
+    unique_rank = np.cumsum(new) - 1
+    uattr_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(s_seq[new], minlength=n), out=uattr_offsets[1:])
+    entry_slot = np.empty(ids.size, np.int64)
+    entry_slot[order] = unique_rank
+    entry_slot -= uattr_offsets[seq_of_entry]
+    slot_attrs = np.ascontiguousarray(s_ids[new])
+    return (so, ao, ids, vals, labels, entry_slot, uattr_offsets, slot_attrs)
+
+
+def max_unique(layout) -> int:
+    return int(np.diff(layout[6]).max()) if layout[6].size > 1 else 0
+
+
+def make_workspace(max_T: int, K: int, layout):
+    return _make_ws(max_T, K, max_unique(layout))
+
+
+def run_steps(args):
+    """Run the SDCA steps of ``args`` (see ``_run_steps``); returns (done, status, stats)."""
+    done, status, stats = _run_steps(*args)
+    return int(done), int(status), stats
+
+
+def exact_gaps(layout, log_mu, w, dims):
+    max_T = int(np.diff(layout[0]).max())
+    n_chunks = max(1, min(layout[0].size - 1, 4 * get_num_threads()))
+    return _exact_gaps(layout, log_mu, w, dims, max_T, max_unique(layout), n_chunks)
+
+
+def all_entropies(seq_offsets, log_node, log_edge):
+    return _all_entropies(seq_offsets, log_node, log_edge)
+
+
+def expected_features(data, log_node, log_edge, dims, out):
+    _expected_features(data, log_node, log_edge, dims, out)
+    return out
+
+
+def radii(layout, labels, dims):
+    return _radii(layout, dims, max_unique(layout))

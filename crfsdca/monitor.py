@@ -1,0 +1,184 @@
+"""Monitor: the solver clock, the evaluation schedule, stopping rules and the trace.
+
+Solvers never time or print: they call :meth:`Monitor.end_epoch` with their counters and stop
+when it returns True. Evaluation (exact primal, gap, test error) is excluded from solver time
+and from the oracle-call counters.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.evaluation import evaluate_labels
+from crfsdca.problem import Problem
+from crfsdca.solvers.base import SolverConfig
+from crfsdca.trace import Trace, TraceRecord
+
+NAN = float("nan")
+
+
+class Monitor:
+    """Clocks, evaluation schedule, stopping rules and the shared trace of one run."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        solver_name: str,
+        config: SolverConfig,
+        *,
+        callback: Callable[[TraceRecord], None] | None = None,
+        evaluate_test: bool = True,
+        header: dict[str, Any] | None = None,
+    ) -> None:
+        self.problem = problem
+        self.solver_name = solver_name
+        self.config = config
+        self.callback = callback
+        self.evaluate_test = evaluate_test and problem.test is not None
+        self.trace = Trace(
+            header={
+                "solver": solver_name,
+                "config": config.as_dict(),
+                "regularization": problem.regularization,
+                "dataset": problem.name,
+                "n_sequences": problem.n_sequences,
+                "n_features": problem.feature_map.n_features,
+                "seed": config.seed,
+                **(header or {}),
+            }
+        )
+        self.stop_reason = ""
+        self._elapsed = 0.0
+        self._started: float | None = None
+        self._next_eval = 0.0
+        self.last_primal = NAN
+        self.last_test: dict[str, Any] = {}
+
+    # -- clock -------------------------------------------------------------------------------
+    def start(self, elapsed: float = 0.0) -> None:
+        """Start (or resume, with ``elapsed`` seconds already spent) the solver clock."""
+        self._elapsed = elapsed
+        self._started = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        running = 0.0 if self._started is None else time.perf_counter() - self._started
+        return self._elapsed + running
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Exclude the enclosed work from solver time."""
+        if self._started is None:
+            yield
+            return
+        self._elapsed += time.perf_counter() - self._started
+        self._started = None
+        try:
+            yield
+        finally:
+            self._started = time.perf_counter()
+
+    # -- evaluation --------------------------------------------------------------------------
+    def epoch_of(self, oracle_calls: float) -> float:
+        return oracle_calls / self.problem.n_sequences
+
+    def evaluate_test_set(self, weights: NDArray[np.float64]) -> dict[str, Any]:
+        """Token error and (for chunk labels) F1 of Viterbi predictions on the test set."""
+        test = self.problem.test
+        pred = self.problem.test_oracle.predict(weights)
+        scores = evaluate_labels(test.labels, pred, test.seq_offsets, test.label_names)
+        return scores
+
+    def end_epoch(
+        self,
+        weights: NDArray[np.float64],
+        *,
+        oracle_calls: int,
+        updates: int,
+        dual: float = NAN,
+        gap_estimate: float = NAN,
+        primal: float | None = None,
+        extra: dict[str, Any] | None = None,
+        force: bool = False,
+    ) -> bool:
+        """Record progress; evaluate when due; return True when the run must stop."""
+        epoch = self.epoch_of(oracle_calls)
+        seconds = self.seconds
+        due = force or epoch + 1e-12 >= self._next_eval
+        if due:
+            with self.paused():
+                self._record(
+                    weights,
+                    epoch,
+                    oracle_calls,
+                    updates,
+                    seconds,
+                    dual,
+                    gap_estimate,
+                    primal,
+                    extra,
+                )
+            while self._next_eval <= epoch + 1e-12:
+                self._next_eval += self.config.eval_every
+        return self._should_stop(epoch, seconds)
+
+    def _record(
+        self, weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra
+    ) -> None:
+        if primal is None:
+            primal = self.problem.primal(weights)
+        if not np.isfinite(primal):
+            raise FloatingPointError(f"primal objective is {primal} at epoch {epoch:.3g}")
+        gap = primal - dual if np.isfinite(dual) else NAN
+        extra = dict(extra or {})
+        test_error = NAN
+        if self.evaluate_test:
+            scores = self.evaluate_test_set(weights)
+            self.last_test = scores
+            test_error = 1.0 - scores["token_accuracy"]
+            if scores.get("f1") is not None:
+                extra["test_f1"] = scores["f1"]
+        record = TraceRecord(
+            solver=self.solver_name,
+            epoch=epoch,
+            oracle_calls=int(oracle_calls),
+            updates=int(updates),
+            seconds=seconds,
+            primal=float(primal),
+            dual=float(dual),
+            gap=float(gap),
+            gap_estimate=float(gap_estimate),
+            test_error=float(test_error),
+            extra=extra,
+        )
+        self.last_primal = float(primal)
+        self.trace.append(record)
+        if self.callback is not None:
+            self.callback(record)
+
+    def _should_stop(self, epoch: float, seconds: float) -> bool:
+        last = self.trace.records[-1] if self.trace.records else None
+        if (
+            last is not None
+            and np.isfinite(last.gap)
+            and last.epoch == epoch
+            and last.gap <= self.config.tol
+        ):
+            self.stop_reason = "tol"
+        elif epoch + 1e-12 >= self.config.max_epochs:
+            self.stop_reason = "max_epochs"
+        elif seconds >= self.config.time_limit:
+            self.stop_reason = "time_limit"
+        else:
+            return False
+        return True
+
+    def gap_reached(self, gap: float) -> bool:
+        return math.isfinite(gap) and gap <= self.config.tol

@@ -1,0 +1,85 @@
+"""The training problem shared by every solver: data, feature map, oracle and regularization.
+
+P(w) = (lambda/2) ||w||^2 + (1/n) sum_i [log Z_i(w) - w^T F(x_i, y_i)]
+(Le Priol et al. 2018, eqs. 1-2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.features import FeatureMap
+from crfsdca.oracle import Oracle
+from crfsdca.sequences import SequenceData
+
+
+@dataclass(eq=False)
+class Problem:
+    """An l2-regularised chain-CRF training problem.
+
+    Parameters
+    ----------
+    train : SequenceData
+        Training sequences; every label must be known (no ``-1``).
+    feature_map : FeatureMap
+        Dimensions and weight layout.
+    regularization : float
+        lambda > 0; ``None`` means 1/n (the paper's choice).
+    test : SequenceData, optional
+        Evaluated by the monitor (test error), never trained on.
+    name : str
+        Dataset name recorded in traces.
+    """
+
+    train: SequenceData
+    feature_map: FeatureMap
+    regularization: float | None = None
+    test: SequenceData | None = None
+    name: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.regularization is None:
+            self.regularization = 1.0 / self.train.n_sequences
+        lam = float(self.regularization)
+        if not np.isfinite(lam) or lam <= 0:
+            raise ValueError(f"regularization must be > 0; got {self.regularization}")
+        self.regularization = lam
+        fm = self.feature_map
+        if self.train.n_attributes > fm.n_attributes or self.train.n_labels != fm.n_labels:
+            raise ValueError(
+                f"training data ({self.train.n_attributes} attributes,"
+                f" {self.train.n_labels} labels) does not fit the feature map ({fm.n_attributes}, {fm.n_labels})"
+            )
+        if self.train.n_items and self.train.labels.min() < 0:
+            bad = int(np.flatnonzero(self.train.labels < 0)[0])
+            raise ValueError(f"training token {bad} has a label unknown to the model")
+
+    @property
+    def n_sequences(self) -> int:
+        return self.train.n_sequences
+
+    @cached_property
+    def oracle(self) -> Oracle:
+        return Oracle(self.train, self.feature_map)
+
+    @cached_property
+    def test_oracle(self) -> Oracle | None:
+        return None if self.test is None else Oracle(self.test, self.feature_map)
+
+    def primal(self, w: NDArray[np.float64]) -> float:
+        """P(w)."""
+        return self.primal_and_gradient(w)[0]
+
+    def primal_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        """P(w) and its gradient lambda w + (1/n) sum_i (E_nu_i F - F_i)."""
+        loss_sum, grad_sum = self.oracle.value_and_gradient(w)
+        n, lam = self.n_sequences, self.regularization
+        value = 0.5 * lam * float(w @ w) + loss_sum / n
+        grad = grad_sum / n
+        grad += lam * w
+        return value, grad

@@ -1,0 +1,68 @@
+"""The interface every solver implements: a frozen config, ``solve(problem, monitor, state)``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.trace import Trace
+
+
+def option(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002
+    """A config field whose help text sits beside its default (the CLI is generated from it)."""
+    return field(default=default, metadata={"help": help, **kwargs})
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolverConfig:
+    """Options every solver shares."""
+
+    max_epochs: float = option(100.0, "stop after this many epochs (oracle calls / n)")
+    tol: float = option(
+        1e-7, "stop when the duality gap (dual methods) or the gradient test is below this"
+    )
+    time_limit: float = option(math.inf, "stop after this many seconds of solver time")
+    eval_every: float = option(
+        1.0, "evaluate primal, dual, gap and test error every this many epochs"
+    )
+    seed: int = option(0, "seed of the random generator")
+
+    def __post_init__(self) -> None:
+        if not self.max_epochs > 0:
+            raise ValueError(f"max_epochs must be > 0; got {self.max_epochs}")
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be >= 0; got {self.tol}")
+        if not self.time_limit > 0:
+            raise ValueError(f"time_limit must be > 0; got {self.time_limit}")
+        if not self.eval_every > 0:
+            raise ValueError(f"eval_every must be > 0; got {self.eval_every}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass
+class SolverResult:
+    """What a run returns: final weights, the solver state (for warm starts), the trace."""
+
+    weights: NDArray[np.float64]
+    state: Any
+    trace: Trace
+    stop_reason: str
+    counters: dict[str, float] = field(default_factory=dict)
+
+
+class Solver(Protocol):
+    """Protocol shared by SDCA, SAG-NUS, OEG and L-BFGS."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[SolverConfig]]
+
+    def __init__(self, config: SolverConfig) -> None: ...
+
+    def solve(self, problem: Any, monitor: Any, state: object | None = None) -> SolverResult: ...

@@ -1,0 +1,120 @@
+"""SDCA: duality identities, monotone dual, compiled step vs reference, convergence."""
+
+import numpy as np
+import pytest
+from _reference_sdca import reference_step
+from _synthetic import random_problem
+
+from crfsdca.dual import smoothed_empirical, weights_from_dual
+from crfsdca.kernels import sdca_epoch
+from crfsdca.monitor import Monitor
+from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.sdca import SDCA, SDCAConfig, _Runner
+
+
+def dual_value(problem, state):
+    w = state.dual.weights
+    return state.dual.entropies.sum() / problem.n_sequences - 0.5 * problem.regularization * w @ w
+
+
+def runner_for(problem, **cfg):
+    config = SDCAConfig(**cfg)
+    state = SDCA(config).initial_state(problem)
+    return _Runner(problem, config, state), state
+
+
+def run_indices(runner, indices, tol=-1.0):
+    """Run steps on the given sequence indices (uniform law with injected uniforms)."""
+    n = runner.n
+    draws = np.column_stack([np.ones(len(indices)), (np.asarray(indices) + 0.5) / n])
+    return sdca_epoch.run_steps(runner.kernel_args(draws, tol))
+
+
+@pytest.mark.parametrize("n_bias_rows", [0, 3])
+def test_gap_identity_at_init_and_after_steps(n_bias_rows):
+    problem = random_problem(seed=1, n=12, max_T=5, n_bias_rows=n_bias_rows)
+    runner, state = runner_for(problem, sampling="uniform", line_search_tol=1e-9)
+    for _ in range(3):
+        d = state.dual
+        gaps = sdca_epoch.exact_gaps(
+            runner.layout, (d.log_node, d.log_edge), d.weights, runner.dims
+        )
+        primal = problem.primal(d.weights)
+        gap = primal - dual_value(problem, state)
+        assert gap == pytest.approx(gaps.mean(), rel=1e-9)
+        assert gap >= 0
+        recomputed = weights_from_dual(problem, d.log_node, d.log_edge)
+        np.testing.assert_allclose(d.weights, recomputed, rtol=1e-10, atol=1e-12)
+        run_indices(runner, np.random.default_rng(0).integers(0, problem.n_sequences, 25))
+
+
+def test_dual_never_decreases():
+    problem = random_problem(seed=2, n=15, max_T=5)
+    runner, state = runner_for(problem, sampling="uniform", line_search_tol=1e-12)
+    previous = dual_value(problem, state)
+    rng = np.random.default_rng(5)
+    for i in rng.integers(0, problem.n_sequences, 80):
+        run_indices(runner, [i])
+        current = dual_value(problem, state)
+        assert current >= previous - 1e-12
+        previous = current
+
+
+@pytest.mark.parametrize("n_bias_rows", [0, 3])
+def test_compiled_step_matches_numpy_reference(n_bias_rows):
+    problem = random_problem(seed=3, n=8, max_T=4, n_bias_rows=n_bias_rows, regularization=0.05)
+    runner, state = runner_for(problem, sampling="uniform", line_search_tol=1e-13)
+    d = state.dual
+    so = problem.train.seq_offsets
+    node = [np.exp(d.log_node[so[i] : so[i + 1]]) for i in range(problem.n_sequences)]
+    edge = [np.exp(d.log_edge[so[i] - i : so[i + 1] - i - 1]) for i in range(problem.n_sequences)]
+    w = d.weights.copy()
+    for i in [0, 3, 7, 3, 1, 0, 5, 7, 2, 3, 6, 4]:
+        gap_before = d.gap_estimates.copy()
+        run_indices(runner, [i])
+        node[i], edge[i], w, gap, gamma = reference_step(problem, node[i], edge[i], w, i)
+        assert d.gap_estimates[i] == pytest.approx(gap, rel=1e-9, abs=1e-12)
+        if gap > 1e-12:  # with delta = 0 every step size leaves mu and w unchanged
+            assert d.step_sizes[i] == pytest.approx(gamma, abs=1e-9)
+        np.testing.assert_array_equal(np.delete(d.gap_estimates, i), np.delete(gap_before, i))
+        np.testing.assert_allclose(d.weights, w, rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(np.exp(d.log_node[so[i] : so[i + 1]]), node[i], atol=1e-10)
+        np.testing.assert_allclose(
+            np.exp(d.log_edge[so[i] - i : so[i + 1] - i - 1]), edge[i], atol=1e-10
+        )
+
+
+def test_initialisation_is_smoothed_gold_and_consistent():
+    problem = random_problem(seed=4, n=6, max_T=4)
+    eps = 1e-3
+    state = smoothed_empirical(problem, eps)
+    K = problem.feature_map.n_labels
+    node = np.exp(state.log_node)
+    np.testing.assert_allclose(node.sum(1), 1.0, rtol=1e-12)
+    gold = problem.train.labels
+    np.testing.assert_allclose(node[np.arange(gold.size), gold], eps / K + 1 - eps)
+    so = problem.train.seq_offsets
+    for i in range(problem.n_sequences):
+        e = np.exp(state.log_edge[so[i] - i : so[i + 1] - i - 1])
+        n_ = node[so[i] : so[i + 1]]
+        np.testing.assert_allclose(e.sum(2), n_[:-1], rtol=1e-12)
+        np.testing.assert_allclose(e.sum(1), n_[1:], rtol=1e-12)
+
+
+def reference_optimum(problem):
+    result = LBFGS(LBFGSConfig(tol=1e-13, max_epochs=5000)).solve(
+        problem, Monitor(problem, "lbfgs", LBFGSConfig())
+    )
+    return problem.primal(result.weights)
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "importance", "gap", "gap-importance", "max"])
+def test_every_sampling_scheme_reaches_the_lbfgs_optimum(sampling):
+    problem = random_problem(seed=5, n=30, max_T=6, K=3, A=8)
+    p_star = reference_optimum(problem)
+    config = SDCAConfig(sampling=sampling, tol=1e-10, max_epochs=400, eval_every=5, seed=1)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))
+    last = result.trace.records[-1]
+    assert (problem.primal(result.weights) - p_star) / abs(p_star) <= 1e-6
+    assert last.gap <= 1e-6
+    assert result.stop_reason == "tol"

@@ -1,0 +1,140 @@
+"""Junction-tree entropy, KL and the line search against brute force on tiny chains."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+
+from crfsdca.kernels import sdca as K_sdca
+from crfsdca.kernels import trees
+
+
+def random_chain(rng, T, K, scale=1.0):
+    """Joint distribution of a random chain MRF and its log node/edge marginals."""
+    unary = scale * rng.normal(size=(T, K))
+    pair = scale * rng.normal(size=(max(T - 1, 0), K, K))
+    ys = np.array(list(itertools.product(range(K), repeat=T)))
+    score = unary[np.arange(T), ys].sum(1)
+    for t in range(T - 1):
+        score += pair[t, ys[:, t], ys[:, t + 1]]
+    p = np.exp(score - score.max())
+    p /= p.sum()
+    node = np.zeros((T, K))
+    edge = np.zeros((max(T - 1, 1), K, K))
+    for y, py in zip(ys, p, strict=True):
+        node[np.arange(T), y] += py
+        for t in range(T - 1):
+            edge[t, y[t], y[t + 1]] += py
+    return p, np.log(node), np.log(edge[: max(T - 1, 0)]) if T > 1 else np.zeros((0, K, K))
+
+
+def flat_buffers(T, K):
+    size = max(T - 1, 0) * K * K + T * K
+    return tuple(np.empty(size) for _ in range(3)), np.empty(2), np.empty(size)
+
+
+@pytest.mark.parametrize("T,K", [(1, 3), (2, 2), (3, 3), (4, 2), (4, 3), (1, 1)])
+def test_entropy_and_kl_equal_brute_force(T, K):
+    rng = np.random.default_rng(T * 10 + K)
+    p, lpn, lpe = random_chain(rng, T, K)
+    q, lqn, lqe = random_chain(rng, T, K)
+    brute_h = -np.sum(p * np.log(p))
+    assert K_sdca.block_entropy(lpn, lpe) == pytest.approx(brute_h, rel=1e-10, abs=1e-12)
+    flat, acc, _ = flat_buffers(T, K)
+    gap, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, flat, acc)
+    brute_kl = np.sum(p * np.log(p / q))
+    assert gap == pytest.approx(brute_kl, rel=1e-10, abs=1e-12)
+    assert fp0 == pytest.approx(brute_kl + np.sum(q * np.log(q / p)), rel=1e-10, abs=1e-12)
+
+
+def line_function(gamma, lpn, lpe, lqn, lqe, cb):
+    """f(gamma) - const = H~(mu + gamma delta) - cb gamma^2 / 2 - gamma * (linear part).
+
+    In KL form the linear part is -sum <delta, log nu>, which we fold in directly.
+    """
+    mix_n = np.log((1 - gamma) * np.exp(lpn) + gamma * np.exp(lqn))
+    mix_e = np.log((1 - gamma) * np.exp(lpe) + gamma * np.exp(lqe))
+    h = K_sdca.block_entropy(mix_n, mix_e)
+    T, K = lpn.shape
+    coef = np.array([K_sdca.node_coefficient(t, T) for t in range(T)])
+    dn = np.exp(lqn) - np.exp(lpn)
+    de = np.exp(lqe) - np.exp(lpe)
+    lin = np.sum(de * lqe) + np.sum(coef[:, None] * dn * lqn)
+    return h + gamma * lin - 0.5 * cb * gamma**2
+
+
+@pytest.mark.parametrize("T,K,cb", [(3, 3, 0.7), (1, 4, 2.0), (2, 3, 1e-3), (4, 2, 50.0)])
+def test_line_search_matches_grid_and_finite_differences(T, K, cb):
+    rng = np.random.default_rng(7 + T + K)
+    _, lpn, lpe = random_chain(rng, T, K)
+    _, lqn, lqe = random_chain(rng, T, K, scale=2.0)
+    (mu, nu, log_nu), acc, coef = flat_buffers(T, K)
+    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, (mu, nu, log_nu), acc)
+    size = K_sdca.entry_coefficients(T, K, coef)
+    f = lambda g: line_function(g, lpn, lpe, lqn, lqe, cb)  # noqa: E731
+    for g in (0.1, 0.5, 0.9):
+        d1, d2 = K_sdca.line_derivatives(g, mu, nu, log_nu, coef, size, cb)
+        h = 1e-5
+        assert d1 == pytest.approx((f(g + h) - f(g - h)) / (2 * h), rel=1e-6, abs=1e-8)
+        assert d2 == pytest.approx((f(g + h) - 2 * f(g) + f(g - h)) / h**2, rel=1e-4, abs=1e-5)
+        assert d2 < 0
+    assert K_sdca.line_derivatives(0.0, mu, nu, log_nu, coef, size, cb)[0] == pytest.approx(fp0)
+    assert K_sdca.line_derivatives(1.0, mu, nu, log_nu, coef, size, cb)[0] == pytest.approx(-cb)
+    gamma, its, status = K_sdca.rtsafe(mu, nu, log_nu, coef, size, cb, fp0, 1e-10, 100)
+    assert status == 0 and its >= 1
+    grid = np.linspace(0, 1, 20001)
+    values = np.array([f(g) for g in grid])
+    assert abs(gamma - grid[values.argmax()]) <= 1e-4
+    best = minimize_scalar(
+        lambda g: -f(g), bounds=(0, 1), method="bounded", options={"xatol": 1e-12}
+    )
+    assert gamma == pytest.approx(best.x, abs=1e-7)
+    loose, _, _ = K_sdca.rtsafe(mu, nu, log_nu, coef, size, cb, fp0, 1e-3, 100)
+    assert abs(loose - best.x) <= 1e-3
+
+
+def test_line_search_border_cases():
+    T, K = 3, 2
+    rng = np.random.default_rng(3)
+    _, lpn, lpe = random_chain(rng, T, K)
+    (mu, nu, log_nu), acc, coef = flat_buffers(T, K)
+    # delta = 0: nu == mu, f'(0) = 0 -> gamma = 0
+    _, fp0 = K_sdca.block_gap(lpn, lpe, lpn, lpe, (mu, nu, log_nu), acc)
+    size = K_sdca.entry_coefficients(T, K, coef)
+    assert fp0 == 0.0
+    assert K_sdca.rtsafe(mu, nu, log_nu, coef, size, 1.0, fp0, 1e-3, 100)[0] == 0.0
+    # b = 0 (no primal movement): the dual is the entropy only, maximised at gamma = 1
+    _, lqn, lqe = random_chain(rng, T, K)
+    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, (mu, nu, log_nu), acc)
+    assert K_sdca.rtsafe(mu, nu, log_nu, coef, size, 0.0, fp0, 1e-3, 100)[0] == 1.0
+    # mu on the simplex border (a zero entry): the mixing stays finite and exact
+    lpn2 = lpn.copy()
+    lpn2[0] = [0.0, -np.inf]
+    lm, m = K_sdca.mix_log(0.25, 0.0, 0.5, -np.inf, np.log(0.5))
+    assert m == pytest.approx(0.125) and lm == pytest.approx(np.log(0.125))
+
+
+def test_mix_log_keeps_precision_when_probabilities_underflow():
+    lm, lv = -800.0, -900.0
+    out, m = K_sdca.mix_log(0.3, 0.0, 0.0, lm, lv)
+    expected = np.logaddexp(np.log(0.7) + lm, np.log(0.3) + lv)
+    assert out == pytest.approx(expected, rel=1e-14)
+    assert K_sdca.mix_log(1.0, 0.0, 0.0, lm, lv)[0] == lv
+
+
+def test_sum_tree_draws_follow_scores():
+    rng = np.random.default_rng(0)
+    scores = rng.random(13)
+    tree = np.zeros(32)
+    trees.build(tree, scores, False)
+    assert tree[1] == pytest.approx(scores.sum())
+    counts = np.bincount([trees.draw(tree, u, 13) for u in rng.random(200_000)], minlength=13)
+    np.testing.assert_allclose(counts / counts.sum(), scores / scores.sum(), atol=5e-3)
+    trees.update(tree, 4, 10.0, False)
+    assert tree[1] == pytest.approx(scores.sum() - scores[4] + 10.0)
+    mtree = np.zeros(32)
+    trees.build(mtree, scores, True)
+    assert trees.argmax(mtree) == scores.argmax()
+    trees.update(mtree, 2, 5.0, True)
+    assert trees.argmax(mtree) == 2
