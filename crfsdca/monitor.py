@@ -112,9 +112,10 @@ class Monitor:
         epoch = self.epoch_of(oracle_calls)
         seconds = self.seconds
         due = force or epoch + 1e-12 >= self._next_eval
+        gap = primal - dual if primal is not None and math.isfinite(dual) else NAN
         if due:
             with self.paused():
-                self._record(
+                record = self._record(
                     weights,
                     epoch,
                     oracle_calls,
@@ -125,13 +126,14 @@ class Monitor:
                     primal,
                     extra,
                 )
+            gap = record.gap
             while self._next_eval <= epoch + 1e-12:
                 self._next_eval += self.config.eval_every
-        return self._should_stop(epoch, seconds)
+        return self._should_stop(epoch, seconds, gap)
 
     def _record(
         self, weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra
-    ) -> None:
+    ) -> TraceRecord:
         if primal is None:
             primal = self.problem.primal(weights)
         if not np.isfinite(primal):
@@ -162,15 +164,10 @@ class Monitor:
         self.trace.append(record)
         if self.callback is not None:
             self.callback(record)
+        return record
 
-    def _should_stop(self, epoch: float, seconds: float) -> bool:
-        last = self.trace.records[-1] if self.trace.records else None
-        if (
-            last is not None
-            and np.isfinite(last.gap)
-            and last.epoch == epoch
-            and last.gap <= self.config.tol
-        ):
+    def _should_stop(self, epoch: float, seconds: float, gap: float) -> bool:
+        if self.gap_reached(gap):
             self.stop_reason = "tol"
         elif epoch + 1e-12 >= self.config.max_epochs:
             self.stop_reason = "max_epochs"

@@ -53,7 +53,8 @@ class Problem:
         if self.train.n_attributes > fm.n_attributes or self.train.n_labels != fm.n_labels:
             raise ValueError(
                 f"training data ({self.train.n_attributes} attributes,"
-                f" {self.train.n_labels} labels) does not fit the feature map ({fm.n_attributes}, {fm.n_labels})"
+                f" {self.train.n_labels} labels) does not fit the feature map"
+                f" ({fm.n_attributes}, {fm.n_labels})"
             )
         if self.train.n_items and self.train.labels.min() < 0:
             bad = int(np.flatnonzero(self.train.labels < 0)[0])

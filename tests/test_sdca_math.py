@@ -31,7 +31,12 @@ def random_chain(rng, T, K, scale=1.0):
 
 def flat_buffers(T, K):
     size = max(T - 1, 0) * K * K + T * K
-    return tuple(np.empty(size) for _ in range(3)), np.empty(2), np.empty(size)
+    return tuple(np.empty(size) for _ in range(3)), np.empty(3), np.empty(size)
+
+
+def line_bufs(flat, coef):
+    mu, nu, log_nu = flat
+    return (mu, nu, log_nu, coef, np.empty_like(mu))
 
 
 @pytest.mark.parametrize("T,K", [(1, 3), (2, 2), (3, 3), (4, 2), (4, 3), (1, 1)])
@@ -69,20 +74,21 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     rng = np.random.default_rng(7 + T + K)
     _, lpn, lpe = random_chain(rng, T, K)
     _, lqn, lqe = random_chain(rng, T, K, scale=2.0)
-    (mu, nu, log_nu), acc, coef = flat_buffers(T, K)
-    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, (mu, nu, log_nu), acc)
+    flat, acc, coef = flat_buffers(T, K)
+    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, flat, acc)
     size = K_sdca.entry_coefficients(T, K, coef)
+    bufs = line_bufs(flat, coef)
     f = lambda g: line_function(g, lpn, lpe, lqn, lqe, cb)  # noqa: E731
     for g in (0.1, 0.5, 0.9):
-        d1, d2 = K_sdca.line_derivatives(g, mu, nu, log_nu, coef, size, cb)
+        d1, d2 = K_sdca.line_derivatives(g, bufs, size, cb)
         h = 1e-5
         assert d1 == pytest.approx((f(g + h) - f(g - h)) / (2 * h), rel=1e-6, abs=1e-8)
         assert d2 == pytest.approx((f(g + h) - 2 * f(g) + f(g - h)) / h**2, rel=1e-4, abs=1e-5)
         assert d2 < 0
-    assert K_sdca.line_derivatives(0.0, mu, nu, log_nu, coef, size, cb)[0] == pytest.approx(fp0)
-    assert K_sdca.line_derivatives(1.0, mu, nu, log_nu, coef, size, cb)[0] == pytest.approx(-cb)
-    gamma, its, status = K_sdca.rtsafe(mu, nu, log_nu, coef, size, cb, fp0, 1e-10, 100)
-    assert status == 0 and its >= 1
+    assert K_sdca.line_derivatives(0.0, bufs, size, cb)[0] == pytest.approx(fp0)
+    assert K_sdca.line_derivatives(1.0, bufs, size, cb)[0] == pytest.approx(-cb)
+    gamma, its, status, have = K_sdca.rtsafe(bufs, size, cb, fp0, 0.5, 1e-10, 100)
+    assert status == 0 and its >= 1 and have
     grid = np.linspace(0, 1, 20001)
     values = np.array([f(g) for g in grid])
     assert abs(gamma - grid[values.argmax()]) <= 1e-4
@@ -90,24 +96,26 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
         lambda g: -f(g), bounds=(0, 1), method="bounded", options={"xatol": 1e-12}
     )
     assert gamma == pytest.approx(best.x, abs=1e-7)
-    loose, _, _ = K_sdca.rtsafe(mu, nu, log_nu, coef, size, cb, fp0, 1e-3, 100)
-    assert abs(loose - best.x) <= 1e-3
+    for start in (0.5, 1e-3, 0.999, gamma):
+        loose = K_sdca.rtsafe(bufs, size, cb, fp0, start, 1e-3, 100)[0]
+        assert abs(loose - best.x) <= 1e-3
 
 
 def test_line_search_border_cases():
     T, K = 3, 2
     rng = np.random.default_rng(3)
     _, lpn, lpe = random_chain(rng, T, K)
-    (mu, nu, log_nu), acc, coef = flat_buffers(T, K)
+    flat, acc, coef = flat_buffers(T, K)
     # delta = 0: nu == mu, f'(0) = 0 -> gamma = 0
-    _, fp0 = K_sdca.block_gap(lpn, lpe, lpn, lpe, (mu, nu, log_nu), acc)
+    _, fp0 = K_sdca.block_gap(lpn, lpe, lpn, lpe, flat, acc)
     size = K_sdca.entry_coefficients(T, K, coef)
+    bufs = line_bufs(flat, coef)
     assert fp0 == 0.0
-    assert K_sdca.rtsafe(mu, nu, log_nu, coef, size, 1.0, fp0, 1e-3, 100)[0] == 0.0
+    assert K_sdca.rtsafe(bufs, size, 1.0, fp0, 0.5, 1e-3, 100)[0] == 0.0
     # b = 0 (no primal movement): the dual is the entropy only, maximised at gamma = 1
     _, lqn, lqe = random_chain(rng, T, K)
-    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, (mu, nu, log_nu), acc)
-    assert K_sdca.rtsafe(mu, nu, log_nu, coef, size, 0.0, fp0, 1e-3, 100)[0] == 1.0
+    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, flat, acc)
+    assert K_sdca.rtsafe(bufs, size, 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
     # mu on the simplex border (a zero entry): the mixing stays finite and exact
     lpn2 = lpn.copy()
     lpn2[0] = [0.0, -np.inf]

@@ -63,12 +63,12 @@ def block_gap(log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, flat, acc):
 
     log_mu_node, log_nu_node (T, K); log_mu_edge, log_nu_edge (T-1, K, K) f8.
     flat = (mu, nu, log_nu): caller-owned flat buffers of length >= (T-1) K^2 + T K, filled
-    edges first, then nodes. acc: (2,) f8 scratch. Returns (gap, fprime0).
+    edges first, then nodes. acc: (2,) f8 scratch.
+    Returns (gap, fprime0).
     """
     mu, nu, log_nu = flat
     T, K = log_mu_node.shape
-    acc[0] = 0.0
-    acc[1] = 0.0
+    acc[:] = 0.0
     p = 0
     for t in range(T - 1):
         for k in range(K):
@@ -107,61 +107,67 @@ def entry_coefficients(T, K, coef):
 
 
 @njit(cache=True, nogil=True)
-def line_derivatives(gamma, mu, nu, log_nu, coef, size, cb):
+def line_derivatives(gamma, bufs, size, cb):
     """f'(gamma) and f''(gamma) of eq. 20 (KL form); cb = c * b = lambda n b / scale.
 
-    mu, nu, log_nu, coef: flat (edges then nodes) arrays, first ``size`` entries used.
+    bufs = (mu, nu, log_nu, coef, log_mix): flat (edges then nodes) arrays, first ``size``
+    entries used. Writes log_mix[p] = log mu^gamma_p wherever coef != 0 and delta_p != 0, so
+    that the update at this gamma needs no further log.
     """
+    mu, nu, log_nu, coef, log_mix = bufs
     d1 = 0.0
     d2 = 0.0
     one_minus = 1.0 - gamma
     for p in range(size):
         c = coef[p]
-        if c == 0.0:
-            continue
         d = nu[p] - mu[p]
-        if d == 0.0:
+        if c == 0.0 or d == 0.0:
             continue
         mg = one_minus * mu[p] + gamma * nu[p]
-        d1 += c * d * (log_nu[p] - np.log(mg))
+        lg = np.log(mg)
+        log_mix[p] = lg
+        d1 += c * d * (log_nu[p] - lg)
         d2 += c * d * d / mg
     return d1 - gamma * cb, -d2 - cb
 
 
 @njit(cache=True, nogil=True)
-def rtsafe(mu, nu, log_nu, coef, size, cb, fprime0, tol, max_iter):
-    """Safe bounded Newton on f' over [0, 1]; returns (gamma, n_iterations, status).
+def rtsafe(bufs, size, cb, fprime0, gamma0, tol, max_iter):
+    """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
-    status 0 = converged, 1 = no convergence within max_iter (gamma is the last bracket point).
+    Returns (gamma, n_evaluations, status, evaluated): status 0 = converged (the last step was
+    below tol), 1 = max_iter reached; evaluated = True when gamma is the last point where
+    ``line_derivatives`` ran, so that bufs' log_mix holds log mu^gamma.
     """
     if not fprime0 > 0.0:
-        return 0.0, 0, 0
+        return 0.0, 0, 0, False
     if cb <= 0.0:
-        return 1.0, 0, 0
+        return 1.0, 0, 0, False
     x_l, x_h = 1.0, 0.0  # f'(x_l) < 0 < f'(x_h)
-    gamma = 0.5
+    gamma = min(max(gamma0, 1e-6), 1.0 - 1e-6)
     dx_old = 1.0
     dx = 1.0
-    u, du = line_derivatives(gamma, mu, nu, log_nu, coef, size, cb)
+    u, du = line_derivatives(gamma, bufs, size, cb)
     for it in range(1, max_iter + 1):
-        if ((gamma - x_h) * du - u) * ((gamma - x_l) * du - u) > 0.0 or abs(2.0 * u) > abs(
-            dx_old * du
-        ):
-            dx_old = dx
-            dx = 0.5 * (x_h - x_l)
-            gamma = x_l + dx
-        else:
-            dx_old = dx
-            dx = u / du
-            gamma = gamma - dx
-        if abs(dx) < tol:
-            return min(max(gamma, 0.0), 1.0), it, 0
-        u, du = line_derivatives(gamma, mu, nu, log_nu, coef, size, cb)
         if u < 0.0:
             x_l = gamma
         else:
             x_h = gamma
-    return min(max(gamma, 0.0), 1.0), max_iter, 1
+        newton_leaves = ((gamma - x_h) * du - u) * ((gamma - x_l) * du - u) > 0.0
+        bisect = newton_leaves or abs(2.0 * u) > abs(dx_old * du)
+        dx_old = dx
+        if bisect:
+            dx = 0.5 * (x_h - x_l)
+            step = x_l + dx
+        else:
+            dx = u / du
+            step = gamma - dx
+        # gamma is within |dx| of the root after a Newton step, within 2|dx| after a bisection
+        if abs(dx) < (0.5 * tol if bisect else tol):
+            return gamma, it, 0, True  # its logs are in bufs
+        gamma = step
+        u, du = line_derivatives(gamma, bufs, size, cb)
+    return gamma, max_iter, 1, True
 
 
 @njit(cache=True, nogil=True)
@@ -179,18 +185,38 @@ def mix_log(gamma, m, v, lm, lv):
 
 
 @njit(cache=True, nogil=True)
-def update_block(gamma, log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, mu, nu):
-    """mu <- (1 - gamma) mu + gamma nu in log space; returns the new entropy H~(mu).
+def _mixed(gamma, p, bufs, lm, lv, have_logs):
+    """(log mg, mg) of entry p, reusing the line search's log where it is valid."""
+    mu, nu, _, coef, log_mix = bufs
+    m, v = mu[p], nu[p]
+    mg = (1.0 - gamma) * m + gamma * v
+    if mg <= TINY or gamma == 1.0 or gamma == 0.0:
+        return mix_log(gamma, m, v, lm, lv)
+    if m == v:
+        return lm, m
+    if have_logs and coef[p] != 0.0:
+        return min(log_mix[p], 0.0), mg
+    return min(np.log(mg), 0.0), mg
 
-    mu, nu: the flat probability buffers filled by ``block_gap`` (edges then nodes).
+
+@njit(cache=True, nogil=True)
+def update_block(gamma, log_mu, log_nu, bufs, have_logs):
+    """mu <- (1 - gamma) mu + gamma nu, kept as logs; returns the new entropy H~(mu).
+
+    log_mu = (log_mu_node (T, K), log_mu_edge (T-1, K, K)), log_nu likewise; bufs as in
+    ``line_derivatives`` (mu, nu from ``block_gap``; log_mix valid when have_logs).
     """
+    log_mu_node, log_mu_edge = log_mu
+    log_nu_node, log_nu_edge = log_nu
     T, K = log_mu_node.shape
     entropy = 0.0
     p = 0
     for t in range(T - 1):
         for k in range(K):
             for l in range(K):
-                lm, m = mix_log(gamma, mu[p], nu[p], log_mu_edge[t, k, l], log_nu_edge[t, k, l])
+                lm, m = _mixed(
+                    gamma, p, bufs, log_mu_edge[t, k, l], log_nu_edge[t, k, l], have_logs
+                )
                 log_mu_edge[t, k, l] = lm
                 if m > 0.0:
                     entropy -= m * lm
@@ -198,7 +224,7 @@ def update_block(gamma, log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, mu, 
     for t in range(T):
         coef = node_coefficient(t, T)
         for k in range(K):
-            lm, m = mix_log(gamma, mu[p], nu[p], log_mu_node[t, k], log_nu_node[t, k])
+            lm, m = _mixed(gamma, p, bufs, log_mu_node[t, k], log_nu_node[t, k], have_logs)
             log_mu_node[t, k] = lm
             if coef != 0.0 and m > 0.0:
                 entropy -= coef * m * lm

@@ -38,7 +38,7 @@ def _choose(code, p_nu, tree, u0, u1, n):
 
 @njit(cache=True, nogil=True)
 def _step(i, layout, dual, w, dims, params, ws):
-    """One SDCA step on sequence i; returns (gap before the step, gamma, newton its, status)."""
+    """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status)."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _, entry_slot, uattr_offsets, slot_attrs = (
         layout
     )
@@ -51,7 +51,7 @@ def _step(i, layout, dual, w, dims, params, ws):
         params[3],
         params[4],
     )
-    fb_ws, lnn, lne, mu, nu, log_nu, coef, v_emit, v_rest, acc = ws
+    fb_ws, lnn, lne, mu, nu, log_nu, coef, v_emit, v_rest, acc, log_mix = ws
     t0, t1 = seq_offsets[i], seq_offsets[i + 1]
     T = t1 - t0
     lmn = log_node[t0:t1]
@@ -65,15 +65,16 @@ def _step(i, layout, dual, w, dims, params, ws):
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     vr = v_rest[: n_bias + K]
     a, b = primal_direction(seq, (mu, nu), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
-    its, status = 0, 0
+    bufs = (mu, nu, log_nu, coef, log_mix)
+    its, status, have_logs = 0, 0, False
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
         size = entry_coefficients(T, K, coef)
-        gamma, its, status = rtsafe(
-            mu, nu, log_nu, coef, size, lam_n / scale * b, fp0, tol, max_newton
-        )
-    entropies[i] = update_block(gamma, lmn, lme, lnn[:T], lne[: T - 1], mu, nu)
+        cb = lam_n / scale * b
+        g0 = step_sizes[i] if params[7] == 1 else 0.5
+        gamma, its, status, have_logs = rtsafe(bufs, size, cb, fp0, g0, tol, max_newton)
+    entropies[i] = update_block(gamma, (lmn, lme), (lnn[:T], lne[: T - 1]), bufs, have_logs)
     add_direction(gamma, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
     return gap, gamma, its, 2 * status
@@ -134,7 +135,8 @@ def _make_ws(max_T, K, max_U):
         np.empty(size),
         np.empty((max(max_U, 1), K)),
         np.empty((3 + K, K)),
-        np.empty(2),
+        np.empty(3),
+        np.empty(size),
     )
 
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
 
 
+LINE_SEARCH_STARTS = ("half", "previous")
+
+
 @dataclass(frozen=True, kw_only=True)
 class SDCAConfig(SolverConfig):
     """Options of SDCA."""
@@ -41,7 +44,10 @@ class SDCAConfig(SolverConfig):
     line_search: bool = option(True, "Newton line search on the step size (else --fixed-step)")
     line_search_tol: float = option(1e-3, "stop Newton when the last step is below this")
     max_newton_iterations: int = option(100, "cap on Newton iterations (1 = one-step ablation)")
-    fixed_step: float = option(0.0, "fixed step size in (0, 1] used when line search is off")
+    line_search_start: str = option(
+        "previous", "first Newton point: half (0.5) | previous (the sequence's last step size)"
+    )
+    fixed_step: float = option(0.0, "fixed step size in (0, 1]; > 0 turns the line search off")
     init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed initialisation")
     refresh_every: int = option(0, "recompute every gap exactly every k epochs (0 = never)")
     dual_dtype: str = option("float64", "storage of the dual log-marginals: float64 | float32")
@@ -60,6 +66,11 @@ class SDCAConfig(SolverConfig):
         if self.max_newton_iterations < 1:
             raise ValueError(
                 f"max_newton_iterations must be >= 1; got {self.max_newton_iterations}"
+            )
+        if self.line_search_start not in LINE_SEARCH_STARTS:
+            raise ValueError(
+                f"line_search_start must be one of {', '.join(LINE_SEARCH_STARTS)};"
+                f" got {self.line_search_start!r}"
             )
         if self.dual_dtype not in ("float64", "float32"):
             raise ValueError(f"dual_dtype must be float64 or float32; got {self.dual_dtype!r}")
@@ -184,7 +195,7 @@ class _Runner:
     def params(self, stop_gap: float) -> tuple:
         cfg = self.cfg
         lam_n = self.problem.regularization * self.n
-        step = -1.0 if cfg.line_search else cfg.fixed_step
+        step = cfg.fixed_step if cfg.fixed_step > 0 else -1.0
         return (
             lam_n,
             1.0,
@@ -193,6 +204,7 @@ class _Runner:
             step,
             float(cfg.non_uniformity),
             float(stop_gap),
+            LINE_SEARCH_STARTS.index(cfg.line_search_start),
         )
 
     def run_until_eval(self, monitor: Monitor) -> bool:

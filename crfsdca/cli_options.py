@@ -1,0 +1,83 @@
+"""Click options generated from the solver config dataclasses (name, default, help in one place).
+
+Every field of every registered solver config becomes one option (kebab-case); its default is
+``None`` on the command line so that only what the user typed reaches the chosen solver's config,
+whose own dataclass default applies otherwise. An option typed for a solver that has no such
+field is a usage error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from crfsdca.solvers import SOLVERS
+
+#: CLI spellings that differ from the field name (the issue's and users' vocabulary).
+RENAMED = {"max_epochs": "epochs"}
+#: Fields set by the command itself, not by an option.
+HIDDEN = {"seed"}
+
+
+def _option_name(field_name: str) -> str:
+    return RENAMED.get(field_name, field_name).replace("_", "-")
+
+
+def solver_fields() -> dict[str, tuple[dataclasses.Field, list[str]]]:
+    """field name -> (a representative field, names of the solvers that have it)."""
+    fields: dict[str, tuple[dataclasses.Field, list[str]]] = {}
+    for name, cls in SOLVERS.items():
+        for f in dataclasses.fields(cls.config_class):
+            if f.name in HIDDEN:
+                continue
+            if f.name in fields:
+                fields[f.name][1].append(name)
+            else:
+                fields[f.name] = (f, [name])
+    return fields
+
+
+def _defaults_text(field_name: str, solvers: list[str]) -> str:
+    parts = []
+    for s in solvers:
+        default = next(
+            f.default for f in dataclasses.fields(SOLVERS[s].config_class) if f.name == field_name
+        )
+        parts.append(
+            f"{s}: {default:g}"
+            if isinstance(default, float) and math.isfinite(default)
+            else f"{s}: {default}"
+        )
+    return "; ".join(parts)
+
+
+def solver_options(func: Callable) -> Callable:
+    """Decorate a click command with one option per solver-config field."""
+    for field_name, (f, solvers) in sorted(solver_fields().items(), reverse=True):
+        help_text = f"{f.metadata.get('help', '')} [{_defaults_text(field_name, solvers)}]"
+        opt = "--" + _option_name(field_name)
+        if f.type in (bool, "bool"):
+            decl = [f"{opt}/--no-{opt[2:]}"]
+            func = click.option(*decl, field_name, default=None, help=help_text)(func)
+            continue
+        kind = {"int": int, "float": float, "str": str}.get(str(f.type))
+        kind = kind or type(f.default)
+        func = click.option(opt, field_name, type=kind, default=None, help=help_text)(func)
+    return func
+
+
+def config_options(solver: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The typed options that apply to ``solver``; UsageError for one that does not."""
+    fields = {f.name for f in dataclasses.fields(SOLVERS[solver].config_class)}
+    options: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name not in fields:
+            raise click.UsageError(f"--{_option_name(name)} does not apply to --solver {solver}")
+        options[name] = value
+    return options

@@ -1,0 +1,172 @@
+"""The CRF facade: fit / predict / score / save / load.
+
+A :class:`CRF` owns a solver choice, the regularization, and after fitting the weights, the
+feature map and (optionally) the encoder that turns raw corpora into :class:`SequenceData`.
+Model files are one ``.npz`` (weights) with a JSON header (``crfsdca.modelfile``): no pickle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.errors import ModelFormatError, NotFittedError
+from crfsdca.evaluation import evaluate_labels
+from crfsdca.features import FeatureMap
+from crfsdca.modelfile import load_model, save_model
+from crfsdca.monitor import Monitor
+from crfsdca.oracle import Oracle
+from crfsdca.problem import Problem
+from crfsdca.sequences import SequenceData
+from crfsdca.solvers import SOLVERS, SolverResult
+from crfsdca.trace import TraceRecord
+
+
+def make_solver(name: str, **options: Any):
+    """A solver instance from its registry name and config options."""
+    if name not in SOLVERS:
+        raise ValueError(f"solver must be one of {', '.join(sorted(SOLVERS))}; got {name!r}")
+    cls = SOLVERS[name]
+    return cls(cls.config_class(**options))
+
+
+class CRF:
+    """A linear-chain CRF trained by one of the registered solvers.
+
+    Parameters
+    ----------
+    solver : str
+        ``sdca`` (default), ``lbfgs``, ... (see ``crfsdca.solvers.SOLVERS``).
+    regularization : float, optional
+        lambda > 0; default 1/n.
+    n_bias_rows : int, optional
+        3 (count, first, last bias rows) or 0; default: the encoder's choice, else 3.
+    **solver_options
+        Fields of the solver's config dataclass (e.g. ``sampling="gap"``, ``max_epochs=50``).
+    """
+
+    def __init__(
+        self,
+        solver: str = "sdca",
+        regularization: float | None = None,
+        n_bias_rows: int | None = None,
+        **solver_options: Any,
+    ) -> None:
+        self.solver = solver
+        self.regularization = regularization
+        self.n_bias_rows = n_bias_rows
+        self.solver_options = solver_options
+        make_solver(solver, **solver_options)  # validate early
+        self.weights_: NDArray[np.float64] | None = None
+        self.feature_map_: FeatureMap | None = None
+        self.label_names_: tuple[str, ...] = ()
+        self.encoder: dict[str, Any] | None = None
+        self.result_: SolverResult | None = None
+        self.meta: dict[str, Any] = {}
+
+    # -- training ----------------------------------------------------------------------------
+    def fit(
+        self,
+        train: SequenceData,
+        test: SequenceData | None = None,
+        *,
+        encoder: dict[str, Any] | None = None,
+        name: str = "",
+        callback: Callable[[TraceRecord], None] | None = None,
+        state: object = None,
+    ) -> CRF:
+        """Train on ``train``; ``test`` is evaluated at every monitoring pass."""
+        bias = self.n_bias_rows if self.n_bias_rows is not None else 3
+        fm = FeatureMap(train.n_attributes, train.n_labels, bias)
+        problem = Problem(
+            train=train, feature_map=fm, regularization=self.regularization, test=test, name=name
+        )
+        solver = make_solver(self.solver, **self.solver_options)
+        monitor = Monitor(problem, solver.name, solver.config, callback=callback)
+        result = solver.solve(problem, monitor, state)
+        self.weights_ = result.weights
+        self.feature_map_ = fm
+        self.label_names_ = train.label_names
+        self.regularization_ = problem.regularization
+        self.encoder = encoder
+        self.result_ = result
+        self.problem_ = problem
+        return self
+
+    def _check_fitted(self) -> None:
+        if self.weights_ is None:
+            raise NotFittedError("this CRF is not trained yet; call fit() or CRF.load()")
+
+    # -- prediction --------------------------------------------------------------------------
+    def _oracle(self, data: SequenceData) -> Oracle:
+        self._check_fitted()
+        if tuple(data.label_names) != tuple(self.label_names_):
+            raise ValueError(
+                "data was encoded with other labels than the model's; encode it"
+                " with the model's encoder"
+            )
+        fm = self.feature_map_
+        if data.n_attributes > fm.n_attributes:
+            raise ValueError(
+                f"data has {data.n_attributes} attributes; the model knows {fm.n_attributes}"
+            )
+        return Oracle(data, FeatureMap(fm.n_attributes, fm.n_labels, fm.n_bias_rows))
+
+    def predict(self, data: SequenceData) -> NDArray[np.int64]:
+        """Viterbi labels (N,) int64 of every token of ``data``."""
+        return self._oracle(data).predict(self.weights_)
+
+    def predict_marginals(self, data: SequenceData, i: int) -> NDArray[np.float64]:
+        """Node marginals (T, K) of sequence ``i``."""
+        _, log_node, _ = self._oracle(data).marginals(i, self.weights_)
+        return np.exp(log_node)
+
+    def score(self, data: SequenceData) -> dict[str, Any]:
+        """Token accuracy, and chunk precision / recall / F1 for chunk labels."""
+        pred = self.predict(data)
+        return evaluate_labels(data.labels, pred, data.seq_offsets, data.label_names)
+
+    # -- persistence -------------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """Write the model atomically as ``.npz`` + JSON header (no pickle)."""
+        self._check_fitted()
+        fm = self.feature_map_
+        header = {
+            "n_attributes": fm.n_attributes,
+            "n_labels": fm.n_labels,
+            "n_bias_rows": fm.n_bias_rows,
+            "labels": list(self.label_names_),
+            "regularization": self.regularization_,
+            "solver": self.solver,
+            "solver_options": self.solver_options,
+            "encoder": self.encoder,
+            "meta": self.meta,
+        }
+        save_model(path, {"weights": self.weights_}, header)
+
+    @classmethod
+    def load(cls, path: str) -> CRF:
+        """Read a model written by :meth:`save`."""
+        arrays, header = load_model(path)
+        try:
+            model = cls(
+                solver=header["solver"],
+                regularization=header["regularization"],
+                n_bias_rows=header["n_bias_rows"],
+                **header.get("solver_options", {}),
+            )
+            fm = FeatureMap(header["n_attributes"], header["n_labels"], header["n_bias_rows"])
+            weights = fm.check_weights(arrays["weights"])
+            labels = tuple(header["labels"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ModelFormatError(f"{path}: inconsistent model header ({err})") from err
+        if not np.all(np.isfinite(weights)):
+            raise ModelFormatError(f"{path}: weights contain non-finite values")
+        model.weights_, model.feature_map_, model.label_names_ = weights, fm, labels
+        model.regularization_ = header["regularization"]
+        model.encoder = header.get("encoder")
+        model.meta = header.get("meta", {})
+        return model
