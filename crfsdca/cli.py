@@ -13,6 +13,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,6 +21,7 @@ import click
 from crfsdca import __version__
 from crfsdca.cli_options import config_options, solver_options
 from crfsdca.errors import DataFormatError, ModelFormatError
+from crfsdca.solvers import SOLVERS
 
 EXAMPLE = "Example: crfsdca train conll2000 --solver sdca --sampling gap --epochs 30"
 EXPECTED_ERRORS = (
@@ -91,12 +93,12 @@ def main() -> None:
 
 
 @main.command(epilog=EXAMPLE)
-@click.argument("dataset")
+@click.argument("dataset", required=False)
 @click.option(
     "--solver",
     default="sdca",
     show_default=True,
-    type=click.Choice(["sdca", "lbfgs"]),
+    type=click.Choice(sorted(SOLVERS)),
     help="training algorithm",
 )
 @click.option("--test", "test", default=None, help="test set: registered name or file path")
@@ -125,12 +127,31 @@ def main() -> None:
 @click.option("--data-dir", default=None, help="folder with the corpora [$CRFSDCA_DATA_DIR]")
 @click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
 @click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
+@click.option(
+    "--checkpoint",
+    "checkpoint_dir",
+    default=None,
+    help="save the run's state here every --checkpoint-every epochs and on Ctrl-C",
+)
+@click.option(
+    "--checkpoint-every",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="epochs between checkpoints",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    default=None,
+    help="continue the run saved in this checkpoint folder (DATASET is not needed)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
 @solver_options
 def train(
-    dataset: str,
+    dataset: str | None,
     solver: str,
     test: str | None,
     fmt: str | None,
@@ -143,6 +164,9 @@ def train(
     data_dir: str | None,
     model_path: str | None,
     trace_path: str | None,
+    checkpoint_dir: str | None,
+    checkpoint_every: float,
+    resume_dir: str | None,
     as_json: bool,
     quiet: bool,
     verbose: int,
@@ -150,20 +174,37 @@ def train(
 ) -> None:
     """Train a CRF on DATASET (a registered name or a file) and report test scores."""
     options = config_options(solver, given)
+    run = {
+        "dataset": dataset,
+        "solver": solver,
+        "options": options,
+        "test": test,
+        "fmt": fmt,
+        "template": template,
+        "regularization": regularization,
+        "bias": bias,
+        "max_sequences": max_sequences,
+        "seed": seed,
+        "data_dir": data_dir,
+    }
+    if resume_dir is None and dataset is None:
+        raise click.UsageError("missing argument DATASET (or give --resume DIR)")
+    if (checkpoint_dir or resume_dir) and solver != "sdca" and resume_dir is None:
+        raise click.UsageError("--checkpoint is supported by --solver sdca")
     with _errors(verbose):
+        if threads:
+            from crfsdca.kernels.batch import set_threads
+
+            set_threads(threads)
+        resume = _load_resume(resume_dir, options) if resume_dir else None
+        if resume is not None:
+            run = resume["run"]
+            checkpoint_dir = checkpoint_dir or resume_dir
         _train(
-            dataset,
-            solver,
-            options,
-            test=test,
-            fmt=fmt,
-            template=template,
-            regularization=regularization,
-            bias=bias,
-            max_sequences=max_sequences,
-            seed=seed,
-            threads=threads,
-            data_dir=data_dir,
+            run,
+            resume,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every,
             model_path=model_path,
             trace_path=trace_path,
             as_json=as_json,
@@ -171,44 +212,70 @@ def train(
         )
 
 
+RESUME_OVERRIDES = ("max_epochs", "time_limit", "tol", "eval_every")
+
+
+def _load_resume(resume_dir: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The saved run arguments (with allowed overrides), solver state and trace records."""
+    from crfsdca.checkpoint import load_checkpoint
+    from crfsdca.solvers.sdca import SDCAState
+
+    other = sorted(set(options) - set(RESUME_OVERRIDES))
+    if other:
+        raise click.UsageError(
+            f"--resume continues the saved run; only --epochs, --time-limit,"
+            f" --tol and --eval-every may change (got {', '.join(other)})"
+        )
+    arrays, header = load_checkpoint(resume_dir)
+    run = dict(header["run"])
+    run["options"] = {**run["options"], **options}
+    state = SDCAState.from_checkpoint(arrays, header["state"])
+    return {"run": run, "state": state, "records": header["records"]}
+
+
 def _train(
-    dataset: str,
-    solver: str,
-    options: dict[str, Any],
+    run: dict[str, Any],
+    resume: dict[str, Any] | None,
     *,
-    test,
-    fmt,
-    template,
-    regularization,
-    bias,
-    max_sequences,
-    seed,
-    threads,
-    data_dir,
+    checkpoint_dir,
+    checkpoint_every,
     model_path,
     trace_path,
     as_json,
     quiet,
 ) -> None:
-    from crfsdca.cli_data import load_inputs
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.checkpoint import save_checkpoint
+    from crfsdca.cli_data import load_inputs, train_fingerprint
     from crfsdca.model import CRF
 
-    if threads:
-        set_threads(threads)
     inputs = load_inputs(
-        dataset,
-        fmt=fmt,
-        template=template,
-        test=test,
-        data_dir=data_dir,
-        max_sequences=max_sequences,
+        run["dataset"],
+        fmt=run["fmt"],
+        template=run["template"],
+        test=run["test"],
+        data_dir=run["data_dir"],
+        max_sequences=run["max_sequences"],
     )
+    fingerprint = train_fingerprint(inputs.train)
+    if resume is not None and resume["run"].get("fingerprint") != fingerprint:
+        raise ValueError("the training data differs from the checkpointed run's; cannot resume")
+    run = {**run, "fingerprint": fingerprint}
+    bias = run["bias"]
     n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     model = CRF(
-        solver=solver, regularization=regularization, n_bias_rows=n_bias, seed=seed, **options
+        solver=run["solver"],
+        regularization=run["regularization"],
+        n_bias_rows=n_bias,
+        seed=run["seed"],
+        **run["options"],
     )
-    max_epochs = model.solver_options.get("max_epochs") or _default(solver, "max_epochs")
+    max_epochs = model.solver_options.get("max_epochs") or _default(run["solver"], "max_epochs")
+    checkpointer = None
+    if checkpoint_dir:
+
+        def checkpointer(state, trace):
+            save_checkpoint(checkpoint_dir, state, trace, run)
+
     bar, callback = _progress(max_epochs, quiet)
     try:
         model.fit(
@@ -217,20 +284,31 @@ def _train(
             encoder=inputs.encoder.to_dict(),
             name=inputs.name,
             callback=callback,
+            checkpointer=checkpointer,
+            checkpoint_every=checkpoint_every,
+            state=resume["state"] if resume else None,
+            records=resume["records"] if resume else None,
         )
     finally:
         bar.close()
-    model.meta = {"dataset": inputs.name, "template": template, "format": fmt}
+    model.meta = {"dataset": inputs.name, "template": run["template"], "format": run["fmt"]}
     result = model.result_
+    if result.stop_reason == "interrupted" and checkpointer is not None:
+        checkpointer(result.state, result.trace)
     if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
         result.trace.to_jsonl(trace_path)
     if model_path:
+        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
         model.save(model_path)
     summary = _summary(model, inputs, model_path)
     if as_json:
         click.echo(json.dumps({k: _json_value(v) for k, v in summary.items()}))
     else:
         _print_summary(summary)
+    if result.stop_reason == "interrupted":
+        click.echo("crfsdca: interrupted; the last complete state was saved", err=True)
+        sys.exit(130)
 
 
 def _default(solver: str, field_name: str) -> Any:
@@ -359,3 +437,7 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
         if name not in data_loaders.DATASETS:
             raise ValueError(f"unknown dataset {name!r}; known: {', '.join(data_loaders.DATASETS)}")
         click.echo(json.dumps(data_loaders.dataset_info(name), indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -114,6 +114,17 @@ def format_of(encoder) -> str:
     return "conll"
 
 
+def train_fingerprint(data: SequenceData) -> str:
+    """A digest of the encoded training arrays (a resumed run must see the same data)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for array in data.arrays():
+        h.update(array.tobytes())
+    h.update(repr((data.n_attributes, data.label_names)).encode())
+    return h.hexdigest()[:24]
+
+
 def encoder_from_model(header_encoder: dict[str, Any] | None):
     if header_encoder is None:
         raise ValueError(

@@ -77,15 +77,31 @@ class CRF:
         name: str = "",
         callback: Callable[[TraceRecord], None] | None = None,
         state: object = None,
+        checkpointer: Callable[[object, Any], None] | None = None,
+        checkpoint_every: float = 1.0,
+        records: list[dict[str, Any]] | None = None,
     ) -> CRF:
-        """Train on ``train``; ``test`` is evaluated at every monitoring pass."""
+        """Train on ``train``; ``test`` is evaluated at every monitoring pass.
+
+        ``state`` continues a run (e.g. from a checkpoint, whose trace ``records`` are put back
+        first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs.
+        """
         bias = self.n_bias_rows if self.n_bias_rows is not None else 3
         fm = FeatureMap(train.n_attributes, train.n_labels, bias)
         problem = Problem(
             train=train, feature_map=fm, regularization=self.regularization, test=test, name=name
         )
         solver = make_solver(self.solver, **self.solver_options)
-        monitor = Monitor(problem, solver.name, solver.config, callback=callback)
+        monitor = Monitor(
+            problem,
+            solver.name,
+            solver.config,
+            callback=callback,
+            checkpointer=checkpointer,
+            checkpoint_every=checkpoint_every,
+        )
+        if records:
+            monitor.trace.records[:] = [TraceRecord.from_json(r) for r in records]
         result = solver.solve(problem, monitor, state)
         self.weights_ = result.weights
         self.feature_map_ = fm

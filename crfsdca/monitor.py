@@ -36,6 +36,8 @@ class Monitor:
         callback: Callable[[TraceRecord], None] | None = None,
         evaluate_test: bool = True,
         header: dict[str, Any] | None = None,
+        checkpointer: Callable[[Any, Trace], None] | None = None,
+        checkpoint_every: float = 1.0,
     ) -> None:
         self.problem = problem
         self.solver_name = solver_name
@@ -54,6 +56,10 @@ class Monitor:
                 **(header or {}),
             }
         )
+        self.checkpointer = checkpointer
+        self.checkpoint_every = checkpoint_every
+        self._next_checkpoint = checkpoint_every
+        self._epoch = 0.0
         self.stop_reason = ""
         self._elapsed = 0.0
         self._started: float | None = None
@@ -85,6 +91,25 @@ class Monitor:
         finally:
             self._started = time.perf_counter()
 
+    def resume_schedule(self, oracle_calls: int) -> None:
+        """Continue the evaluation and checkpoint schedules of a run resumed at oracle_calls."""
+        epoch = self.epoch_of(oracle_calls)
+        self._epoch = epoch
+        while self._next_eval <= epoch + 1e-12:
+            self._next_eval += self.config.eval_every
+        while self._next_checkpoint <= epoch + 1e-12:
+            self._next_checkpoint += self.checkpoint_every
+
+    def checkpoint(self, state: Any, final: bool = False) -> None:
+        """Hand ``state`` and the trace to the checkpointer when one is due (or at the end)."""
+        if self.checkpointer is None:
+            return
+        if final or self._epoch + 1e-12 >= self._next_checkpoint:
+            with self.paused():
+                self.checkpointer(state, self.trace)
+            while self._next_checkpoint <= self._epoch + 1e-12:
+                self._next_checkpoint += self.checkpoint_every
+
     # -- evaluation --------------------------------------------------------------------------
     def epoch_of(self, oracle_calls: float) -> float:
         return oracle_calls / self.problem.n_sequences
@@ -110,6 +135,7 @@ class Monitor:
     ) -> bool:
         """Record progress; evaluate when due; return True when the run must stop."""
         epoch = self.epoch_of(oracle_calls)
+        self._epoch = epoch
         seconds = self.seconds
         due = force or epoch + 1e-12 >= self._next_eval
         gap = primal - dual if primal is not None and math.isfinite(dual) else NAN

@@ -22,6 +22,7 @@ import numpy as np
 
 from crfsdca.dual import DualState, dual_state_bytes, smoothed_empirical
 from crfsdca.errors import ConvergenceWarning
+from crfsdca.interrupts import deferred_interrupt
 from crfsdca.kernels import sdca_epoch
 from crfsdca.problem import Problem
 from crfsdca.radii import importance_weights
@@ -87,6 +88,29 @@ class SDCAState:
     seconds: float = 0.0
     counters: dict[str, float] | None = None
 
+    def to_checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """(arrays, JSON header) holding this state exactly."""
+        header = {
+            "rng_state": self.rng_state,
+            "oracle_calls": self.oracle_calls,
+            "updates": self.updates,
+            "seconds": self.seconds,
+            "counters": self.counters or {},
+        }
+        return self.dual.arrays(), header
+
+    @classmethod
+    def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> SDCAState:
+        dual = DualState(**{name: arrays[name] for name in DualState.__dataclass_fields__})
+        return cls(
+            dual=dual,
+            rng_state=header["rng_state"],
+            oracle_calls=header["oracle_calls"],
+            updates=header["updates"],
+            seconds=header["seconds"],
+            counters=header["counters"],
+        )
+
 
 class SDCA:
     """Stochastic dual coordinate ascent over clique marginals."""
@@ -116,15 +140,23 @@ class SDCA:
         state = state or self.initial_state(problem)
         runner = _Runner(problem, cfg, state)
         monitor.start(elapsed=state.seconds)
-        stop = monitor.end_epoch(state.dual.weights, **runner.report(), force=True)
-        reason = monitor.stop_reason
+        if state.oracle_calls > 0:  # resumed: the last evaluation is already in the trace
+            monitor.resume_schedule(state.oracle_calls)
+            stop, reason = False, ""
+        else:
+            stop = monitor.end_epoch(state.dual.weights, **runner.report(), force=True)
+            reason = monitor.stop_reason
         try:
             while not stop:
-                exact = runner.run_until_eval(monitor)
-                stop = monitor.end_epoch(state.dual.weights, **runner.report(exact))
-                reason = monitor.stop_reason
-                if runner.certified:
-                    stop, reason = True, "tol"
+                with deferred_interrupt():
+                    runner.run_until_eval(monitor)
+                    state.seconds = monitor.seconds
+                    stop = monitor.end_epoch(state.dual.weights, **runner.report())
+                    reason = monitor.stop_reason
+                    if runner.certified:
+                        stop, reason = True, "tol"
+                    state.counters = dict(runner.counters)
+                    monitor.checkpoint(state, final=stop)
         except KeyboardInterrupt:
             reason = "interrupted"
         state.seconds = monitor.seconds
@@ -213,7 +245,9 @@ class _Runner:
         steps = max(1, int(round(cfg.eval_every * self.n)))
         steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls)
         steps = max(steps, 1)
+        self.sampler.rebuild(st.dual.gap_estimates)  # fresh sums: a resumed run draws the same
         draws = self.rng.random((steps, 2))
+        st.rng_state = self.rng.bit_generator.state
         done, status, stats = sdca_epoch.run_steps(self.kernel_args(draws, cfg.tol))
         self._check_status(status)
         st.oracle_calls += done
@@ -267,7 +301,7 @@ class _Runner:
                 " values? scale dense features"
             )
 
-    def report(self, exact: bool = False) -> dict[str, Any]:
+    def report(self) -> dict[str, Any]:
         d, st = self.state.dual, self.state
         lam = self.problem.regularization
         wsq = float(d.weights @ d.weights)

@@ -1,0 +1,109 @@
+"""Checkpoints: a resumed run equals an uninterrupted one, even after SIGKILL mid-write."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from crfsdca.checkpoint import load_checkpoint
+from crfsdca.cli import main
+from crfsdca.modelfile import load_model
+from crfsdca.trace import read_trace
+
+DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
+needs_data = pytest.mark.skipif(
+    not DATA_DIR or not Path(DATA_DIR, "conll2000", "train.txt.gz").exists(),
+    reason="needs CRFSDCA_DATA_DIR with conll2000",
+)
+
+
+def synthetic_conll(path, n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(40)]
+    tags = ["DT", "NN", "VB", "JJ"]
+    chunks = ["B-NP", "I-NP", "B-VP", "O"]
+    lines = []
+    for _ in range(n):
+        for _ in range(rng.integers(1, 9)):
+            k = rng.integers(0, 4)
+            lines.append(f"{words[rng.integers(0, 40)]} {tags[k]} {chunks[k]}")
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def records_without_time(trace):
+    return [{k: v for k, v in r.to_json().items() if k != "seconds"} for r in trace.records]
+
+
+@pytest.mark.parametrize("sampling", ["gap", "uniform"])
+def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling):
+    data = synthetic_conll(tmp_path / "train.txt")
+    common = [data, "--format", "conll", "--template", "conll", "--seed", "5", "-q",
+              "--sampling", sampling, "--tol", "0"]
+    invoke("train", *common, "--epochs", "6", "--model", tmp_path / "a.npz",
+           "--trace", tmp_path / "a.jsonl")
+    invoke("train", *common, "--epochs", "3", "--checkpoint", tmp_path / "ck")
+    header = load_checkpoint(tmp_path / "ck")[1]
+    assert header["state"]["oracle_calls"] == 3 * 60
+    invoke("train", "--resume", tmp_path / "ck", "--epochs", "6", "-q",
+           "--model", tmp_path / "b.npz", "--trace", tmp_path / "b.jsonl")
+    a, b = load_model(tmp_path / "a.npz")[0], load_model(tmp_path / "b.npz")[0]
+    np.testing.assert_array_equal(a["weights"], b["weights"])
+    assert records_without_time(read_trace(tmp_path / "a.jsonl")) == records_without_time(
+        read_trace(tmp_path / "b.jsonl"))
+
+
+def test_resume_refuses_changed_options_and_missing_checkpoint(tmp_path):
+    result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path / "none")])
+    assert result.exit_code == 1 and "no checkpoint" in result.stderr
+    result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path), "--sampling", "max"])
+    assert result.exit_code == 2 and "only --epochs" in result.stderr
+
+
+@pytest.mark.slow
+@needs_data
+def test_sigkill_while_checkpointing_then_resume(tmp_path):
+    """Kill the trainer while a checkpoint is being written; resume to the same final weights."""
+    env = {**os.environ, "CRFSDCA_DATA_DIR": DATA_DIR}
+    base = [sys.executable, "-m", "crfsdca.cli", "train", "conll2000", "--max-sequences", "800",
+            "--seed", "1", "-q", "--json", "--tol", "0", "--eval-every", "1"]
+    ck = tmp_path / "ck"
+    proc = subprocess.Popen([*base, "--epochs", "8", "--checkpoint", str(ck)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    killed_mid_write = False
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        names = os.listdir(ck) if ck.exists() else []
+        if any(name != "checkpoint.npz" for name in names) and "checkpoint.npz" in names:
+            proc.send_signal(signal.SIGKILL)  # a temporary file exists: a write is under way
+            killed_mid_write = True
+            break
+        time.sleep(0.001)
+    proc.wait()
+    assert killed_mid_write, proc.stderr.read().decode()[-2000:]
+    arrays, header = load_checkpoint(ck)  # the previous checkpoint is intact
+    epochs_saved = header["state"]["oracle_calls"] / 800
+    assert 1 <= epochs_saved < 8
+    resumed = subprocess.run([*base[:4], "--resume", str(ck), "--epochs", "8", "-q", "--json",
+                              "--model", str(tmp_path / "resumed.npz")], env=env,
+                             capture_output=True, text=True, check=True)
+    assert json.loads(resumed.stdout.splitlines()[-1])["epochs"] == 8
+    straight = subprocess.run([*base, "--epochs", "8", "--model", str(tmp_path / "straight.npz")],
+                              env=env, capture_output=True, text=True, check=True)
+    assert json.loads(straight.stdout.splitlines()[-1])["epochs"] == 8
+    np.testing.assert_array_equal(load_model(tmp_path / "resumed.npz")[0]["weights"],
+                                  load_model(tmp_path / "straight.npz")[0]["weights"])
