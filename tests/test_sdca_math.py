@@ -29,14 +29,16 @@ def random_chain(rng, T, K, scale=1.0):
     return p, np.log(node), np.log(edge[: max(T - 1, 0)]) if T > 1 else np.zeros((0, K, K))
 
 
-def flat_buffers(T, K):
+def block_bufs(T, K):
     size = max(T - 1, 0) * K * K + T * K
-    return tuple(np.empty(size) for _ in range(3)), np.empty(3), np.empty(size)
+    return tuple(np.empty(size) for _ in range(4))
 
 
-def line_bufs(flat, coef):
-    mu, nu, log_nu = flat
-    return (mu, nu, log_nu, coef, np.empty_like(mu))
+def gap_of(lpn, lpe, lqn, lqe, bufs):
+    """block_gap on a block stored alone (offsets 0)."""
+    T, K = lpn.shape
+    mu_src = (lpn.reshape(-1).copy(), lpe.reshape(-1).copy(), 0, 0)
+    return K_sdca.block_gap(mu_src, (lqn.reshape(-1).copy(), lqe.reshape(-1).copy()), T, K, bufs)
 
 
 @pytest.mark.parametrize("T,K", [(1, 3), (2, 2), (3, 3), (4, 2), (4, 3), (1, 1)])
@@ -46,8 +48,7 @@ def test_entropy_and_kl_equal_brute_force(T, K):
     q, lqn, lqe = random_chain(rng, T, K)
     brute_h = -np.sum(p * np.log(p))
     assert K_sdca.block_entropy(lpn, lpe) == pytest.approx(brute_h, rel=1e-10, abs=1e-12)
-    flat, acc, _ = flat_buffers(T, K)
-    gap, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, flat, acc)
+    gap, fp0 = gap_of(lpn, lpe, lqn, lqe, block_bufs(T, K))
     brute_kl = np.sum(p * np.log(p / q))
     assert gap == pytest.approx(brute_kl, rel=1e-10, abs=1e-12)
     assert fp0 == pytest.approx(brute_kl + np.sum(q * np.log(q / p)), rel=1e-10, abs=1e-12)
@@ -74,20 +75,18 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     rng = np.random.default_rng(7 + T + K)
     _, lpn, lpe = random_chain(rng, T, K)
     _, lqn, lqe = random_chain(rng, T, K, scale=2.0)
-    flat, acc, coef = flat_buffers(T, K)
-    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, flat, acc)
-    size = K_sdca.entry_coefficients(T, K, coef)
-    bufs = line_bufs(flat, coef)
+    bufs = block_bufs(T, K)
+    _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
     f = lambda g: line_function(g, lpn, lpe, lqn, lqe, cb)  # noqa: E731
     for g in (0.1, 0.5, 0.9):
-        d1, d2 = K_sdca.line_derivatives(g, bufs, size, cb)
+        d1, d2 = K_sdca.line_derivatives(g, bufs, T, K, cb)
         h = 1e-5
         assert d1 == pytest.approx((f(g + h) - f(g - h)) / (2 * h), rel=1e-6, abs=1e-8)
         assert d2 == pytest.approx((f(g + h) - 2 * f(g) + f(g - h)) / h**2, rel=1e-4, abs=1e-5)
         assert d2 < 0
-    assert K_sdca.line_derivatives(0.0, bufs, size, cb)[0] == pytest.approx(fp0)
-    assert K_sdca.line_derivatives(1.0, bufs, size, cb)[0] == pytest.approx(-cb)
-    gamma, its, status, have = K_sdca.rtsafe(bufs, size, cb, fp0, 0.5, 1e-10, 100)
+    assert K_sdca.line_derivatives(0.0, bufs, T, K, cb)[0] == pytest.approx(fp0)
+    assert K_sdca.line_derivatives(1.0, bufs, T, K, cb)[0] == pytest.approx(-cb)
+    gamma, its, status, have = K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-10, 100)
     assert status == 0 and its >= 1 and have
     grid = np.linspace(0, 1, 20001)
     values = np.array([f(g) for g in grid])
@@ -97,7 +96,7 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     )
     assert gamma == pytest.approx(best.x, abs=1e-7)
     for start in (0.5, 1e-3, 0.999, gamma):
-        loose = K_sdca.rtsafe(bufs, size, cb, fp0, start, 1e-3, 100)[0]
+        loose = K_sdca.rtsafe(bufs, T, K, cb, fp0, start, 1e-3, 100)[0]
         assert abs(loose - best.x) <= 1e-3
 
 
@@ -105,22 +104,48 @@ def test_line_search_border_cases():
     T, K = 3, 2
     rng = np.random.default_rng(3)
     _, lpn, lpe = random_chain(rng, T, K)
-    flat, acc, coef = flat_buffers(T, K)
+    bufs = block_bufs(T, K)
     # delta = 0: nu == mu, f'(0) = 0 -> gamma = 0
-    _, fp0 = K_sdca.block_gap(lpn, lpe, lpn, lpe, flat, acc)
-    size = K_sdca.entry_coefficients(T, K, coef)
-    bufs = line_bufs(flat, coef)
+    _, fp0 = gap_of(lpn, lpe, lpn, lpe, bufs)
     assert fp0 == 0.0
-    assert K_sdca.rtsafe(bufs, size, 1.0, fp0, 0.5, 1e-3, 100)[0] == 0.0
+    assert K_sdca.rtsafe(bufs, T, K, 1.0, fp0, 0.5, 1e-3, 100)[0] == 0.0
     # b = 0 (no primal movement): the dual is the entropy only, maximised at gamma = 1
     _, lqn, lqe = random_chain(rng, T, K)
-    _, fp0 = K_sdca.block_gap(lpn, lpe, lqn, lqe, flat, acc)
-    assert K_sdca.rtsafe(bufs, size, 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
+    _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
+    assert K_sdca.rtsafe(bufs, T, K, 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
     # mu on the simplex border (a zero entry): the mixing stays finite and exact
     lpn2 = lpn.copy()
     lpn2[0] = [0.0, -np.inf]
     lm, m = K_sdca.mix_log(0.25, 0.0, 0.5, -np.inf, np.log(0.5))
     assert m == pytest.approx(0.125) and lm == pytest.approx(np.log(0.125))
+
+
+@pytest.mark.parametrize("T,K,gamma", [(1, 3, 0.3), (2, 2, 0.7), (4, 3, 0.45), (4, 2, 1.0)])
+def test_update_block_mixes_and_returns_the_new_entropy(T, K, gamma):
+    rng = np.random.default_rng(11 * T + K)
+    _, lpn, lpe = random_chain(rng, T, K)
+    _, lqn, lqe = random_chain(rng, T, K, scale=3.0)
+    lpe = lpe.copy()
+    if T > 1:
+        lpe[0, 0, 0] = -750.0  # an entry whose mixture underflows: log-space fallback
+        lqe[0, 0, 0] = -760.0
+    bufs = block_bufs(T, K)
+    node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
+    K_sdca.block_gap(
+        (node, edge, 0, 0), (lqn.reshape(-1).copy(), lqe.reshape(-1).copy()), T, K, bufs
+    )
+    for have_logs in (False, True):
+        if have_logs:
+            K_sdca.line_derivatives(gamma, bufs, T, K, 1.0)
+        n_, e_ = node.copy(), edge.copy()
+        entropy = K_sdca.update_block(gamma, (n_, e_, 0, 0), T, K, bufs, have_logs)
+        expect_n = np.logaddexp(np.log1p(-gamma) + lpn, np.log(gamma) + lqn) if gamma < 1 else lqn
+        expect_e = np.logaddexp(np.log1p(-gamma) + lpe, np.log(gamma) + lqe) if gamma < 1 else lqe
+        np.testing.assert_allclose(n_.reshape(T, K), np.minimum(expect_n, 0), rtol=1e-13)
+        np.testing.assert_allclose(e_.reshape(lpe.shape), np.minimum(expect_e, 0), rtol=1e-13)
+        assert entropy == pytest.approx(
+            K_sdca.block_entropy(n_.reshape(T, K), e_.reshape(lpe.shape)), rel=1e-12
+        )
 
 
 def test_mix_log_keeps_precision_when_probabilities_underflow():

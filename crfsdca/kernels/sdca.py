@@ -18,12 +18,21 @@ Line search (eq. 20, KL form): with c = lambda n / scale,
     f'(0)  = symmetrised block KL >= 0,   f'(1) = -c b <= 0,
 
 solved by safe bounded Newton (Numerical Recipes, rtsafe) on [0, 1].
+
+Layout: a block is four contiguous segments of flat arrays -- the (T-1) K^2 edge entries
+(coefficient 1), then the K entries of the first node, the (T-2) K interior ones (-1) and the K
+of the last node (0 each when T >= 2; a single node has coefficient 1). Segment loops are written
+so that LLVM vectorizes them (``crfsdca.kernels.fastmath``: flat unit-stride indexing, selects
+instead of branches, ``add_reassoc`` sums, ``error_model="numpy"`` for divisions).
 """
 
 import numpy as np
 from numba import njit
 
+from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log
+
 TINY = 1e-280  # below this, mix in log space to keep relative precision
+VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
 @njit(cache=True, nogil=True)
@@ -45,94 +54,93 @@ def node_coefficient(t, T):
 
 
 @njit(cache=True, nogil=True)
-def _block_entry(lm, ln, coef, acc):
-    """Accumulate one entry into acc = [kl, f'(0)]; returns (mu, nu) in probability space."""
-    m = np.exp(lm)
-    v = np.exp(ln)
-    if m > 0.0:
-        acc[0] += coef * m * (lm - ln)
-    d = v - m
-    if d != 0.0:
-        acc[1] += coef * d * (ln - lm)
-    return m, v
+def segments(T, K):
+    """Flat segment bounds of a block: (edges end, interior start, interior end, size, coef).
 
-
-@njit(cache=True, nogil=True)
-def block_gap(log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, flat, acc):
-    """Exponentiate a block and return its gap KL~(mu || nu) and f'(0).
-
-    log_mu_node, log_nu_node (T, K); log_mu_edge, log_nu_edge (T-1, K, K) f8.
-    flat = (mu, nu, log_nu): caller-owned flat buffers of length >= (T-1) K^2 + T K, filled
-    edges first, then nodes. acc: (2,) f8 scratch.
-    Returns (gap, fprime0).
+    Entries [0, E) are edges; [E, E + T K) nodes. The summed segments are the edges and the
+    nodes [lo, hi) with coefficient ``coef`` (the single node when T == 1, else the interior).
     """
-    mu, nu, log_nu = flat
-    T, K = log_mu_node.shape
-    acc[:] = 0.0
-    p = 0
-    for t in range(T - 1):
-        for k in range(K):
-            for l in range(K):
-                ln = log_nu_edge[t, k, l]
-                mu[p], nu[p] = _block_entry(log_mu_edge[t, k, l], ln, 1.0, acc)
-                log_nu[p] = ln
-                p += 1
-    for t in range(T):
-        coef = node_coefficient(t, T)
-        for k in range(K):
-            ln = log_nu_node[t, k]
-            if coef != 0.0:
-                mu[p], nu[p] = _block_entry(log_mu_node[t, k], ln, coef, acc)
-            else:
-                mu[p] = np.exp(log_mu_node[t, k])
-                nu[p] = np.exp(ln)
-            log_nu[p] = ln
-            p += 1
-    return max(acc[0], 0.0), acc[1]
+    E = (T - 1) * K * K
+    if T == 1:
+        return E, E, E + K, E + K, 1.0
+    return E, E + K, E + (T - 1) * K, E + T * K, -1.0
+
+
+@njit(**VEC)
+def _exp_segment(log_mu, mu_off, log_nu, nu_off, bufs, lo, hi):
+    """Fill bufs' mu, nu, log_nu on [lo, hi) from log sources; return (KL, f'(0)) sums."""
+    mu, nu, lnu = bufs[0], bufs[1], bufs[2]
+    kl = 0.0
+    fp = 0.0
+    for p in range(lo, hi):
+        lm = np.float64(log_mu[mu_off + p - lo])
+        ln = log_nu[nu_off + p - lo]
+        m = fast_exp(lm)
+        v = fast_exp(ln)
+        mu[p] = m
+        nu[p] = v
+        lnu[p] = ln
+        kl = add_reassoc(kl, m * (lm - ln) if m > 0.0 else 0.0)
+        d = v - m
+        fp = add_reassoc(fp, d * (ln - lm) if d != 0.0 else 0.0)
+    return kl, fp
 
 
 @njit(cache=True, nogil=True)
-def entry_coefficients(T, K, coef):
-    """Fill coef (flat, edges then nodes) with the junction-tree coefficients; returns length."""
-    p = 0
-    for _ in range((T - 1) * K * K):
-        coef[p] = 1.0
-        p += 1
-    for t in range(T):
-        c = node_coefficient(t, T)
-        for _ in range(K):
-            coef[p] = c
-            p += 1
-    return p
+def block_gap(mu_src, nu_src, T, K, bufs):
+    """Exponentiate a block into ``bufs`` and return (KL~(mu || nu), f'(0)).
 
-
-@njit(cache=True, nogil=True)
-def line_derivatives(gamma, bufs, size, cb):
-    """f'(gamma) and f''(gamma) of eq. 20 (KL form); cb = c * b = lambda n b / scale.
-
-    bufs = (mu, nu, log_nu, coef, log_mix): flat (edges then nodes) arrays, first ``size``
-    entries used. Writes log_mix[p] = log mu^gamma_p wherever coef != 0 and delta_p != 0, so
-    that the update at this gamma needs no further log.
+    mu_src = (log_node_flat, log_edge_flat, node_offset, edge_offset): the dual state's flat
+    log-marginals and where the block starts (entries, not rows); nu_src = (log_node_flat,
+    log_edge_flat) of the oracle, starting at 0. bufs = (mu, nu, log_nu, log_mix) flat buffers of
+    at least (T-1) K^2 + T K entries (edges first, then nodes).
     """
-    mu, nu, log_nu, coef, log_mix = bufs
+    mu_node, mu_edge, node_off, edge_off = mu_src
+    nu_node, nu_edge = nu_src
+    E, lo, hi, size, coef = segments(T, K)
+    kl, fp = _exp_segment(mu_edge, edge_off, nu_edge, 0, bufs, 0, E)
+    if lo > E:
+        _exp_segment(mu_node, node_off, nu_node, 0, bufs, E, lo)
+    k2, f2 = _exp_segment(mu_node, node_off + lo - E, nu_node, lo - E, bufs, lo, hi)
+    if size > hi:
+        _exp_segment(mu_node, node_off + hi - E, nu_node, hi - E, bufs, hi, size)
+    return max(kl + coef * k2, 0.0), fp + coef * f2
+
+
+@njit(**VEC)
+def _line_segment(gamma, bufs, lo, hi):
+    """(sum delta (log nu - log mu^g), sum delta^2 / mu^g) on [lo, hi); stores log mu^g."""
+    mu, nu, lnu, log_mix = bufs
     d1 = 0.0
     d2 = 0.0
     one_minus = 1.0 - gamma
-    for p in range(size):
-        c = coef[p]
-        d = nu[p] - mu[p]
-        if c == 0.0 or d == 0.0:
-            continue
-        mg = one_minus * mu[p] + gamma * nu[p]
-        lg = np.log(mg)
+    for p in range(lo, hi):
+        m = mu[p]
+        v = nu[p]
+        d = v - m
+        mg = one_minus * m + gamma * v
+        lg = fast_log(mg)
         log_mix[p] = lg
-        d1 += c * d * (log_nu[p] - lg)
-        d2 += c * d * d / mg
-    return d1 - gamma * cb, -d2 - cb
+        nz = d != 0.0
+        d1 = add_reassoc(d1, d * (lnu[p] - lg) if nz else 0.0)
+        d2 = add_reassoc(d2, d * d / mg if nz else 0.0)
+    return d1, d2
 
 
 @njit(cache=True, nogil=True)
-def rtsafe(bufs, size, cb, fprime0, gamma0, tol, max_iter):
+def line_derivatives(gamma, bufs, T, K, cb):
+    """f'(gamma) and f''(gamma) of eq. 20 (KL form); cb = c * b = lambda n b / scale.
+
+    Leaves log mu^gamma in bufs' log_mix on the edge and coefficient-carrying node segments.
+    """
+    E, lo, hi, _, coef = segments(T, K)
+    d1, d2 = _line_segment(gamma, bufs, 0, E)
+    n1, n2 = _line_segment(gamma, bufs, lo, hi)
+    return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb
+
+
+@njit(cache=True, nogil=True)
+def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter):
     """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
     Returns (gamma, n_evaluations, status, evaluated): status 0 = converged (the last step was
@@ -147,7 +155,7 @@ def rtsafe(bufs, size, cb, fprime0, gamma0, tol, max_iter):
     gamma = min(max(gamma0, 1e-6), 1.0 - 1e-6)
     dx_old = 1.0
     dx = 1.0
-    u, du = line_derivatives(gamma, bufs, size, cb)
+    u, du = line_derivatives(gamma, bufs, T, K, cb)
     for it in range(1, max_iter + 1):
         if u < 0.0:
             x_l = gamma
@@ -166,7 +174,7 @@ def rtsafe(bufs, size, cb, fprime0, gamma0, tol, max_iter):
         if abs(dx) < (0.5 * tol if bisect else tol):
             return gamma, it, 0, True  # its logs are in bufs
         gamma = step
-        u, du = line_derivatives(gamma, bufs, size, cb)
+        u, du = line_derivatives(gamma, bufs, T, K, cb)
     return gamma, max_iter, 1, True
 
 
@@ -184,57 +192,102 @@ def mix_log(gamma, m, v, lm, lv):
     return min(lg, 0.0), np.exp(lg)
 
 
-@njit(cache=True, nogil=True)
-def _mixed(gamma, p, bufs, lm, lv, have_logs):
-    """(log mg, mg) of entry p, reusing the line search's log where it is valid."""
-    mu, nu, _, coef, log_mix = bufs
-    m, v = mu[p], nu[p]
-    mg = (1.0 - gamma) * m + gamma * v
-    if mg <= TINY or gamma == 1.0 or gamma == 0.0:
-        return mix_log(gamma, m, v, lm, lv)
-    if m == v:
-        return lm, m
-    if have_logs and coef[p] != 0.0:
-        return min(log_mix[p], 0.0), mg
-    return min(np.log(mg), 0.0), mg
+@njit(**VEC)
+def _update_reusing(gamma, dst, off, bufs, lo, hi, coef):
+    """mu <- mu^gamma on [lo, hi) into dst[off:], taking log mu^gamma from bufs' log_mix (valid
+    after the line search evaluated gamma); returns (coef * entropy, number of entries near 0).
 
-
-@njit(cache=True, nogil=True)
-def update_block(gamma, log_mu, log_nu, bufs, have_logs):
-    """mu <- (1 - gamma) mu + gamma nu, kept as logs; returns the new entropy H~(mu).
-
-    log_mu = (log_mu_node (T, K), log_mu_edge (T-1, K, K)), log_nu likewise; bufs as in
-    ``line_derivatives`` (mu, nu from ``block_gap``; log_mix valid when have_logs).
+    Entries whose mixture is <= TINY keep their value here; ``_fix_tiny`` mixes them in log space.
     """
-    log_mu_node, log_mu_edge = log_mu
-    log_nu_node, log_nu_edge = log_nu
-    T, K = log_mu_node.shape
+    mu, nu, _, log_mix = bufs
     entropy = 0.0
-    p = 0
-    for t in range(T - 1):
-        for k in range(K):
-            for l in range(K):
-                lm, m = _mixed(
-                    gamma, p, bufs, log_mu_edge[t, k, l], log_nu_edge[t, k, l], have_logs
-                )
-                log_mu_edge[t, k, l] = lm
-                if m > 0.0:
-                    entropy -= m * lm
-                p += 1
-    for t in range(T):
-        coef = node_coefficient(t, T)
-        for k in range(K):
-            lm, m = _mixed(gamma, p, bufs, log_mu_node[t, k], log_nu_node[t, k], have_logs)
-            log_mu_node[t, k] = lm
-            if coef != 0.0 and m > 0.0:
+    n_tiny = 0.0
+    one_minus = 1.0 - gamma
+    for p in range(lo, hi):
+        m = mu[p]
+        mg = one_minus * m + gamma * nu[p]
+        ok = mg > TINY
+        old = dst[off + p - lo]
+        new = min(log_mix[p], 0.0) if ok and m != nu[p] else old
+        dst[off + p - lo] = new
+        entropy = add_reassoc(entropy, -coef * mg * new if ok else 0.0)
+        n_tiny = add_reassoc(n_tiny, 0.0 if ok else 1.0)
+    return entropy, n_tiny
+
+
+@njit(**VEC)
+def _update_computing(gamma, dst, off, bufs, lo, hi, coef):
+    """As ``_update_reusing`` but computing log mu^gamma (fixed steps, coefficient-0 nodes)."""
+    mu, nu, lnu, _ = bufs
+    entropy = 0.0
+    n_tiny = 0.0
+    one_minus = 1.0 - gamma
+    for p in range(lo, hi):
+        m = mu[p]
+        mg = one_minus * m + gamma * nu[p]
+        ok = mg > TINY
+        old = dst[off + p - lo]
+        new = min(fast_log(mg), 0.0) if ok and m != nu[p] else old
+        dst[off + p - lo] = new
+        entropy = add_reassoc(entropy, -coef * mg * new if ok else 0.0)
+        n_tiny = add_reassoc(n_tiny, 0.0 if ok else 1.0)
+    return entropy, n_tiny
+
+
+@njit(cache=True, nogil=True)
+def _fix_tiny(gamma, dst, off, bufs, lo, hi, coef):
+    """Log-space mixing for the entries whose mixture underflows; returns their coef * entropy."""
+    mu, nu, lnu, _ = bufs
+    entropy = 0.0
+    for p in range(lo, hi):
+        mg = (1.0 - gamma) * mu[p] + gamma * nu[p]
+        if mg <= TINY:
+            lm, m = mix_log(gamma, mu[p], nu[p], dst[off + p - lo], lnu[p])
+            dst[off + p - lo] = lm
+            if m > 0.0:
                 entropy -= coef * m * lm
-            p += 1
+    return entropy
+
+
+@njit(cache=True, nogil=True)
+def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
+    if gamma == 1.0:  # exactly nu
+        _, _, lnu, _ = bufs
+        entropy = 0.0
+        for p in range(lo, hi):
+            dst[off + p - lo] = lnu[p]
+            entropy -= coef * bufs[1][p] * lnu[p] if bufs[1][p] > 0.0 else 0.0
+        return entropy
+    if reuse:
+        entropy, n_tiny = _update_reusing(gamma, dst, off, bufs, lo, hi, coef)
+    else:
+        entropy, n_tiny = _update_computing(gamma, dst, off, bufs, lo, hi, coef)
+    if n_tiny > 0:
+        entropy += _fix_tiny(gamma, dst, off, bufs, lo, hi, coef)
+    return entropy
+
+
+@njit(cache=True, nogil=True)
+def update_block(gamma, mu_dst, T, K, bufs, have_logs):
+    """mu <- (1 - gamma) mu + gamma nu in the dual state (as logs); returns H~(mu) after.
+
+    mu_dst = (log_node_flat, log_edge_flat, node_offset, edge_offset) as in ``block_gap``;
+    have_logs: bufs' log_mix holds log mu^gamma (from the last line-search evaluation).
+    """
+    mu_node, mu_edge, node_off, edge_off = mu_dst
+    E, lo, hi, size, coef = segments(T, K)
+    entropy = _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, have_logs)
+    if lo > E:
+        entropy += _update_range(gamma, mu_node, node_off, bufs, E, lo, 0.0, False)
+    entropy += _update_range(gamma, mu_node, node_off + lo - E, bufs, lo, hi, coef, have_logs)
+    if size > hi:
+        _update_range(gamma, mu_node, node_off + hi - E, bufs, hi, size, 0.0, False)
     return entropy
 
 
 @njit(cache=True, nogil=True)
 def block_entropy(log_mu_node, log_mu_edge):
-    """Junction-tree entropy H~(mu) of one block from its log-marginals."""
+    """Junction-tree entropy H~(mu) of one block from its log-marginals (T, K), (T-1, K, K)."""
     T, K = log_mu_node.shape
     entropy = 0.0
     for t in range(T - 1):
@@ -288,9 +341,13 @@ def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
                     v_rest[1, k] += d
                 if t == T - 1:
                     v_rest[2, k] += d
-    for q in range(node0):
-        kl = q % (K * K)
-        v_rest[n_bias + kl // K, kl % K] += nu[q] - mu[q]
+    q = 0
+    for _ in range(T - 1):
+        for k in range(K):
+            row = v_rest[n_bias + k]
+            for l in range(K):
+                row[l] += nu[q + l] - mu[q + l]
+            q += K
     return _scale_and_dot(slot_attrs, w, dims, v_emit, v_rest)
 
 

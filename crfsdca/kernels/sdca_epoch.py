@@ -16,7 +16,6 @@ from crfsdca.kernels.sdca import (
     add_direction,
     block_entropy,
     block_gap,
-    entry_coefficients,
     primal_direction,
     rtsafe,
     update_block,
@@ -38,7 +37,10 @@ def _choose(code, p_nu, tree, u0, u1, n):
 
 @njit(cache=True, nogil=True)
 def _step(i, layout, dual, w, dims, params, ws):
-    """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status)."""
+    """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status).
+
+    dual = (log_node_flat (N K,), log_edge_flat ((N - n) K^2,), entropies, gaps, step_sizes).
+    """
     seq_offsets, attr_offsets, attr_ids, attr_values, _, entry_slot, uattr_offsets, slot_attrs = (
         layout
     )
@@ -51,31 +53,30 @@ def _step(i, layout, dual, w, dims, params, ws):
         params[3],
         params[4],
     )
-    fb_ws, lnn, lne, mu, nu, log_nu, coef, v_emit, v_rest, acc, log_mix = ws
+    fb_ws, lnn, lne, lnn_flat, lne_flat, bufs, v_emit, v_rest = ws
     t0, t1 = seq_offsets[i], seq_offsets[i + 1]
     T = t1 - t0
-    lmn = log_node[t0:t1]
-    lme = log_edge[t0 - i : t1 - i - 1]
     data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
     log_z = sequence_marginals(data, i, w, dims, fb_ws, (lnn, lne))
     if not np.isfinite(log_z):
         return 0.0, 0.0, 0, 1
-    gap, fp0 = block_gap(lmn, lme, lnn[:T], lne[: T - 1], (mu, nu, log_nu), acc)
+    mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
+    gap, fp0 = block_gap(mu_src, (lnn_flat, lne_flat), T, K, bufs)
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     vr = v_rest[: n_bias + K]
-    a, b = primal_direction(seq, (mu, nu), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
-    bufs = (mu, nu, log_nu, coef, log_mix)
+    a, b = primal_direction(seq, (bufs[0], bufs[1]), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
     its, status, have_logs = 0, 0, False
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
-        size = entry_coefficients(T, K, coef)
-        cb = lam_n / scale * b
         g0 = step_sizes[i] if params[7] == 1 else 0.5
-        gamma, its, status, have_logs = rtsafe(bufs, size, cb, fp0, g0, tol, max_newton)
-    entropies[i] = update_block(gamma, (lmn, lme), (lnn[:T], lne[: T - 1]), bufs, have_logs)
-    add_direction(gamma, sa, v_emit, vr, w, K, A)
+        gamma, its, status, have_logs = rtsafe(
+            bufs, T, K, lam_n / scale * b, fp0, g0, tol, max_newton
+        )
+    if gamma > 0.0:
+        entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs)
+        add_direction(gamma, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
     return gap, gamma, its, 2 * status
 
@@ -114,8 +115,9 @@ def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
 
 @njit(cache=True, nogil=True)
 def _make_ws(max_T, K, max_U):
-    size = max(max_T - 1, 0) * K * K + max_T * K
+    """Workspace: oracle buffers, flat views of the oracle's log-marginals, block buffers."""
     T = max(max_T, 1)
+    size = (T - 1) * K * K + T * K
     fb_ws = (
         np.empty((T, K)),
         np.empty((K, K)),
@@ -125,48 +127,46 @@ def _make_ws(max_T, K, max_U):
         np.empty(T),
         np.empty(T),
     )
+    lnn_flat = np.empty(T * K)
+    lne_flat = np.empty(max(T - 1, 1) * K * K)
+    lnn = lnn_flat.reshape((T, K))
+    lne = lne_flat.reshape((max(T - 1, 1), K, K))
+    bufs = (np.empty(size), np.empty(size), np.empty(size), np.empty(size))
     return (
         fb_ws,
-        np.empty((max_T, K)),
-        np.empty((max(max_T - 1, 1), K, K)),
-        np.empty(size),
-        np.empty(size),
-        np.empty(size),
-        np.empty(size),
+        lnn,
+        lne,
+        lnn_flat,
+        lne_flat,
+        bufs,
         np.empty((max(max_U, 1), K)),
         np.empty((3 + K, K)),
-        np.empty(3),
-        np.empty(size),
     )
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
-    """g_i = KL~(mu_i || nu_i(w)) for every sequence (one oracle call each), in parallel."""
-    seq_offsets, attr_offsets, attr_ids, attr_values = layout[0], layout[1], layout[2], layout[3]
+    """g_i = KL~(mu_i || nu_i(w)) for every sequence (one oracle call each), in parallel.
+
+    log_mu = (log_node_flat, log_edge_flat) of the dual state.
+    """
+    seq_offsets = layout[0]
     log_node, log_edge = log_mu
     K = dims[1]
     n = seq_offsets.shape[0] - 1
     gaps = np.empty(n)
+    data = (layout[0], layout[1], layout[2], layout[3], layout[4])
     for c in prange(n_chunks):
         ws = _make_ws(max_T, K, max_U)
-        fb_ws, lnn, lne, mu, nu, log_nu, acc = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[9]
+        fb_ws, lnn, lne, lnn_flat, lne_flat, bufs = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-            T = t1 - t0
-            data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
             log_z = sequence_marginals(data, i, w, dims, fb_ws, (lnn, lne))
             if not np.isfinite(log_z):
                 gaps[i] = np.nan
                 continue
-            gaps[i] = block_gap(
-                log_node[t0:t1],
-                log_edge[t0 - i : t1 - i - 1],
-                lnn[:T],
-                lne[: T - 1],
-                (mu, nu, log_nu),
-                acc,
-            )[0]
+            mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
+            gaps[i] = block_gap(mu_src, (lnn_flat, lne_flat), t1 - t0, K, bufs)[0]
     return gaps
 
 
@@ -286,6 +286,11 @@ def run_steps(args):
 
 
 def exact_gaps(layout, log_mu, w, dims):
+    """Exact block gaps of the dual state log_mu = (log_node (N, K), log_edge (N - n, K, K))."""
+    log_mu = (
+        np.ascontiguousarray(log_mu[0]).reshape(-1),
+        np.ascontiguousarray(log_mu[1]).reshape(-1),
+    )
     max_T = int(np.diff(layout[0]).max())
     n_chunks = max(1, min(layout[0].size - 1, 4 * get_num_threads()))
     return _exact_gaps(layout, log_mu, w, dims, max_T, max_unique(layout), n_chunks)

@@ -174,6 +174,13 @@ class SDCA:
         )
 
 
+def _flat(a: np.ndarray) -> np.ndarray:
+    """A flat view (never a copy: the kernels update the dual state in place)."""
+    if not a.flags.c_contiguous:
+        raise ValueError("the dual state arrays must be C-contiguous")
+    return a.reshape(-1)
+
+
 def _check_memory(need: int) -> None:
     """Refuse to allocate a dual state larger than the available memory."""
     available = _available_memory()
@@ -271,7 +278,7 @@ class _Runner:
         d = self.state.dual
         return (
             self.layout,
-            (d.log_node, d.log_edge, d.entropies, d.gap_estimates, d.step_sizes),
+            (_flat(d.log_node), _flat(d.log_edge), d.entropies, d.gap_estimates, d.step_sizes),
             d.weights,
             (self.sampler.code, self.sampler.tree, self.sampler.multipliers),
             self.dims,
