@@ -161,7 +161,10 @@ class Monitor:
         self, weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra
     ) -> TraceRecord:
         if primal is None:
-            primal = self.problem.primal(weights)
+            try:
+                primal = self.problem.primal(weights)
+            except FloatingPointError as err:
+                raise FloatingPointError(f"{err} (at epoch {epoch:.3g})") from err
         if not np.isfinite(primal):
             raise FloatingPointError(f"primal objective is {primal} at epoch {epoch:.3g}")
         gap = primal - dual if np.isfinite(dual) else NAN

@@ -185,28 +185,37 @@ def scaled_expectations(ws, T, node, edge_acc):
 
 
 @njit(cache=True, nogil=True)
-def log_forward(unary, log_trans, log_alpha):
-    """Exact log-space forward pass; fills log_alpha (>=T, K) and returns log Z.
+def log_forward(unary, log_trans, log_alpha, log_c):
+    """Exact log-space forward pass, renormalised at every position; returns log Z.
 
-    log_alpha[t, l] = u[t, l] + logsumexp_k(log_alpha[t-1, k] + W[k, l]).
+    a[t, l] = u[t, l] + logsumexp_k(log_alpha[t-1, k] + W[k, l]), log_c[t] = logsumexp_l a[t, l],
+    log_alpha[t] = a[t] - log_c[t] (so each row is a log distribution and the messages never
+    grow with |log Z|), log Z = sum_t log_c[t]. log_alpha (>=T, K), log_c (>=T,).
     """
     T, K = unary.shape
     scratch = np.empty(K)
-    for l in range(K):
-        log_alpha[0, l] = unary[0, l]
-    for t in range(1, T):
+    log_z = 0.0
+    for t in range(T):
         for l in range(K):
+            if t == 0:
+                log_alpha[0, l] = unary[0, l]
+                continue
             for k in range(K):
                 scratch[k] = log_alpha[t - 1, k] + log_trans[k, l]
             log_alpha[t, l] = unary[t, l] + logsumexp(scratch)
-    return logsumexp(log_alpha[T - 1, :K])
+        log_c[t] = logsumexp(log_alpha[t, :K])
+        for l in range(K):
+            log_alpha[t, l] -= log_c[t]
+        log_z += log_c[t]
+    return log_z
 
 
 @njit(cache=True, nogil=True)
-def log_backward(unary, log_trans, log_beta):
-    """Exact log-space backward pass; fills log_beta (>=T, K).
+def log_backward(unary, log_trans, log_beta, log_c):
+    """Exact log-space backward pass with the forward pass's normalisers; fills log_beta.
 
-    log_beta[T-1] = 0, log_beta[t, k] = logsumexp_l(W[k, l] + u[t+1, l] + log_beta[t+1, l]).
+    log_beta[T-1] = 0, log_beta[t, k] = logsumexp_l(W[k, l] + u[t+1, l] + log_beta[t+1, l])
+    - log_c[t+1], so that log_alpha[t] + log_beta[t] is the log node marginal.
     """
     T, K = unary.shape
     scratch = np.empty(K)
@@ -216,23 +225,23 @@ def log_backward(unary, log_trans, log_beta):
         for k in range(K):
             for l in range(K):
                 scratch[l] = log_trans[k, l] + unary[t + 1, l] + log_beta[t + 1, l]
-            log_beta[t, k] = logsumexp(scratch)
+            log_beta[t, k] = logsumexp(scratch) - log_c[t + 1]
 
 
 @njit(cache=True, nogil=True)
-def log_space_marginals(unary, log_trans, log_alpha, log_beta, log_z, log_node, log_edge):
-    """Log marginals from exact log messages, clipped at <= 0.
+def log_space_marginals(unary, log_trans, log_alpha, log_beta, log_c, log_node, log_edge):
+    """Log marginals from the normalised log messages, clipped at <= 0.
 
-    log_node[t, k] = log_alpha[t, k] + log_beta[t, k] - log Z;
-    log_edge[t, k, l] = log_alpha[t, k] + W[k, l] + u[t+1, l] + log_beta[t+1, l] - log Z.
+    log_node[t, k] = log_alpha[t, k] + log_beta[t, k];
+    log_edge[t, k, l] = log_alpha[t, k] + W[k, l] + u[t+1, l] + log_beta[t+1, l] - log_c[t+1].
     """
     T, K = unary.shape
     for t in range(T):
         for k in range(K):
-            log_node[t, k] = min(log_alpha[t, k] + log_beta[t, k] - log_z, 0.0)
+            log_node[t, k] = min(log_alpha[t, k] + log_beta[t, k], 0.0)
     for t in range(T - 1):
         for k in range(K):
-            a = log_alpha[t, k] - log_z
+            a = log_alpha[t, k] - log_c[t + 1]
             for l in range(K):
                 s = a + log_trans[k, l] + unary[t + 1, l] + log_beta[t + 1, l]
                 log_edge[t, k, l] = min(s, 0.0)
@@ -252,10 +261,10 @@ def forward_backward(unary, log_trans, exp_trans, trans_max, ws, log_node, log_e
     if ok and scaled_backward(exp_trans, ws, T):
         scaled_log_marginals(unary, log_trans, trans_max, ws, log_node, log_edge)
         return log_z
-    log_alpha, log_beta = ws[1], ws[2]
-    log_z = log_forward(unary, log_trans, log_alpha)
-    log_backward(unary, log_trans, log_beta)
-    log_space_marginals(unary, log_trans, log_alpha, log_beta, log_z, log_node, log_edge)
+    log_alpha, log_beta, log_c = ws[1], ws[2], ws[3]
+    log_z = log_forward(unary, log_trans, log_alpha, log_c)
+    log_backward(unary, log_trans, log_beta, log_c)
+    log_space_marginals(unary, log_trans, log_alpha, log_beta, log_c, log_node, log_edge)
     return log_z
 
 
@@ -265,7 +274,7 @@ def log_partition(unary, log_trans, exp_trans, trans_max, ws):
     log_z, ok = scaled_forward(unary, exp_trans, trans_max, ws)
     if ok:
         return log_z
-    return log_forward(unary, log_trans, ws[1])
+    return log_forward(unary, log_trans, ws[1], ws[3])
 
 
 @njit(cache=True, nogil=True)

@@ -7,6 +7,7 @@ nu(w) gives the certificate P(w) - D(nu(w)) = ||grad P(w)||^2 / (2 lambda) >= P(
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -32,13 +33,19 @@ class LBFGSConfig(SolverConfig):
 class _Objective:
     """P(w) and its gradient with evaluation counting and a cache of the last point."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, budget: float) -> None:
         self.problem = problem
+        self.budget = budget
         self.evaluations = 0
         self.last: tuple[np.ndarray, float, np.ndarray] | None = None
 
     def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = self.problem.primal_and_gradient(w)
+        if self.evaluations >= self.budget:
+            raise _Stop("max_epochs")  # inside a line search: keep the last accepted iterate
+        try:
+            value, grad = self.problem.primal_and_gradient(w)
+        except FloatingPointError as err:
+            raise FloatingPointError(f"{err} (L-BFGS, epoch {self.evaluations})") from err
         self.evaluations += 1
         self.last = (w.copy(), value, grad)
         return value, grad
@@ -62,13 +69,15 @@ class LBFGS:
     ) -> SolverResult:
         """Minimise P from ``state`` (initial weights) or from zero."""
         w0 = problem.feature_map.zeros() if state is None else np.array(state, dtype=np.float64)
-        objective = _Objective(problem)
+        objective = _Objective(problem, budget=math.ceil(self.config.max_epochs - 1e-9))
         n, lam = problem.n_sequences, problem.regularization
         iterations = 0
+        accepted = [w0]
 
         def report(w: np.ndarray) -> None:
             nonlocal iterations
             iterations += 1
+            accepted[0] = w.copy()
             x, value, grad = objective.last
             if not np.array_equal(x, w):
                 value, grad = problem.primal_and_gradient(w)
@@ -113,11 +122,11 @@ class LBFGS:
             )
             w = result.x
             reason = "line_search" if not result.success else "converged"
-        except _Stop:
-            w = objective.last[0] if objective.last is not None else w0
-            reason = monitor.stop_reason
+        except _Stop as stop:
+            w = accepted[0]
+            reason = monitor.stop_reason or str(stop)
         except KeyboardInterrupt:
-            w = objective.last[0] if objective.last is not None else w0
+            w = accepted[0]
             reason = "interrupted"
         counters = {
             "oracle_calls": objective.evaluations * n,
