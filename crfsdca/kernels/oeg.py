@@ -1,0 +1,407 @@
+"""Compiled online exponentiated gradient (OEG) on the dual clique marginals.
+
+Dual block i is a chain distribution u_i with marginals mu_i (stored as logs, like SDCA's
+DualState). One EG step with learning rate eta (``baselines.md`` §6, Collins et al. 2008) is
+
+    u'_i(y) propto u_i(y)^(1 - eta) p(y | x_i; w)^eta,  i.e.  theta' = (1 - eta) theta + eta s(w),
+
+with theta any clique log-potentials of u_i and s(w) the CRF clique scores at w = w_hat(mu). We
+take theta from the junction-tree reparameterisation of mu_i (no separate storage, Z(theta) = 1):
+theta_0(k, l) = log mu_{0,1}(k, l), theta_t(k, l) = log mu_{t,t+1}(k, l) - log mu_t(k) (t >= 1),
+and fold the node scores into the edges: psi_t(k, l) = theta'_t(k, l) with s_t(k, l) =
+W(k, l) + u_{t+1}(l), and psi_first(k) = eta u_0(k) (for T = 1: (1 - eta) log mu_0 + eta u_0).
+One forward-backward on the position-dependent potentials psi gives mu' (one oracle call per
+trial). The step is accepted when the dual grows,
+
+    Delta(n D) = H~(mu') - H~(mu_i) - lambda n (<w, v> + ||v||^2 / 2) > 0,
+    v = w_hat change = -(1/(lambda n)) E_{mu' - mu_i}[F(x_i, .)],
+
+otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times).
+
+Forward-backward in scaled probability space, as in ``crfsdca.kernels.chain``: with
+E_t(k, l) = exp(psi_t(k, l) - M_t), alpha[t+1, l] = sum_k alpha[t, k] E_t(k, l) / c_{t+1},
+beta[t, k] = sum_l E_t(k, l) beta[t+1, l] / c_{t+1}, log Z = sum_t (M_t + log c_t);
+p_t(k) = alpha[t, k] beta[t, k], log p_t(k, l) = log alpha[t, k] + psi_t(k, l) - M_t - log c_{t+1}
++ log beta[t+1, l]. Exact log space when a message leaves [TINY, HUGE). The O(T K^2) loops use
+the vectorizable ``fast_exp`` / ``fast_log`` (``crfsdca.kernels.fastmath``): unlike the chain CRF,
+whose transition table is shared by all positions, every position here has its own K^2
+potentials to exponentiate, once per trial.
+
+The primal change only needs the node marginals and the summed edge marginals of mu' and mu_i
+(``crfsdca.kernels.sag.add_features``): v = -(1/(lambda n)) (E_{mu'}[F] - E_{mu_i}[F]).
+"""
+
+import numpy as np
+from numba import njit
+
+from crfsdca.kernels.chain import HUGE, TINY, unary_scores
+from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log
+from crfsdca.kernels.logspace import logsumexp
+from crfsdca.kernels.sag import add_features, scatter_rows
+
+VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
+# indices into the float64 ``params`` vector
+LAM_N, MAX_HALVINGS, GROWTH, BUDGET = 0, 1, 2, 3
+N_PARAMS = 4
+# stats: accepted steps, halvings, visits that reached the halving cap (no update)
+N_STATS = 3
+
+
+@njit(cache=True, nogil=True)
+def _table_max(table):
+    """Largest entry of a (K, K) table."""
+    m = table[0, 0]
+    for k in range(table.shape[0]):
+        for l in range(table.shape[1]):
+            m = max(m, table[k, l])
+    return m
+
+
+@njit(**VEC)
+def _scaled_forward(psi, psi0, ws):
+    """Scaled forward pass on potentials psi (T-1, K, K), psi0 (K,); returns (log Z, ok).
+
+    ws = (E (>=T-1, K, K), alpha (>=T, K), beta, inv_c (>=T,), log_c, shift); fills E, alpha,
+    inv_c = 1/c_t, log_c = log c_t and shift[t] = M_{t-1} (shift[0] = max psi0).
+    """
+    E, alpha, _, inv_c, log_c, shift = ws
+    T, K = psi.shape[0] + 1, psi0.shape[0]
+    m = np.max(psi0)
+    shift[0] = m
+    for k in range(K):
+        alpha[0, k] = fast_exp(psi0[k] - m)
+    for t in range(T):
+        if t > 0:
+            m = _table_max(psi[t - 1])
+            shift[t] = m
+            for l in range(K):
+                alpha[t, l] = 0.0
+            for k in range(K):
+                a = alpha[t - 1, k]
+                for l in range(K):
+                    e = fast_exp(psi[t - 1, k, l] - m)
+                    E[t - 1, k, l] = e
+                    alpha[t, l] += a * e
+        c, ok = 0.0, True
+        for l in range(K):
+            c += alpha[t, l]
+            ok &= TINY <= alpha[t, l] < HUGE  # False for NaN too
+        if not ok:
+            return np.nan, False
+        inv_c[t], log_c[t] = 1.0 / c, np.log(c)
+        for l in range(K):
+            alpha[t, l] *= inv_c[t]
+    return np.sum(shift[:T]) + np.sum(log_c[:T]), True
+
+
+@njit(**VEC)
+def _scaled_backward(ws, T, K):
+    """beta[T-1] = 1, beta[t, k] = sum_l E_t(k, l) beta[t+1, l] / c_{t+1}; False out of range."""
+    E, _, beta, inv_c, _, _ = ws
+    for k in range(K):
+        beta[T - 1, k] = 1.0
+    for t in range(T - 2, -1, -1):
+        ok = True
+        for k in range(K):
+            s = 0.0
+            for l in range(K):
+                s = add_reassoc(s, E[t, k, l] * beta[t + 1, l])
+            beta[t, k] = s * inv_c[t + 1]
+            ok &= TINY <= beta[t, k] < HUGE
+        if not ok:
+            return False
+    return True
+
+
+@njit(**VEC)
+def _scaled_log_marginals(psi, ws, T, log_node, log_edge):
+    """Log node and edge marginals from the scaled messages (module docstring), clipped <= 0."""
+    _, alpha, beta, _, log_c, shift = ws
+    K = alpha.shape[1]
+    for t in range(T):
+        for k in range(K):
+            alpha[t, k] = fast_log(alpha[t, k])
+            beta[t, k] = fast_log(beta[t, k])
+            log_node[t, k] = min(alpha[t, k] + beta[t, k], 0.0)
+    for t in range(T - 1):
+        off = shift[t + 1] + log_c[t + 1]
+        for k in range(K):
+            a = alpha[t, k] - off
+            for l in range(K):
+                log_edge[t, k, l] = min(a + psi[t, k, l] + beta[t + 1, l], 0.0)
+
+
+@njit(cache=True, nogil=True)
+def _log_space_marginals(psi, psi0, ws, T, log_node, log_edge):
+    """Exact log-space forward-backward (fallback); returns log Z, fills the log marginals.
+
+    la[0] = psi0, la[t+1, l] = lse_k(la[t, k] + psi_t(k, l)); lb[T-1] = 0,
+    lb[t, k] = lse_l(psi_t(k, l) + lb[t+1, l]).
+    """
+    la, lb = ws[1], ws[2]
+    K = psi0.shape[0]
+    scratch = np.empty(K)
+    la[0, :K] = psi0
+    for t in range(T - 1):
+        for l in range(K):
+            for k in range(K):
+                scratch[k] = la[t, k] + psi[t, k, l]
+            la[t + 1, l] = logsumexp(scratch)
+    log_z = logsumexp(la[T - 1, :K])
+    lb[T - 1, :K] = 0.0
+    for t in range(T - 2, -1, -1):
+        for k in range(K):
+            for l in range(K):
+                scratch[l] = psi[t, k, l] + lb[t + 1, l]
+            lb[t, k] = logsumexp(scratch)
+    for t in range(T):
+        for k in range(K):
+            log_node[t, k] = min(la[t, k] + lb[t, k] - log_z, 0.0)
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                log_edge[t, k, l] = min(la[t, k] + psi[t, k, l] + lb[t + 1, l] - log_z, 0.0)
+    return log_z
+
+
+@njit(cache=True, nogil=True)
+def pairwise_marginals(psi, psi0, ws, log_node, log_edge):
+    """log Z and log marginals of p(y) propto exp(psi0(y_0) + sum_t psi_t(y_t, y_t+1)).
+
+    psi (T-1, K, K), psi0 (K,) float64 (entries may be -inf); ws the forward-backward buffers
+    of ``make_workspace``; log_node (>=T, K) and log_edge (>=T-1, K, K) outputs. One oracle
+    call.
+    """
+    T, K = psi.shape[0] + 1, psi0.shape[0]
+    log_z, ok = _scaled_forward(psi, psi0, ws)
+    if ok and _scaled_backward(ws, T, K):
+        _scaled_log_marginals(psi, ws, T, log_node, log_edge)
+        return log_z
+    return _log_space_marginals(psi, psi0, ws, T, log_node, log_edge)
+
+
+@njit(**VEC)
+def _eg_direction(lmn, lme, unary, w_trans, base, diff):
+    """theta(mu) (reparameterised, module docstring) into base and s(w) - theta(mu) into diff.
+
+    lmn (T, K), lme (T-1, K, K) log mu; unary (T, K) and w_trans (K, K) the scores at w.
+    base = (edge part (T-1, K, K), first-node part (K,)), diff likewise. A forbidden entry
+    (log mu = -inf) stays forbidden (base -inf, diff 0).
+    """
+    T, K = unary.shape
+    b_edge, b_first = base
+    d_edge, d_first = diff
+    for k in range(K):
+        b_first[k] = lmn[0, k] if T == 1 else 0.0
+        d_first[k] = 0.0 if b_first[k] == -np.inf else unary[0, k] - b_first[k]
+    for t in range(T - 1):
+        for k in range(K):
+            sub = lmn[t, k] if t > 0 else 0.0
+            for l in range(K):
+                lm = lme[t, k, l]
+                b = -np.inf if lm == -np.inf else lm - sub
+                b_edge[t, k, l] = b
+                d_edge[t, k, l] = 0.0 if lm == -np.inf else w_trans[k, l] + unary[t + 1, l] - b
+
+
+@njit(**VEC)
+def _mix(eta, base, diff, psi, T):
+    """psi = base + eta diff on the first T-1 edge tables and the first-node table."""
+    b_edge, b_first = base
+    d_edge, d_first = diff
+    p_edge, p_first = psi
+    K = b_first.shape[0]
+    for k in range(K):
+        p_first[k] = b_first[k] + eta * d_first[k]
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                p_edge[t, k, l] = b_edge[t, k, l] + eta * d_edge[t, k, l]
+
+
+@njit(**VEC)
+def block_stats(log_node, log_edge, T, node, edge_sum):
+    """Node marginals node (T, K), summed edge marginals edge_sum (K, K); return H~(mu).
+
+    H~(mu) = sum_t H(mu_{t,t+1}) - sum_{0 < t < T-1} H(mu_t) (+ H(mu_0) when T = 1).
+    """
+    K = log_node.shape[1]
+    edge_sum[:, :] = 0.0
+    h = 0.0
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                lm = log_edge[t, k, l]
+                m = fast_exp(lm)
+                edge_sum[k, l] += m
+                h = add_reassoc(h, -m * lm if m > 0.0 else 0.0)
+    for t in range(T):
+        hn = 0.0
+        for k in range(K):
+            lm = log_node[t, k]
+            m = fast_exp(lm)
+            node[t, k] = m
+            hn = add_reassoc(hn, -m * lm if m > 0.0 else 0.0)
+        if T == 1:
+            h += hn
+        elif 0 < t < T - 1:
+            h -= hn
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _direction(seq, sa, new, old, w, dims, kappa, v):
+    """v = kappa (E_new[F] - E_old[F]) on the support (compact); return (<w, v>, ||v||^2).
+
+    new, old = (node marginals (T, K), summed edge marginals (K, K)); v = (emit (U, K), rest).
+    """
+    A, K, _ = dims
+    emit, rest = v
+    U = sa.shape[0]
+    emit[:U] = 0.0
+    rest[:, :] = 0.0
+    add_features(seq, new[0], new[1], kappa, 0.0, emit, rest)
+    add_features(seq, old[0], old[1], -kappa, 0.0, emit, rest)
+    a, b = 0.0, 0.0
+    for s in range(U):
+        for k in range(K):
+            x = emit[s, k]
+            a += w[sa[s] * K + k] * x
+            b += x * x
+    for r in range(rest.shape[0]):
+        for k in range(K):
+            x = rest[r, k]
+            a += w[(A + r) * K + k] * x
+            b += x * x
+    return a, b
+
+
+@njit(cache=True, nogil=True)
+def _trial(eta, seq, sa, w, dims, lam_n, bufs):
+    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D))."""
+    base, diff, psi, pws, lnn, lne, new, old, v = bufs
+    T = seq[1] - seq[0]
+    _mix(eta, base, diff, psi, T)
+    log_z = pairwise_marginals(psi[0][: T - 1], psi[1], pws, lnn, lne)
+    if not np.isfinite(log_z):
+        return log_z, 0.0, 0.0
+    h_new = block_stats(lnn, lne, T, new[0], new[1])
+    a, b = _direction(seq, sa, (new[0][:T], new[1]), old, w, dims, -1.0 / lam_n, v)
+    return log_z, h_new, h_new - lam_n * (a + 0.5 * b)
+
+
+@njit(cache=True, nogil=True)
+def _step(i, layout, dual, w, dims, params, ws):
+    """One OEG visit of sequence i; returns (oracle calls, accepted, status)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, labels, entry_slot, uattr_offsets, sa_all = (
+        layout
+    )
+    log_node, log_edge, entropies, rates = dual
+    A, K, nb = dims
+    unary, bufs = ws
+    t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+    T = t1 - t0
+    lmn, lme = log_node[t0:t1], log_edge[t0 - i : t1 - i - 1]
+    unary_scores((attr_offsets, attr_ids, attr_values), t0, t1, w, A, K, nb, unary)
+    off = (A + nb) * K
+    _eg_direction(lmn, lme, unary[:T], w[off : off + K * K].reshape((K, K)), bufs[0], bufs[1])
+    old_node, old_edge = bufs[7]
+    block_stats(lmn, lme, T, old_node, old_edge)
+    sa = sa_all[uattr_offsets[i] : uattr_offsets[i + 1]]
+    seq = (t0, t1, attr_offsets, attr_values, entry_slot, labels)
+    cur = bufs[:7] + ((old_node[:T], old_edge), bufs[8])
+    eta = rates[i]
+    for h in range(int(params[MAX_HALVINGS]) + 1):
+        log_z, h_new, gain = _trial(eta, seq, sa, w, dims, params[LAM_N], cur)
+        if not np.isfinite(log_z):
+            return h + 1, False, 1
+        if gain - entropies[i] > 0.0:
+            lmn[:, :] = bufs[4][:T]
+            lme[:, :, :] = bufs[5][: T - 1]
+            entropies[i] = h_new
+            scatter_rows(sa, A, bufs[8][0][: sa.shape[0]], bufs[8][1], w, K)
+            rates[i] = min(eta * params[GROWTH], 1.0)
+            return h + 1, True, 0
+        eta *= 0.5
+    return int(params[MAX_HALVINGS]) + 1, False, 0
+
+
+@njit(cache=True, nogil=True)
+def _run_steps(layout, dual, w, dims, params, indices, ws):
+    """Visit indices[s] in turn until they run out or params[BUDGET] oracle calls are made.
+
+    Returns (visits done, oracle calls, status, stats); status 0 = ok, i + 1 = non-finite
+    log Z on sequence i (the state is that before the visit).
+    """
+    stats = np.zeros(N_STATS)
+    done, calls = 0, 0
+    for s in range(indices.shape[0]):
+        if calls >= params[BUDGET]:
+            break
+        c, accepted, status = _step(indices[s], layout, dual, w, dims, params, ws)
+        calls += c
+        if status != 0:
+            return done, calls, indices[s] + 1, stats
+        done += 1
+        stats[0] += 1.0 if accepted else 0.0
+        stats[1] += c - 1 if accepted else c
+        stats[2] += 0.0 if accepted else 1.0
+    return done, calls, 0, stats
+
+
+@njit(cache=True, nogil=True)
+def _gibbs_marginals(seq_offsets, labels, score, log_node, log_edge, ws):
+    """Marginals of p(y) propto exp(score (#gold labels of y + #gold transitions of y)).
+
+    Node potentials are folded into the edges as in the EG step: psi_first(k) = score [k = y_0],
+    psi_t(k, l) = score ([k = y_t and l = y_t+1] + [l = y_t+1]).
+    """
+    p_edge, p_first = ws[1][2]
+    pws = ws[1][3]
+    for i in range(seq_offsets.shape[0] - 1):
+        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+        T = t1 - t0
+        p_first[:] = 0.0
+        p_first[labels[t0]] = score
+        for t in range(T - 1):
+            p_edge[t, :, :] = 0.0
+            p_edge[t, :, labels[t0 + t + 1]] = score
+            p_edge[t, labels[t0 + t], labels[t0 + t + 1]] += score
+        lmn, lme = log_node[t0:t1], log_edge[t0 - i : t1 - i - 1]
+        pairwise_marginals(p_edge[: T - 1], p_first, pws, lmn, lme)
+
+
+# -- thin Python wrappers ------------------------------------------------------------------------
+def make_workspace(max_T: int, dims: tuple[int, int, int], max_U: int):
+    """Workspace (node scores, step buffers) for sequences of up to max_T tokens.
+
+    Step buffers: theta(mu), s - theta(mu), psi (each an (edge, first-node) pair), the
+    forward-backward buffers, log mu' (node, edge), (node, edge-sum) marginals of mu' and of
+    mu_i, and the compact direction v (emit, rest).
+    """
+    A, K, n_bias = dims
+    T, E1 = max(int(max_T), 1), max(int(max_T) - 1, 1)
+
+    def pair():
+        return np.empty((E1, K, K)), np.empty(K)
+
+    pws = (np.empty((E1, K, K)), np.empty((T, K)), np.empty((T, K)), *np.empty((3, T)))
+    bufs = (pair(), pair(), pair(), pws, np.empty((T, K)), np.empty((E1, K, K)))
+    bufs += ((np.empty((T, K)), np.empty((K, K))), (np.empty((T, K)), np.empty((K, K))))
+    bufs += ((np.empty((max(int(max_U), 1), K)), np.empty((n_bias + K, K))),)
+    return np.empty((T, K)), bufs
+
+
+def run_steps(layout, dual, w, dims, params, indices, ws):
+    """Run OEG visits (see ``_run_steps``); returns (done, calls, status, stats)."""
+    if params.shape != (N_PARAMS,):
+        raise ValueError(f"expected params of shape ({N_PARAMS},); got {params.shape}")
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    done, calls, status, stats = _run_steps(layout, dual, w, dims, params, indices, ws)
+    return int(done), int(calls), int(status), stats
+
+
+def gibbs_marginals(seq_offsets, labels, K, score, log_node, log_edge, max_T):
+    """Fill log_node (N, K), log_edge (N - n, K, K) with the Gibbs-``score`` marginals (§6)."""
+    ws = make_workspace(max_T, (0, K, 0), 1)
+    _gibbs_marginals(seq_offsets, labels, float(score), log_node, log_edge, ws)

@@ -1,0 +1,233 @@
+"""Online exponentiated gradient (OEG) on the dual (Collins et al. 2008), a baseline of [LPL].
+
+Each visit of sequence i moves its dual block geometrically toward the model's conditional at
+w = w_hat(mu): u'_i propto u_i^(1 - eta_i) p(. | x_i; w)^eta_i (``baselines.md`` §6), one
+forward-backward per trial, and accepts the first trial that increases the dual
+
+    D(mu) = (1/n) sum_i H~(mu_i) - (lambda/2) ||w_hat(mu)||^2,
+
+halving the per-sequence learning rate eta_i after every rejected trial. The dual state (log
+clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
+:class:`crfsdca.dual.DualState`, so OEG reports the dual value and the exact duality gap
+P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
+compiled kernel (``crfsdca.kernels.oeg``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.dual import DualState, finish_state, smoothed_empirical
+from crfsdca.kernels import oeg, sdca_epoch
+from crfsdca.problem import Problem
+from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.solvers.sag_nus import DRAW_BLOCK, chunk_budget, run_loop
+
+if TYPE_CHECKING:
+    from crfsdca.monitor import Monitor
+
+INITS = ("smoothed", "gibbs", "uniform")
+SAMPLINGS = ("uniform", "permutation")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OEGConfig(SolverConfig):
+    """Options of OEG (baselines.md §6 and §8)."""
+
+    init: str = option(
+        "smoothed", "dual start: smoothed (SDCA's epsilon-mix) | gibbs (score on gold) | uniform"
+    )
+    init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed start")
+    gibbs_score: float = option(10.0, "score of gold labels and transitions in the gibbs start")
+    learning_rate: float = option(0.5, "initial learning rate eta_i of every sequence, in (0, 1]")
+    learning_rate_growth: float = option(
+        1.0, "eta_i is multiplied by this after an accepted step (capped at 1; 1 = never grows)"
+    )
+    max_halvings: int = option(30, "halvings of eta_i in one visit before the visit is skipped")
+    oeg_sampling: str = option(
+        "uniform", "order of visits: uniform (with replacement) | permutation (random epochs)"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(INITS)}; got {self.init!r}")
+        if self.oeg_sampling not in SAMPLINGS:
+            raise ValueError(
+                f"oeg_sampling must be one of {', '.join(SAMPLINGS)}; got {self.oeg_sampling!r}"
+            )
+        if not 0.0 < self.learning_rate <= 1.0:
+            raise ValueError(f"learning_rate must be in (0, 1]; got {self.learning_rate}")
+        if not self.learning_rate_growth >= 1.0:
+            raise ValueError(f"learning_rate_growth must be >= 1; got {self.learning_rate_growth}")
+        if self.max_halvings < 0:
+            raise ValueError(f"max_halvings must be >= 0; got {self.max_halvings}")
+        if not 0.0 < self.init_epsilon <= 1.0:
+            raise ValueError(f"init_epsilon must be in (0, 1]; got {self.init_epsilon}")
+        if not np.isfinite(self.gibbs_score):
+            raise ValueError(f"gibbs_score must be finite; got {self.gibbs_score}")
+
+
+@dataclass
+class OEGState:
+    """Dual state, per-sequence learning rates, RNG and counters."""
+
+    dual: DualState
+    learning_rates: NDArray[np.float64]
+    rng_state: dict[str, Any]
+    order: NDArray[np.int64]
+    oracle_calls: int = 0
+    updates: int = 0
+    seconds: float = 0.0
+    counters: dict[str, float] | None = None
+
+    def to_checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """(arrays, JSON header) holding this state exactly."""
+        header = {
+            "rng_state": self.rng_state,
+            "oracle_calls": self.oracle_calls,
+            "updates": self.updates,
+            "seconds": self.seconds,
+            "counters": self.counters or {},
+        }
+        arrays = {**self.dual.arrays(), "learning_rates": self.learning_rates, "order": self.order}
+        return arrays, header
+
+    @classmethod
+    def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> OEGState:
+        dual = DualState(**{name: arrays[name] for name in DualState.__dataclass_fields__})
+        fields = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
+        return cls(
+            dual=dual,
+            learning_rates=arrays["learning_rates"],
+            order=arrays["order"],
+            **{name: header[name] for name in fields},
+        )
+
+
+def gibbs_start(problem: Problem, score: float) -> DualState:
+    """Dual state at the marginals of exp(score (#gold labels + #gold transitions)) (§6)."""
+    data, K = problem.train, problem.feature_map.n_labels
+    log_node = np.empty((data.n_items, K))
+    log_edge = np.empty((data.n_items - data.n_sequences, K, K))
+    oeg.gibbs_marginals(
+        data.seq_offsets, data.labels, K, score, log_node, log_edge, max(data.max_length, 1)
+    )
+    return finish_state(problem, log_node, log_edge)
+
+
+class OEG:
+    """Online exponentiated gradient with per-sequence learning rates."""
+
+    name: ClassVar[str] = "oeg"
+    config_class: ClassVar[type[SolverConfig]] = OEGConfig
+
+    def __init__(self, config: OEGConfig | None = None) -> None:
+        self.config = config or OEGConfig()
+
+    def initial_state(self, problem: Problem) -> OEGState:
+        """Dual start of ``init`` with w = w_hat(mu) exactly, eta_i = learning_rate."""
+        cfg = self.config
+        if cfg.init == "gibbs":
+            dual = gibbs_start(problem, cfg.gibbs_score)
+        else:
+            dual = smoothed_empirical(problem, 1.0 if cfg.init == "uniform" else cfg.init_epsilon)
+        rng = np.random.default_rng(cfg.seed)
+        n = problem.n_sequences
+        return OEGState(
+            dual=dual,
+            learning_rates=np.full(n, cfg.learning_rate),
+            rng_state=rng.bit_generator.state,
+            order=np.zeros(0, np.int64),
+        )
+
+    def solve(
+        self, problem: Problem, monitor: Monitor, state: OEGState | None = None
+    ) -> SolverResult:
+        """Run OEG from ``state`` (or the configured dual start)."""
+        state = state or self.initial_state(problem)
+        return run_loop(self, _Runner(problem, self.config, state), monitor)
+
+
+class _Runner:
+    """The arrays handed to the OEG kernel, and the bookkeeping around it."""
+
+    def __init__(self, problem: Problem, cfg: OEGConfig, state: OEGState) -> None:
+        self.problem, self.cfg, self.state = problem, cfg, state
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = state.rng_state
+        data, fm = problem.train, problem.feature_map
+        self.n = data.n_sequences
+        self.layout = sdca_epoch.sequence_layout(data)
+        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
+        max_u = sdca_epoch.max_unique(self.layout)
+        self.workspace = oeg.make_workspace(data.max_length, self.dims, max_u)
+        self.counters = dict(
+            state.counters or dict.fromkeys(("halvings", "skipped_visits", "visits"), 0.0)
+        )
+
+    @property
+    def weights(self) -> NDArray[np.float64]:
+        return self.state.dual.weights
+
+    def params(self, budget: int) -> NDArray[np.float64]:
+        p = np.zeros(oeg.N_PARAMS)
+        p[oeg.LAM_N] = self.problem.regularization * self.n
+        p[oeg.MAX_HALVINGS] = self.cfg.max_halvings
+        p[oeg.GROWTH] = self.cfg.learning_rate_growth
+        p[oeg.BUDGET] = budget
+        return p
+
+    def indices(self, size: int) -> NDArray[np.int64]:
+        """The next ``size`` visits (uniform, or consecutive random permutations)."""
+        if self.cfg.oeg_sampling == "uniform":
+            return self.rng.integers(0, self.n, size=size)
+        st = self.state
+        while st.order.size < size:
+            st.order = np.concatenate([st.order, self.rng.permutation(self.n)])
+        return st.order[:size]
+
+    def run(self, indices: NDArray[np.int64], budget: int) -> tuple[int, int]:
+        """Run the kernel on ``indices``; returns (visits, oracle calls)."""
+        d, st = self.state.dual, self.state
+        dual = (d.log_node, d.log_edge, d.entropies, st.learning_rates)
+        done, calls, status, stats = oeg.run_steps(
+            self.layout, dual, d.weights, self.dims, self.params(budget), indices, self.workspace
+        )
+        if self.cfg.oeg_sampling == "permutation":
+            st.order = st.order[done + (status != 0) :]
+        st.oracle_calls += calls
+        st.updates += int(stats[0])
+        self.counters["visits"] += done
+        self.counters["halvings"] += float(stats[1])
+        self.counters["skipped_visits"] += float(stats[2])
+        if status != 0:
+            raise FloatingPointError(
+                f"non-finite log partition in OEG at epoch {st.oracle_calls / self.n:.3g},"
+                f" sequence {status - 1}; attributes with huge values? scale dense features"
+            )
+        return done, calls
+
+    def run_until_eval(self) -> None:
+        """Run visits until eval_every epochs of oracle calls (or max_epochs) are spent."""
+        st = self.state
+        remaining = chunk_budget(self.cfg, self.n, st.oracle_calls)
+        while remaining > 0:  # blocks of indices: every visit costs at least one oracle call
+            indices = self.indices(min(remaining, DRAW_BLOCK))
+            st.rng_state = self.rng.bit_generator.state
+            remaining -= self.run(indices, remaining)[1]
+
+    def report(self, monitor: Monitor) -> dict[str, Any]:
+        d, st = self.state.dual, self.state
+        wsq = float(d.weights @ d.weights)
+        dual = float(d.entropies.sum()) / self.n - 0.5 * self.problem.regularization * wsq
+        return {
+            "oracle_calls": st.oracle_calls,
+            "updates": st.updates,
+            "dual": dual,
+            "extra": {k: float(v) for k, v in self.counters.items()},
+        }

@@ -1,0 +1,365 @@
+"""SAG-NUS and SAG-NUS* (Schmidt et al. 2015), the primal baselines of Le Priol et al. 2018.
+
+Stochastic average gradient with non-uniform sampling (``baselines.md`` §1-§5): each iteration
+draws sequence i (uncovered sequences first with probability (n - m)/n, then half uniformly and
+half proportionally to L_i + lambda), calls the oracle at w, replaces the stored gradient of f_i
+in the sum d, runs a per-sequence Lipschitz line search (one forward pass per trial) and takes
+
+    w <- (1 - alpha lambda) w - (alpha / m) d,
+    alpha = ((n - m)/n) / (L_max + lambda) + (m/n) [.5 / (L_max + lambda) + .5 / (L_mean + lambda)].
+
+SAG-NUS* (``sag-nus-skip``) is the same method with the line-search skipping rule of §4. The
+gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
+between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``).
+
+SAG is a primal method; with ``certificate`` on, every evaluation also reports the dual value
+D(nu(w)) = P(w) - ||grad P(w)||^2 / (2 lambda) of the oracle marginals at w (Le Priol et al.
+2018, eqs. 7-8), so that the reported gap certifies P(w) - P* and ``tol`` can stop the run.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.errors import ConvergenceWarning
+from crfsdca.interrupts import deferred_interrupt
+from crfsdca.kernels import sag, sdca_epoch
+from crfsdca.kernels.trees import build
+from crfsdca.problem import Problem
+from crfsdca.samplers import tree_capacity
+from crfsdca.solvers.base import SolverConfig, SolverResult, option
+
+if TYPE_CHECKING:
+    from crfsdca.monitor import Monitor
+
+STEP_RULES = ("mixed", "lmax")
+FIRST_VISITS = ("initial", "half-mean")
+SKIP_RULES = ("never", "doubling")
+RESCALE_BELOW = 1e-100  # fold c into z below this scale (§5; ours)
+DRAW_BLOCK = 1 << 16  # steps drawn at once (bounds the memory of the uniforms)
+COUNTERS = ("line_search_trials", "line_searches", "capped_line_searches", "skipped_line_searches")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SAGNUSConfig(SolverConfig):
+    """Options of SAG-NUS (defaults: Schmidt's SAG_LipschitzLS constants, baselines.md §3)."""
+
+    non_uniformity: float = option(
+        0.5, "fraction of covered draws taken proportionally to L_i + lambda (the rest uniform)"
+    )
+    step_size: str = option(
+        "mixed", "alpha: mixed (of 1/(L_max+lambda), 1/(L_mean+lambda)) | lmax (1/(L_max+lambda))"
+    )
+    initial_lipschitz: float = option(1.0, "initial L_max and L_i of an unvisited sequence")
+    first_visit: str = option(
+        "initial", "L_i at a first visit: initial | half-mean (half the mean L_i of covered)"
+    )
+    revisit_factor: float = option(0.5, "L_i is multiplied by this before a revisit's line search")
+    line_search_threshold: float = option(1.49e-8, "no line search when ||g_i||^2 <= this")
+    max_doublings: int = option(50, "cap on the doublings of L_i in one line search")
+    lipschitz_halflife: float = option(
+        1.0, "L_max halves every this many n iterations (factor 2^(-1/(h n)) per iteration)"
+    )
+    skip_line_search: str = option(
+        "never", "never | doubling: after c_i first-test successes skip 2^(c_i-1) line searches"
+    )
+    certificate: bool = option(
+        True, "report the dual D(nu(w)) = P(w) - ||grad P(w)||^2/(2 lambda) at evaluations"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.non_uniformity <= 1.0:
+            raise ValueError(f"non_uniformity must be in [0, 1]; got {self.non_uniformity}")
+        _check_choice("step_size", self.step_size, STEP_RULES)
+        _check_choice("first_visit", self.first_visit, FIRST_VISITS)
+        _check_choice("skip_line_search", self.skip_line_search, SKIP_RULES)
+        for name in ("initial_lipschitz", "revisit_factor", "lipschitz_halflife"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0; got {getattr(self, name)}")
+        if not self.line_search_threshold >= 0:
+            raise ValueError(
+                f"line_search_threshold must be >= 0; got {self.line_search_threshold}"
+            )
+        if self.max_doublings < 0:
+            raise ValueError(f"max_doublings must be >= 0; got {self.max_doublings}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SAGNUSSkipConfig(SAGNUSConfig):
+    """Options of SAG-NUS*: SAG-NUS with line-search skipping (baselines.md §4)."""
+
+    skip_line_search: str = option(
+        "doubling", "never | doubling: after c_i first-test successes skip 2^(c_i-1) line searches"
+    )
+
+
+@dataclass
+class SAGMemory:
+    """Gradient memory of SAG (§2) and the Lipschitz estimates (§3); w is exact (c = 1)."""
+
+    weights: NDArray[np.float64]
+    grad_sum: NDArray[np.float64]
+    node_marginals: NDArray[np.float64]
+    edge_sums: NDArray[np.float64]
+    lipschitz: NDArray[np.float64]
+    covered: NDArray[np.bool_]
+    successes: NDArray[np.int64]
+    skips: NDArray[np.int64]
+    lipschitz_max: NDArray[np.float64]
+
+    @classmethod
+    def zeros(cls, problem: Problem, initial_lipschitz: float) -> SAGMemory:
+        data, K = problem.train, problem.feature_map.n_labels
+        n = data.n_sequences
+        return cls(
+            weights=problem.feature_map.zeros(),
+            grad_sum=problem.feature_map.zeros(),
+            node_marginals=np.zeros((data.n_items, K)),
+            edge_sums=np.zeros((n, K, K)),
+            lipschitz=np.full(n, float(initial_lipschitz)),
+            covered=np.zeros(n, np.bool_),
+            successes=np.zeros(n, np.int64),
+            skips=np.zeros(n, np.int64),
+            lipschitz_max=np.array([float(initial_lipschitz)]),
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class SAGState:
+    """Everything needed to continue a run: memory, RNG, counters."""
+
+    memory: SAGMemory
+    rng_state: dict[str, Any]
+    oracle_calls: int = 0
+    updates: int = 0
+    seconds: float = 0.0
+    counters: dict[str, float] | None = None
+
+    def to_checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """(arrays, JSON header) holding this state exactly."""
+        header = {
+            "rng_state": self.rng_state,
+            "oracle_calls": self.oracle_calls,
+            "updates": self.updates,
+            "seconds": self.seconds,
+            "counters": self.counters or {},
+        }
+        return self.memory.arrays(), header
+
+    @classmethod
+    def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> SAGState:
+        memory = SAGMemory(**{name: arrays[name] for name in SAGMemory.__dataclass_fields__})
+        fields = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
+        return cls(memory=memory, **{name: header[name] for name in fields})
+
+
+class SAGNUS:
+    """Stochastic average gradient with non-uniform sampling and Lipschitz line searches."""
+
+    name: ClassVar[str] = "sag-nus"
+    config_class: ClassVar[type[SolverConfig]] = SAGNUSConfig
+
+    def __init__(self, config: SAGNUSConfig | None = None) -> None:
+        self.config = config or self.config_class()
+
+    def initial_state(self, problem: Problem) -> SAGState:
+        """w = 0, empty memory, L_i = L_max = initial_lipschitz (§1)."""
+        rng = np.random.default_rng(self.config.seed)
+        memory = SAGMemory.zeros(problem, self.config.initial_lipschitz)
+        return SAGState(memory=memory, rng_state=rng.bit_generator.state)
+
+    def solve(
+        self, problem: Problem, monitor: Monitor, state: SAGState | None = None
+    ) -> SolverResult:
+        """Run SAG-NUS from ``state`` (or w = 0)."""
+        state = state or self.initial_state(problem)
+        runner = _Runner(problem, self.config, state)
+        return run_loop(self, runner, monitor)
+
+
+class SAGNUSSkip(SAGNUS):
+    """SAG-NUS* : SAG-NUS that skips line searches on sequences whose L_i keeps sufficing."""
+
+    name: ClassVar[str] = "sag-nus-skip"
+    config_class: ClassVar[type[SolverConfig]] = SAGNUSSkipConfig
+
+
+def run_loop(solver: Any, runner: Any, monitor: Monitor) -> SolverResult:
+    """The evaluation loop shared by the baselines: run a stretch, report, checkpoint, stop.
+
+    ``runner`` provides ``n``, ``state`` (with ``oracle_calls``, ``seconds``, ``counters``),
+    ``weights``, ``run_until_eval()``, ``report(monitor)`` and ``counters``. The record at the
+    end of max_epochs is forced, even between two scheduled evaluations.
+    """
+    state = runner.state
+    monitor.start(elapsed=state.seconds)
+    if state.oracle_calls > 0:  # resumed: the last evaluation is already in the trace
+        monitor.resume_schedule(state.oracle_calls)
+        stop, reason = False, ""
+    else:
+        stop = monitor.end_epoch(runner.weights, **runner.report(monitor), force=True)
+        reason = monitor.stop_reason
+    try:
+        while not stop:
+            with deferred_interrupt():
+                runner.run_until_eval()
+                state.seconds = monitor.seconds
+                final = state.oracle_calls >= solver.config.max_epochs * runner.n - 1e-9
+                stop = monitor.end_epoch(runner.weights, **runner.report(monitor), force=final)
+                reason = monitor.stop_reason
+                state.counters = dict(runner.counters)
+                monitor.checkpoint(state, final=stop)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    state.seconds = monitor.seconds
+    state.counters = dict(runner.counters)
+    if reason in ("max_epochs", "time_limit"):
+        warnings.warn(
+            f"{solver.name} stopped by {reason} above tol={solver.config.tol:g}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return SolverResult(
+        weights=runner.weights.copy(),
+        state=state,
+        trace=monitor.trace,
+        stop_reason=reason,
+        counters=dict(runner.counters),
+    )
+
+
+def chunk_budget(cfg: SolverConfig, n: int, oracle_calls: int) -> int:
+    """Oracle calls until the next evaluation (eval_every epochs), capped by max_epochs."""
+    budget = max(1, int(round(cfg.eval_every * n)))
+    remaining = int(math.ceil(cfg.max_epochs * n)) - oracle_calls
+    return max(1, min(budget, remaining))
+
+
+class _Runner:
+    """The arrays handed to the SAG kernel, and the bookkeeping around it."""
+
+    def __init__(self, problem: Problem, cfg: SAGNUSConfig, state: SAGState) -> None:
+        self.problem, self.cfg, self.state = problem, cfg, state
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = state.rng_state
+        data, fm = problem.train, problem.feature_map
+        self.n = data.n_sequences
+        self.layout = sdca_epoch.sequence_layout(data)
+        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
+        max_u = sdca_epoch.max_unique(self.layout)
+        self.workspace = sag.make_workspace(data.max_length, self.dims, max_u)
+        self.rescale_below = RESCALE_BELOW
+        self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
+
+    @property
+    def weights(self) -> NDArray[np.float64]:
+        return self.state.memory.weights
+
+    def params(self, budget: int) -> NDArray[np.float64]:
+        cfg, p = self.cfg, np.zeros(sag.N_PARAMS)
+        p[sag.LAM] = self.problem.regularization
+        p[sag.NON_UNIFORMITY] = cfg.non_uniformity
+        p[sag.THRESHOLD] = cfg.line_search_threshold
+        p[sag.REVISIT] = cfg.revisit_factor
+        p[sag.FIRST_VISIT] = FIRST_VISITS.index(cfg.first_visit)
+        p[sag.INITIAL_L] = cfg.initial_lipschitz
+        p[sag.DECAY] = 2.0 ** (-1.0 / (cfg.lipschitz_halflife * self.n))
+        p[sag.STEP_RULE] = STEP_RULES.index(cfg.step_size)
+        p[sag.SKIP] = SKIP_RULES.index(cfg.skip_line_search)
+        p[sag.MAX_DOUBLINGS] = cfg.max_doublings
+        p[sag.BUDGET] = budget
+        p[sag.RESCALE] = self.rescale_below
+        return p
+
+    def kernel_memory(self) -> tuple:
+        """Memory tuple of the kernel; the running sums are recomputed exactly."""
+        mem = self.state.memory
+        covered = mem.covered
+        scalars = np.array(
+            [mem.lipschitz_max[0], covered.sum(), mem.lipschitz[covered].sum()], dtype=float
+        )
+        arrays = (mem.grad_sum, mem.node_marginals, mem.edge_sums, mem.lipschitz, covered)
+        return (*arrays, mem.successes, mem.skips, scalars)
+
+    def samplers(self) -> tuple:
+        """Sum-trees of the uncovered and covered indicators and of L_i + lambda (covered)."""
+        mem, cap = self.state.memory, tree_capacity(self.n)
+        leaves = (
+            (~mem.covered).astype(float),
+            mem.covered.astype(float),
+            np.where(mem.covered, mem.lipschitz + self.problem.regularization, 0.0),
+        )
+        out = []
+        for scores in leaves:
+            tree = np.zeros(2 * cap)
+            build(tree, scores, False)
+            out.append(tree)
+        return tuple(out)
+
+    def run(self, draws: np.ndarray, budget: int) -> tuple[int, int, np.ndarray]:
+        """Run the kernel on ``draws``; update counters; returns (updates, calls, chosen)."""
+        memory = self.kernel_memory()
+        done, calls, status, stats, chosen = sag.run_steps(
+            self.layout,
+            memory,
+            self.samplers(),
+            self.state.memory.weights,
+            self.dims,
+            self.params(budget),
+            draws,
+            self.workspace,
+        )
+        self.state.memory.lipschitz_max[0] = memory[7][sag.L_MAX]
+        self.state.oracle_calls += calls
+        self.state.updates += done
+        searches = stats[sag.SEARCHED] + stats[sag.CAPPED]
+        values = (stats[0], searches, stats[sag.CAPPED], stats[sag.SKIPPED])
+        for key, value in zip(COUNTERS, values, strict=True):
+            self.counters[key] += float(value)
+        if status != 0:
+            epoch = self.state.oracle_calls / self.n
+            raise FloatingPointError(
+                f"non-finite log partition in {self.cfg.__class__.__name__[:-6]} at epoch"
+                f" {epoch:.3g}, sequence {status - 1}; attributes with huge values? scale dense"
+                " features"
+            )
+        return done, calls, chosen
+
+    def run_until_eval(self) -> None:
+        """Run iterations until eval_every epochs of oracle calls (or max_epochs) are spent."""
+        st = self.state
+        remaining = chunk_budget(self.cfg, self.n, st.oracle_calls)
+        while remaining > 0:  # blocks of draws: every step costs at least one oracle call
+            draws = self.rng.random((min(remaining, DRAW_BLOCK), 3))
+            st.rng_state = self.rng.bit_generator.state
+            remaining -= self.run(draws, remaining)[1]
+
+    def report(self, monitor: Monitor) -> dict[str, Any]:
+        """Counters for the monitor, and the certificate D(nu(w)) (not counted as solver time)."""
+        st = self.state
+        out: dict[str, Any] = {
+            "oracle_calls": st.oracle_calls,
+            "updates": st.updates,
+            "extra": {k: float(v) for k, v in self.counters.items()},
+        }
+        if self.cfg.certificate:
+            with monitor.paused():
+                primal, grad = self.problem.primal_and_gradient(self.weights)
+            out["primal"] = primal
+            out["dual"] = primal - float(grad @ grad) / (2.0 * self.problem.regularization)
+        return out
