@@ -52,19 +52,50 @@ def records_without_time(trace):
 @pytest.mark.parametrize("sampling", ["gap", "uniform"])
 def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling):
     data = synthetic_conll(tmp_path / "train.txt")
-    common = [data, "--format", "conll", "--template", "conll", "--seed", "5", "-q",
-              "--sampling", sampling, "--tol", "0"]
-    invoke("train", *common, "--epochs", "6", "--model", tmp_path / "a.npz",
-           "--trace", tmp_path / "a.jsonl")
+    common = [
+        data,
+        "--format",
+        "conll",
+        "--template",
+        "conll",
+        "--seed",
+        "5",
+        "-q",
+        "--sampling",
+        sampling,
+        "--tol",
+        "0",
+    ]
+    invoke(
+        "train",
+        *common,
+        "--epochs",
+        "6",
+        "--model",
+        tmp_path / "a.npz",
+        "--trace",
+        tmp_path / "a.jsonl",
+    )
     invoke("train", *common, "--epochs", "3", "--checkpoint", tmp_path / "ck")
     header = load_checkpoint(tmp_path / "ck")[1]
     assert header["state"]["oracle_calls"] == 3 * 60
-    invoke("train", "--resume", tmp_path / "ck", "--epochs", "6", "-q",
-           "--model", tmp_path / "b.npz", "--trace", tmp_path / "b.jsonl")
+    invoke(
+        "train",
+        "--resume",
+        tmp_path / "ck",
+        "--epochs",
+        "6",
+        "-q",
+        "--model",
+        tmp_path / "b.npz",
+        "--trace",
+        tmp_path / "b.jsonl",
+    )
     a, b = load_model(tmp_path / "a.npz")[0], load_model(tmp_path / "b.npz")[0]
     np.testing.assert_array_equal(a["weights"], b["weights"])
     assert records_without_time(read_trace(tmp_path / "a.jsonl")) == records_without_time(
-        read_trace(tmp_path / "b.jsonl"))
+        read_trace(tmp_path / "b.jsonl")
+    )
 
 
 def test_resume_refuses_changed_options_and_missing_checkpoint(tmp_path):
@@ -79,11 +110,30 @@ def test_resume_refuses_changed_options_and_missing_checkpoint(tmp_path):
 def test_sigkill_while_checkpointing_then_resume(tmp_path):
     """Kill the trainer while a checkpoint is being written; resume to the same final weights."""
     env = {**os.environ, "CRFSDCA_DATA_DIR": DATA_DIR}
-    base = [sys.executable, "-m", "crfsdca.cli", "train", "conll2000", "--max-sequences", "800",
-            "--seed", "1", "-q", "--json", "--tol", "0", "--eval-every", "1"]
+    base = [
+        sys.executable,
+        "-m",
+        "crfsdca.cli",
+        "train",
+        "conll2000",
+        "--max-sequences",
+        "800",
+        "--seed",
+        "1",
+        "-q",
+        "--json",
+        "--tol",
+        "0",
+        "--eval-every",
+        "1",
+    ]
     ck = tmp_path / "ck"
-    proc = subprocess.Popen([*base, "--epochs", "8", "--checkpoint", str(ck)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*base, "--epochs", "8", "--checkpoint", str(ck)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     killed_mid_write = False
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
@@ -98,12 +148,81 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
     arrays, header = load_checkpoint(ck)  # the previous checkpoint is intact
     epochs_saved = header["state"]["oracle_calls"] / 800
     assert 1 <= epochs_saved < 8
-    resumed = subprocess.run([*base[:4], "--resume", str(ck), "--epochs", "8", "-q", "--json",
-                              "--model", str(tmp_path / "resumed.npz")], env=env,
-                             capture_output=True, text=True, check=True)
+    resumed = subprocess.run(
+        [
+            *base[:4],
+            "--resume",
+            str(ck),
+            "--epochs",
+            "8",
+            "-q",
+            "--json",
+            "--model",
+            str(tmp_path / "resumed.npz"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(resumed.stdout.splitlines()[-1])["epochs"] == 8
-    straight = subprocess.run([*base, "--epochs", "8", "--model", str(tmp_path / "straight.npz")],
-                              env=env, capture_output=True, text=True, check=True)
+    straight = subprocess.run(
+        [*base, "--epochs", "8", "--model", str(tmp_path / "straight.npz")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(straight.stdout.splitlines()[-1])["epochs"] == 8
-    np.testing.assert_array_equal(load_model(tmp_path / "resumed.npz")[0]["weights"],
-                                  load_model(tmp_path / "straight.npz")[0]["weights"])
+    np.testing.assert_array_equal(
+        load_model(tmp_path / "resumed.npz")[0]["weights"],
+        load_model(tmp_path / "straight.npz")[0]["weights"],
+    )
+
+
+def test_memory_guard_refuses_with_size_and_options(monkeypatch):
+    from _synthetic import random_problem
+
+    from crfsdca.solvers import sdca as sdca_module
+
+    problem = random_problem(seed=0, n=20, max_T=6)
+    monkeypatch.setattr(sdca_module, "_available_memory", lambda: 1000)
+    with pytest.raises(MemoryError, match=r"needs .* GiB .*--dual-dtype float32.*distributed"):
+        sdca_module.SDCA(sdca_module.SDCAConfig()).initial_state(problem)
+
+
+def test_ctrl_c_writes_a_final_checkpoint_that_resumes(tmp_path):
+    data = synthetic_conll(tmp_path / "train.txt", n=400)
+    ck = tmp_path / "ck"
+    cmd = [
+        sys.executable,
+        "-m",
+        "crfsdca.cli",
+        "train",
+        str(data),
+        "--format",
+        "conll",
+        "--template",
+        "conll",
+        "--epochs",
+        "100000",
+        "--tol",
+        "0",
+        "-q",
+        "--checkpoint",
+        str(ck),
+        "--checkpoint-every",
+        "2",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not (ck / "checkpoint.npz").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)  # training runs once the first periodic checkpoint is there
+    first = load_checkpoint(ck)[1]["state"]["oracle_calls"]
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    done = load_checkpoint(ck)[1]["state"]["oracle_calls"]
+    assert done >= first and done % 400 == 0  # the final checkpoint holds complete epochs only
+    invoke("train", "--resume", ck, "--epochs", str(done // 400 + 1), "-q")
