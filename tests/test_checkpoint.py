@@ -117,7 +117,7 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
         "train",
         "conll2000",
         "--max-sequences",
-        "800",
+        "400",
         "--seed",
         "1",
         "-q",
@@ -129,7 +129,7 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
     ]
     ck = tmp_path / "ck"
     proc = subprocess.Popen(
-        [*base, "--epochs", "8", "--checkpoint", str(ck)],
+        [*base, "--epochs", "6", "--checkpoint", str(ck)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -146,15 +146,15 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
     proc.wait()
     assert killed_mid_write, proc.stderr.read().decode()[-2000:]
     arrays, header = load_checkpoint(ck)  # the previous checkpoint is intact
-    epochs_saved = header["state"]["oracle_calls"] / 800
-    assert 1 <= epochs_saved < 8
+    epochs_saved = header["state"]["oracle_calls"] / 400
+    assert 1 <= epochs_saved < 6
     resumed = subprocess.run(
         [
             *base[:4],
             "--resume",
             str(ck),
             "--epochs",
-            "8",
+            "6",
             "-q",
             "--json",
             "--model",
@@ -165,15 +165,15 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
         text=True,
         check=True,
     )
-    assert json.loads(resumed.stdout.splitlines()[-1])["epochs"] == 8
+    assert json.loads(resumed.stdout.splitlines()[-1])["epochs"] == 6
     straight = subprocess.run(
-        [*base, "--epochs", "8", "--model", str(tmp_path / "straight.npz")],
+        [*base, "--epochs", "6", "--model", str(tmp_path / "straight.npz")],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert json.loads(straight.stdout.splitlines()[-1])["epochs"] == 8
+    assert json.loads(straight.stdout.splitlines()[-1])["epochs"] == 6
     np.testing.assert_array_equal(
         load_model(tmp_path / "resumed.npz")[0]["weights"],
         load_model(tmp_path / "straight.npz")[0]["weights"],
