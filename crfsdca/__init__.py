@@ -4,14 +4,26 @@ __version__ = "0.1.0"
 
 from crfsdca.errors import ConvergenceWarning, DataFormatError, ModelFormatError, NotFittedError
 from crfsdca.features import FeatureMap
+from crfsdca.model import CRF
+from crfsdca.monitor import Monitor
+from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
+from crfsdca.solvers import SOLVERS
+from crfsdca.trace import Trace, TraceRecord, read_trace
 
 __all__ = [
+    "CRF",
+    "SOLVERS",
     "ConvergenceWarning",
     "DataFormatError",
     "FeatureMap",
     "ModelFormatError",
+    "Monitor",
     "NotFittedError",
+    "Problem",
     "SequenceData",
+    "Trace",
+    "TraceRecord",
     "__version__",
+    "read_trace",
 ]
