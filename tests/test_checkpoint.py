@@ -228,3 +228,19 @@ def test_ctrl_c_writes_a_final_checkpoint_that_resumes(tmp_path):
     done = load_checkpoint(ck)[1]["state"]["oracle_calls"]
     assert done >= first and done % 400 == 0  # the final checkpoint holds complete epochs only
     invoke("train", "--resume", ck, "--epochs", str(done // 400 + 1), "-q")
+
+
+@pytest.mark.parametrize("solver", ["sdca", "sag-nus", "oeg"])
+def test_solver_states_round_trip_through_checkpoint_arrays(solver):
+    from _synthetic import random_problem
+
+    from crfsdca.solvers import SOLVERS
+
+    cls = SOLVERS[solver]
+    state = cls(cls.config_class()).initial_state(random_problem(seed=1, n=8))
+    arrays, header = state.to_checkpoint()
+    again_arrays, again_header = type(state).from_checkpoint(arrays, header).to_checkpoint()
+    assert again_header == header
+    assert set(again_arrays) == set(arrays)
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(again_arrays[name], array)

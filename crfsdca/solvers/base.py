@@ -57,6 +57,31 @@ class SolverResult:
     counters: dict[str, float] = field(default_factory=dict)
 
 
+RUN_FIELDS = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
+
+
+@dataclass(kw_only=True)
+class RunState:
+    """What every stochastic solver's state shares: RNG state and counters (checkpointed)."""
+
+    rng_state: dict[str, Any]
+    oracle_calls: int = 0
+    updates: int = 0
+    seconds: float = 0.0
+    counters: dict[str, float] | None = None
+
+    def run_header(self) -> dict[str, Any]:
+        """The JSON part of a checkpoint."""
+        return {name: getattr(self, name) for name in RUN_FIELDS} | {
+            "counters": self.counters or {}
+        }
+
+    @staticmethod
+    def run_fields(header: dict[str, Any]) -> dict[str, Any]:
+        """Constructor arguments from a checkpoint's JSON part."""
+        return {name: header[name] for name in RUN_FIELDS}
+
+
 class Solver(Protocol):
     """Protocol shared by SDCA, SAG-NUS, OEG and L-BFGS."""
 

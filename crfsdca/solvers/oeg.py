@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from crfsdca.dual import DualState, finish_state, smoothed_empirical
 from crfsdca.kernels import oeg, sdca_epoch
 from crfsdca.problem import Problem
-from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.sag_nus import DRAW_BLOCK, chunk_budget, run_loop
 
 if TYPE_CHECKING:
@@ -72,40 +72,30 @@ class OEGConfig(SolverConfig):
             raise ValueError(f"gibbs_score must be finite; got {self.gibbs_score}")
 
 
-@dataclass
-class OEGState:
+@dataclass(kw_only=True)
+class OEGState(RunState):
     """Dual state, per-sequence learning rates, RNG and counters."""
 
     dual: DualState
     learning_rates: NDArray[np.float64]
-    rng_state: dict[str, Any]
     order: NDArray[np.int64]
-    oracle_calls: int = 0
-    updates: int = 0
-    seconds: float = 0.0
-    counters: dict[str, float] | None = None
 
     def to_checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """(arrays, JSON header) holding this state exactly."""
-        header = {
-            "rng_state": self.rng_state,
-            "oracle_calls": self.oracle_calls,
-            "updates": self.updates,
-            "seconds": self.seconds,
-            "counters": self.counters or {},
-        }
-        arrays = {**self.dual.arrays(), "learning_rates": self.learning_rates, "order": self.order}
-        return arrays, header
+        return {
+            **self.dual.arrays(),
+            "learning_rates": self.learning_rates,
+            "order": self.order,
+        }, self.run_header()
 
     @classmethod
     def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> OEGState:
         dual = DualState(**{name: arrays[name] for name in DualState.__dataclass_fields__})
-        fields = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
         return cls(
             dual=dual,
             learning_rates=arrays["learning_rates"],
             order=arrays["order"],
-            **{name: header[name] for name in fields},
+            **cls.run_fields(header),
         )
 
 

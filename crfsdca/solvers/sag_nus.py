@@ -33,7 +33,7 @@ from crfsdca.kernels import sag, sdca_epoch
 from crfsdca.kernels.trees import build
 from crfsdca.problem import Problem
 from crfsdca.samplers import tree_capacity
-from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -139,33 +139,20 @@ class SAGMemory:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-@dataclass
-class SAGState:
+@dataclass(kw_only=True)
+class SAGState(RunState):
     """Everything needed to continue a run: memory, RNG, counters."""
 
     memory: SAGMemory
-    rng_state: dict[str, Any]
-    oracle_calls: int = 0
-    updates: int = 0
-    seconds: float = 0.0
-    counters: dict[str, float] | None = None
 
     def to_checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """(arrays, JSON header) holding this state exactly."""
-        header = {
-            "rng_state": self.rng_state,
-            "oracle_calls": self.oracle_calls,
-            "updates": self.updates,
-            "seconds": self.seconds,
-            "counters": self.counters or {},
-        }
-        return self.memory.arrays(), header
+        return self.memory.arrays(), self.run_header()
 
     @classmethod
     def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> SAGState:
         memory = SAGMemory(**{name: arrays[name] for name in SAGMemory.__dataclass_fields__})
-        fields = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
-        return cls(memory=memory, **{name: header[name] for name in fields})
+        return cls(memory=memory, **cls.run_fields(header))
 
 
 class SAGNUS:

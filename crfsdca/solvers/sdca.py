@@ -27,7 +27,7 @@ from crfsdca.kernels import sdca_epoch
 from crfsdca.problem import Problem
 from crfsdca.radii import importance_weights
 from crfsdca.samplers import SCHEMES, TreeSampler, check_scheme
-from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -77,39 +77,20 @@ class SDCAConfig(SolverConfig):
             raise ValueError(f"dual_dtype must be float64 or float32; got {self.dual_dtype!r}")
 
 
-@dataclass
-class SDCAState:
+@dataclass(kw_only=True)
+class SDCAState(RunState):
     """Everything needed to continue a run: dual state, RNG, counters."""
 
     dual: DualState
-    rng_state: dict[str, Any]
-    oracle_calls: int = 0
-    updates: int = 0
-    seconds: float = 0.0
-    counters: dict[str, float] | None = None
 
     def to_checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """(arrays, JSON header) holding this state exactly."""
-        header = {
-            "rng_state": self.rng_state,
-            "oracle_calls": self.oracle_calls,
-            "updates": self.updates,
-            "seconds": self.seconds,
-            "counters": self.counters or {},
-        }
-        return self.dual.arrays(), header
+        return self.dual.arrays(), self.run_header()
 
     @classmethod
     def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> SDCAState:
         dual = DualState(**{name: arrays[name] for name in DualState.__dataclass_fields__})
-        return cls(
-            dual=dual,
-            rng_state=header["rng_state"],
-            oracle_calls=header["oracle_calls"],
-            updates=header["updates"],
-            seconds=header["seconds"],
-            counters=header["counters"],
-        )
+        return cls(dual=dual, **cls.run_fields(header))
 
 
 class SDCA:
