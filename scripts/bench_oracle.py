@@ -5,8 +5,8 @@ example/chunking.py) and the dense model of CRFsuite (``feature.possible_states`
 ``feature.possible_transitions``, no bias rows): d = A K + K^2 = 335,674 x 22 + 22^2 = 7,385,312.
 Run from the repository root::
 
-    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_oracle.py           # ~3 min
-    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_oracle.py --quick   # < 1 min
+    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_oracle.py           # ~2 min
+    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_oracle.py --quick   # ~25 s
 
 What is measured, all wall-clock (``time.perf_counter``) in one process:
 

@@ -5,8 +5,11 @@ the ``crfsuite-chunking`` attributes, CRFsuite's dense model (no bias rows) and 
 CRFsuite's ``c2 = n lambda / 2 = 0.5`` (CRFsuite minimises sum NLL + c2 ||w||^2 = n P(w)). Run from
 the repository root::
 
-    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py --quick
-    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py  # about an hour
+    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py --quick  # ~2 min
+    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py
+
+The full run takes about 30 minutes, plus about 25 minutes the first time to compute P* (cached
+afterwards; --quick: 4 minutes the first time).
 
 What is measured: for each solver, the wall time of optimisation and the epochs until the relative
 sub-optimality (P - P*) / P* first falls to 1e-1, 1e-2, 1e-3 and 1e-4, with P* from
@@ -25,6 +28,10 @@ disk).
   evaluations (line-search trials, plus the initial one). CRFsuite cannot be stopped from Python:
   it runs until ``--epochs`` iterations or its own test (relative improvement over 10 iterations
   below ``--crfsuite-delta``).
+- Threads: crfsdca uses ``--threads`` numba threads (default all). SDCA's epochs are serial; the
+  L-BFGS passes and the (untimed) evaluations are parallel. CRFsuite is single-threaded.
+- ``load5`` (machine load average) is reported per solver: on a shared machine, solvers run at
+  different times see different loads, so compare ratios across runs with care.
 
 Prints a table, writes one JSONL trace per solver to ``--out`` (default runs/bench_vs_crfsuite/,
 git-ignored) and ends with one JSON line: per solver, seconds and epochs to each threshold and the
@@ -38,6 +45,7 @@ import contextlib
 import gc
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -53,6 +61,7 @@ from crfsdca.kernels.batch import max_threads, set_threads
 from crfsdca.monitor import Monitor
 from crfsdca.problem import Problem
 from crfsdca.reference import reference_optimum
+from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
 from crfsdca.trace import Trace, TraceRecord
 
@@ -89,6 +98,45 @@ def crossings(
         out["seconds"][f"{thr:g}"] = None if k is None else round(seconds[k], 3)
         out["epochs"][f"{thr:g}"] = None if k is None else round(epochs[k], 3)
     return out
+
+
+def restrict_to_training_support(
+    train: SequenceData, test: SequenceData
+) -> tuple[SequenceData, SequenceData, np.ndarray]:
+    """Drop the labels and attributes that never occur in ``train``.
+
+    CRFsuite's model only has the labels and attributes of its training data; an encoder with a
+    fixed label set (OCR: a-z) keeps labels absent from a subset, which would change the objective
+    (they still enter every partition function). Unused attributes do not change P but would
+    change d. Returns the new train and test data and the kept attribute ids. Test tokens with a
+    dropped label get label -1 (always an error).
+    """
+    labels, attributes = np.unique(train.labels), np.unique(train.attr_ids)
+    if labels.size == train.n_labels and attributes.size == train.n_attributes:
+        return train, test, attributes
+    label_map = np.full(train.n_labels, -1)
+    label_map[labels] = np.arange(labels.size)
+    attr_map = np.full(train.n_attributes, -1)
+    attr_map[attributes] = np.arange(attributes.size)
+
+    def remap(data: SequenceData) -> SequenceData:
+        ids = attr_map[data.attr_ids]
+        keep = ids >= 0
+        item_of_entry = np.repeat(np.arange(data.n_items), np.diff(data.attr_offsets))
+        counts = np.bincount(item_of_entry[keep], minlength=data.n_items)
+        return SequenceData(
+            seq_offsets=data.seq_offsets,
+            attr_offsets=np.concatenate([[0], np.cumsum(counts)]),
+            attr_ids=ids[keep],
+            attr_values=data.attr_values[keep],
+            labels=np.where(data.labels >= 0, label_map[np.maximum(data.labels, 0)], -1),
+            n_attributes=attributes.size,
+            label_names=tuple(data.label_names[k] for k in labels),
+            name=data.name,
+            meta=dict(data.meta),
+        )
+
+    return remap(train), remap(test), attributes
 
 
 def run_ours(name: str, problem: Problem, p_star: float, args: argparse.Namespace) -> dict:
@@ -199,7 +247,7 @@ def run_crfsuite(problem: Problem, p_star: float, args: argparse.Namespace, name
 def print_table(results: dict[str, dict], p_star: float) -> None:
     cols = [f"{thr:g}" for thr in THRESHOLDS]
     head = f"{'solver':<13} {'setup s':>7}  " + "  ".join(f"{'rel<=' + c:>17}" for c in cols)
-    print(head + f"  {'final rel':>9}  {'epochs':>6}  stop")
+    print(head + f"  {'final rel':>9}  {'epochs':>6}  {'load5':>5}  stop")
     for name, res in results.items():
         cells = []
         for c in cols:
@@ -208,7 +256,8 @@ def print_table(results: dict[str, dict], p_star: float) -> None:
         print(
             f"{name:<13} {res['setup_s']:>7.2f}  "
             + "  ".join(cells)
-            + f"  {res['final_rel']:>9.2e}  {res['epochs_run']:>6.1f}  {res['stop']}"
+            + f"  {res['final_rel']:>9.2e}  {res['epochs_run']:>6.1f}  {res['load5']:>5.2f}"
+            + f"  {res['stop']}"
         )
     if "crfsuite" in results:
         base = results["crfsuite"]["seconds"]
@@ -219,6 +268,7 @@ def print_table(results: dict[str, dict], p_star: float) -> None:
             cells = "  ".join(f"{'-' if r is None else f'{r:.2f}':>17}" for r in ratios)
             print(f"{name + '/crfs':<13} {'':>7}  {cells}")
     print(f"cells: seconds to reach (P - P*)/P* <= threshold (epochs); P* = {p_star:.12g}")
+    print("load5: 5-minute load average of the machine at the end of the run (2 cores)")
 
 
 def ratio(ours: float | None, theirs: float | None) -> float | None:
@@ -235,7 +285,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--max-sequences", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="first 1,000 training sequences")
-    parser.add_argument("--epochs", type=float, default=100.0, help="cap per solver")
+    parser.add_argument("--epochs", type=float, default=200.0, help="cap per solver")
     parser.add_argument("--time-limit", type=float, default=math.inf, help="cap per crfsdca run")
     parser.add_argument(
         "--solvers", nargs="+", default=list(ALL_SOLVERS), choices=ALL_SOLVERS, metavar="SOLVER"
@@ -261,10 +311,18 @@ def main() -> None:
     encoder, train, test = data_loaders.load_encoded(
         args.dataset, template=args.template, max_sequences=args.max_sequences
     )
+    names = encoder.attribute_names() if hasattr(encoder, "attribute_names") else None
+    n_labels, n_attributes = train.n_labels, train.n_attributes
+    train, test, kept = restrict_to_training_support(train, test)
+    if (train.n_labels, train.n_attributes) != (n_labels, n_attributes):
+        print(
+            f"kept the {train.n_labels} of {n_labels} labels and {train.n_attributes} of"
+            f" {n_attributes} attributes that occur in the training data (CRFsuite's model)"
+        )
+        names = None if names is None else [names[j] for j in kept]
     fm = FeatureMap(train.n_attributes, train.n_labels, n_bias_rows=0)
     problem = Problem(train=train, feature_map=fm, test=test, name=args.dataset)
     n = problem.n_sequences
-    names = encoder.attribute_names() if hasattr(encoder, "attribute_names") else None
     print(
         f"{args.dataset} ({args.template}, no bias rows): n={n} N={train.n_items} "
         f"K={fm.n_labels} A={fm.n_attributes} d={fm.n_features} lambda=1/n "
@@ -292,6 +350,7 @@ def main() -> None:
             res = run_crfsuite(problem, p_star, args, names)
         else:
             res = run_ours(name, problem, p_star, args)
+        res["load5"] = round(os.getloadavg()[1], 2)  # machine load over the last 5 minutes
         res.pop("trace").to_jsonl(out / f"{name}.jsonl")
         results[name] = res
         print(f"{name}: seconds {res['seconds']} epochs {res['epochs']} stop {res['stop']}")
@@ -311,7 +370,8 @@ def main() -> None:
         "solvers": {},
     }
     for name, res in results.items():
-        entry = {k: res[k] for k in ("seconds", "epochs", "setup_s", "final_rel", "epochs_run")}
+        keys = ("seconds", "epochs", "setup_s", "final_rel", "epochs_run", "load5")
+        entry = {k: res[k] for k in keys}
         if "crfsuite" in results and name != "crfsuite":
             base = results["crfsuite"]["seconds"]
             entry["ratio_vs_crfsuite"] = {c: ratio(s, base[c]) for c, s in res["seconds"].items()}
