@@ -1,0 +1,102 @@
+"""Cost of one SDCA epoch and of its block kernels (process CPU time, medians).
+
+    CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_sdca_epoch.py [--dataset conll2000]
+
+Times, on the same initial dual state: epochs of the compiled SDCA loop with the line search
+(starting at 0.5 and at the previous step size) and with a fixed step; one full-batch oracle pass;
+and, per block entry, the block-gap, line-search and update kernels on a synthetic block of
+T = 24, K = 22. CPU time (``time.process_time``) is reported because the machines are shared;
+the kernels are serial, so CPU time is their cost. The last line is a JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+
+import numpy as np
+
+import data_loaders
+from crfsdca.features import FeatureMap
+from crfsdca.kernels import sdca as kernels
+from crfsdca.kernels import sdca_epoch
+from crfsdca.problem import Problem
+from crfsdca.solvers.sdca import SDCA, SDCAConfig, _Runner
+
+
+def cpu(fn, repeats: int = 1) -> float:
+    start = time.process_time()
+    for _ in range(repeats):
+        fn()
+    return (time.process_time() - start) / repeats
+
+
+def epochs(problem: Problem, base, config: SDCAConfig, n_epochs: int) -> tuple[list, list]:
+    state = copy.deepcopy(base)
+    runner = _Runner(problem, config, state)
+    n = problem.n_sequences
+    times, evaluations = [], []
+    for _ in range(n_epochs):
+        draws = runner.rng.random((n, 2))
+        start = time.process_time()
+        _, _, stats = sdca_epoch.run_steps(runner.kernel_args(draws, -1.0))
+        times.append(time.process_time() - start)
+        evaluations.append(float(stats[0]) / n)
+    return times, evaluations
+
+
+def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    size = (T - 1) * K * K + T * K
+    E = (T - 1) * K * K
+    bufs = tuple(rng.random(size) for _ in range(4))
+    log_mu, log_nu = np.log(rng.random(size)), np.log(rng.random(size))
+    mu_src = (log_mu[E:].copy(), log_mu[:E].copy(), 0, 0)
+    nu_src = (log_nu[E:].copy(), log_nu[:E].copy())
+    calls = {
+        "block_gap": lambda: kernels.block_gap(mu_src, nu_src, T, K, bufs),
+        "line_search_evaluation": lambda: kernels.line_derivatives(0.3, bufs, T, K, 1.0),
+        "update_reusing_logs": lambda: kernels.update_block(0.3, mu_src, T, K, bufs, True),
+    }
+    for fn in calls.values():
+        fn()  # compile
+    return {name: cpu(fn, repeats) / size * 1e9 for name, fn in calls.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="conll2000")
+    parser.add_argument("--epochs", type=int, default=3)
+    args = parser.parse_args()
+    _, train, _ = data_loaders.load_encoded(args.dataset)
+    fm = FeatureMap(train.n_attributes, train.n_labels, 3)
+    problem = Problem(train=train, feature_map=fm, name=args.dataset)
+    base = SDCA(SDCAConfig()).initial_state(problem)
+    epochs(problem, base, SDCAConfig(sampling="uniform"), 1)  # compile
+    result: dict[str, object] = {"dataset": args.dataset, "n": problem.n_sequences}
+    for label, config in {
+        "line_search_previous": SDCAConfig(sampling="uniform", line_search_start="previous"),
+        "line_search_half": SDCAConfig(sampling="uniform", line_search_start="half"),
+        "fixed_step_0.05": SDCAConfig(sampling="uniform", fixed_step=0.05),
+    }.items():
+        times, evaluations = epochs(problem, base, config, args.epochs)
+        result[label] = {"cpu_s": times, "evaluations_per_step": evaluations}
+        print(
+            f"{label:24s} epoch CPU s {np.round(times, 2)}  evaluations/step "
+            f"{np.round(evaluations, 2)}"
+        )
+    problem.oracle.value_and_gradient(base.dual.weights)
+    batch = [cpu(lambda: problem.oracle.value_and_gradient(base.dual.weights)) for _ in range(3)]
+    result["batch_value_and_gradient_cpu_s"] = float(np.median(batch))
+    print(f"full-batch value+gradient (all threads) CPU s {np.median(batch):.2f}")
+    per_entry = block_kernels()
+    result["ns_per_block_entry"] = per_entry
+    for name, ns in per_entry.items():
+        print(f"{name:24s} {ns:.2f} ns per block entry")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
