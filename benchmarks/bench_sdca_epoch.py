@@ -3,7 +3,8 @@
     CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_sdca_epoch.py [--dataset conll2000]
 
 Times, on the same initial dual state: epochs of the compiled SDCA loop with the line search
-(starting at 0.5 and at the previous step size) and with a fixed step; one full-batch oracle pass;
+(starting at 0.5 and at the previous step size) and with a fixed step, with the share of the
+epoch spent in the line search (cycle counter inside the kernel); one full-batch oracle pass;
 and, per block entry, the block-gap, line-search and update kernels on a synthetic block of
 T = 24, K = 22. CPU time (``time.process_time``) is reported because the machines are shared;
 the kernels are serial, so CPU time is their cost. The last line is a JSON object.
@@ -33,18 +34,20 @@ def cpu(fn, repeats: int = 1) -> float:
     return (time.process_time() - start) / repeats
 
 
-def epochs(problem: Problem, base, config: SDCAConfig, n_epochs: int) -> tuple[list, list]:
+def epochs(problem: Problem, base, config: SDCAConfig, n_epochs: int) -> tuple[list, list, list]:
+    """CPU seconds, Newton evaluations per step and line-search share (cycles) per epoch."""
     state = copy.deepcopy(base)
     runner = _Runner(problem, config, state)
     n = problem.n_sequences
-    times, evaluations = [], []
+    times, evaluations, shares = [], [], []
     for _ in range(n_epochs):
         draws = runner.rng.random((n, 2))
         start = time.process_time()
         _, _, stats = sdca_epoch.run_steps(runner.kernel_args(draws, -1.0))
         times.append(time.process_time() - start)
         evaluations.append(float(stats[0]) / n)
-    return times, evaluations
+        shares.append(float(stats[3] / stats[4]) if stats[4] > 0 else 0.0)
+    return times, evaluations, shares
 
 
 def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, float]:
@@ -81,11 +84,15 @@ def main() -> None:
         "line_search_half": SDCAConfig(sampling="uniform", line_search_start="half"),
         "fixed_step_0.05": SDCAConfig(sampling="uniform", fixed_step=0.05),
     }.items():
-        times, evaluations = epochs(problem, base, config, args.epochs)
-        result[label] = {"cpu_s": times, "evaluations_per_step": evaluations}
+        times, evaluations, shares = epochs(problem, base, config, args.epochs)
+        result[label] = {
+            "cpu_s": times,
+            "evaluations_per_step": evaluations,
+            "line_search_share": shares,
+        }
         print(
             f"{label:24s} epoch CPU s {np.round(times, 2)}  evaluations/step "
-            f"{np.round(evaluations, 2)}"
+            f"{np.round(evaluations, 2)}  line-search share {np.round(shares, 3)}"
         )
     problem.oracle.value_and_gradient(base.dual.weights)
     batch = [cpu(lambda: problem.oracle.value_and_gradient(base.dual.weights)) for _ in range(3)]

@@ -88,6 +88,7 @@ def _cli_digest(workdir: Path, hash_seed: str) -> str:
     for line in trace.read_text().splitlines()[1:]:
         record = json.loads(line)
         record.pop("seconds")
+        record["extra"] = {k: v for k, v in record["extra"].items() if "seconds" not in k}
         digest.update(json.dumps(record, sort_keys=True).encode())
     return digest.hexdigest()
 

@@ -27,10 +27,25 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.logspace import logsumexp
 
 TINY = 1e-290
 HUGE = 1e290
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _exp_shifted(x, shift, out, K):
+    """out[:K] = exp(x[:K] - shift) (vectorized, < 1 ulp)."""
+    for k in range(K):
+        out[k] = fast_exp(x[k] - shift)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _log_inplace(x, K):
+    """x[:K] = log(x[:K]) (vectorized, < 1 ulp)."""
+    for k in range(K):
+        x[k] = fast_log(x[k])
 
 
 @njit(cache=True, nogil=True)
@@ -69,8 +84,7 @@ def transition_exp(log_trans, exp_trans):
             if log_trans[k, l] > m:
                 m = log_trans[k, l]
     for k in range(K):
-        for l in range(K):
-            exp_trans[k, l] = np.exp(log_trans[k, l] - m)
+        _exp_shifted(log_trans[k], m, exp_trans[k], K)
     return m
 
 
@@ -88,8 +102,8 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
         m = unary[t, 0]
         for l in range(1, K):
             m = max(m, unary[t, l])
+        _exp_shifted(unary[t], m, exp_unary[t], K)
         for l in range(K):
-            exp_unary[t, l] = np.exp(unary[t, l] - m)
             alpha[t, l] = 0.0 if t > 0 else exp_unary[t, l]
         for k in range(K if t > 0 else 0):
             a = alpha[t - 1, k]
@@ -150,9 +164,9 @@ def scaled_log_marginals(unary, log_trans, trans_max, ws, log_node, log_edge):
     exp_unary, alpha, beta, _, log_scale = ws
     T, K = unary.shape
     for t in range(T):
+        _log_inplace(alpha[t], K)
+        _log_inplace(beta[t], K)
         for k in range(K):
-            alpha[t, k] = np.log(alpha[t, k])
-            beta[t, k] = np.log(beta[t, k])
             log_node[t, k] = min(alpha[t, k] + beta[t, k], 0.0)
     for t in range(T - 1):
         b = exp_unary[t + 1]

@@ -326,29 +326,48 @@ def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
     v_emit[:U] = 0.0
     v_rest[:] = 0.0
     node0 = (T - 1) * K * K
+    d = np.empty(K)
     for t in range(T):
-        base = node0 + t * K
+        _difference(nu, mu, node0 + t * K, d, K)
         for p in range(attr_offsets[t0 + t], attr_offsets[t0 + t + 1]):
-            s = entry_slot[p]
-            val = attr_values[p]
-            for k in range(K):
-                v_emit[s, k] += val * (nu[base + k] - mu[base + k])
+            _axpy(attr_values[p], d, v_emit[entry_slot[p]], K)
         if n_bias > 0:
-            for k in range(K):
-                d = nu[base + k] - mu[base + k]
-                v_rest[0, k] += d
-                if t == 0:
-                    v_rest[1, k] += d
-                if t == T - 1:
-                    v_rest[2, k] += d
-    q = 0
-    for _ in range(T - 1):
+            _axpy(1.0, d, v_rest[0], K)
+            if t == 0:
+                _axpy(1.0, d, v_rest[1], K)
+            if t == T - 1:
+                _axpy(1.0, d, v_rest[2], K)
+    for t in range(T - 1):
         for k in range(K):
-            row = v_rest[n_bias + k]
-            for l in range(K):
-                row[l] += nu[q + l] - mu[q + l]
-            q += K
+            _difference(nu, mu, (t * K + k) * K, d, K)
+            _axpy(1.0, d, v_rest[n_bias + k], K)
     return _scale_and_dot(slot_attrs, w, dims, v_emit, v_rest)
+
+
+@njit(**VEC)
+def _difference(x, y, off, out, K):
+    for k in range(K):
+        out[k] = x[off + k] - y[off + k]
+
+
+@njit(**VEC)
+def _axpy(a, x, y, K):
+    """y[:K] += a x[:K]."""
+    for k in range(K):
+        y[k] += a * x[k]
+
+
+@njit(**VEC)
+def _scale_row_and_dot(kappa, row, w, base, K):
+    """row *= kappa; return (<w[base:base+K], row>, ||row||^2)."""
+    a = 0.0
+    b = 0.0
+    for k in range(K):
+        x = kappa * row[k]
+        row[k] = x
+        a = add_reassoc(a, w[base + k] * x)
+        b = add_reassoc(b, x * x)
+    return a, b
 
 
 @njit(cache=True, nogil=True)
@@ -358,19 +377,13 @@ def _scale_and_dot(slot_attrs, w, dims, v_emit, v_rest):
     a = 0.0
     b = 0.0
     for s in range(slot_attrs.shape[0]):
-        base = slot_attrs[s] * K
-        for k in range(K):
-            x = kappa * v_emit[s, k]
-            v_emit[s, k] = x
-            a += w[base + k] * x
-            b += x * x
-    base = A * K
+        da, db = _scale_row_and_dot(kappa, v_emit[s], w, slot_attrs[s] * K, K)
+        a += da
+        b += db
     for r in range(n_bias + K):
-        for k in range(K):
-            x = kappa * v_rest[r, k]
-            v_rest[r, k] = x
-            a += w[base + r * K + k] * x
-            b += x * x
+        da, db = _scale_row_and_dot(kappa, v_rest[r], w, (A + r) * K, K)
+        a += da
+        b += db
     return a, b
 
 
@@ -378,11 +391,13 @@ def _scale_and_dot(slot_attrs, w, dims, v_emit, v_rest):
 def add_direction(gamma, slot_attrs, v_emit, v_rest, w, K, A):
     """w <- w + gamma v on the support of v (emission rows of slot_attrs, bias, transitions)."""
     for s in range(slot_attrs.shape[0]):
-        base = slot_attrs[s] * K
-        for k in range(K):
-            w[base + k] += gamma * v_emit[s, k]
-    base = A * K
-    R = v_rest.shape[0]
-    for r in range(R):
-        for k in range(K):
-            w[base + r * K + k] += gamma * v_rest[r, k]
+        _axpy_at(gamma, v_emit[s], w, slot_attrs[s] * K, K)
+    for r in range(v_rest.shape[0]):
+        _axpy_at(gamma, v_rest[r], w, (A + r) * K, K)
+
+
+@njit(**VEC)
+def _axpy_at(a, x, y, off, K):
+    """y[off:off+K] += a x[:K]."""
+    for k in range(K):
+        y[off + k] += a * x[k]

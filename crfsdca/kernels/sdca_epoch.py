@@ -12,6 +12,7 @@ from numba import get_num_threads, njit, prange
 
 from crfsdca.kernels import trees
 from crfsdca.kernels.chain import sequence_marginals
+from crfsdca.kernels.cycles import cycles
 from crfsdca.kernels.sdca import (
     add_direction,
     block_entropy,
@@ -37,7 +38,8 @@ def _choose(code, p_nu, tree, u0, u1, n):
 
 @njit(cache=True, nogil=True)
 def _step(i, layout, dual, w, dims, params, ws):
-    """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status).
+    """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status,
+    cycles spent in the line search).
 
     dual = (log_node_flat (N K,), log_edge_flat ((N - n) K^2,), entropies, gaps, step_sizes).
     """
@@ -59,26 +61,28 @@ def _step(i, layout, dual, w, dims, params, ws):
     data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
     log_z = sequence_marginals(data, i, w, dims, fb_ws, (lnn, lne))
     if not np.isfinite(log_z):
-        return 0.0, 0.0, 0, 1
+        return 0.0, 0.0, 0, 1, 0
     mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
     gap, fp0 = block_gap(mu_src, (lnn_flat, lne_flat), T, K, bufs)
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     vr = v_rest[: n_bias + K]
     a, b = primal_direction(seq, (bufs[0], bufs[1]), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
-    its, status, have_logs = 0, 0, False
+    its, status, have_logs, ls_cycles = 0, 0, False, 0
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
         g0 = step_sizes[i] if params[7] == 1 else 0.5
+        c0 = cycles()
         gamma, its, status, have_logs = rtsafe(
             bufs, T, K, lam_n / scale * b, fp0, g0, tol, max_newton
         )
+        ls_cycles = cycles() - c0
     if gamma > 0.0:
         entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs)
         add_direction(gamma, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
-    return gap, gamma, its, 2 * status
+    return gap, gamma, its, 2 * status, ls_cycles
 
 
 @njit(cache=True, nogil=True)
@@ -86,22 +90,26 @@ def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params[6]).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
-    sequence i, and stats = [newton iterations, line searches, line-search failures].
+    sequence i, and stats = [newton iterations, line searches, line-search failures, cycles in
+    the line search, cycles in all]. The cycle counts let the caller split its wall time.
     """
     code, tree, mult = sampler
     gaps = dual[3]
     n = gaps.shape[0]
     p_nu, stop_gap = params[5], params[6]
-    stats = np.zeros(3)
+    stats = np.zeros(5)
+    start = cycles()
     gap_sum = gaps.sum()
     for s in range(draws.shape[0]):
         i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
-        g, gamma, its, status = _step(i, layout, dual, w, dims, params, ws)
+        g, gamma, its, status, ls_cycles = _step(i, layout, dual, w, dims, params, ws)
+        stats[4] = cycles() - start
         if status == 1:
             return s, i + 1, stats
         stats[0] += its
         stats[1] += 1.0 if its > 0 else 0.0
         stats[2] += 1.0 if status == 2 else 0.0
+        stats[3] += ls_cycles
         gap_sum += g - gaps[i]
         gaps[i] = g
         if code in (GAP, MAX):

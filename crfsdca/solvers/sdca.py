@@ -14,6 +14,7 @@ replaced by the exact values and the run continues.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -209,6 +210,8 @@ class _Runner:
                 "exact_passes": 0.0,
             }
         )
+        for key in ("step_seconds", "line_search_seconds"):
+            self.counters.setdefault(key, 0.0)
         self.certified = False
         self._epochs_done = state.oracle_calls / self.n
 
@@ -236,13 +239,19 @@ class _Runner:
         self.sampler.rebuild(st.dual.gap_estimates)  # fresh sums: a resumed run draws the same
         draws = self.rng.random((steps, 2))
         st.rng_state = self.rng.bit_generator.state
+        start = time.perf_counter()
         done, status, stats = sdca_epoch.run_steps(self.kernel_args(draws, cfg.tol))
+        elapsed = time.perf_counter() - start
         self._check_status(status)
         st.oracle_calls += done
         st.updates += done
         self.counters["newton_iterations"] += stats[0]
         self.counters["line_searches"] += stats[1]
         self.counters["line_search_failures"] += stats[2]
+        # wall time of the steps, split by the kernel's cycle counts (timing, not state)
+        self.counters["step_seconds"] += elapsed
+        if stats[4] > 0:
+            self.counters["line_search_seconds"] += elapsed * min(stats[3] / stats[4], 1.0)
         epoch = st.oracle_calls / self.n
         refresh = (
             cfg.refresh_every > 0
