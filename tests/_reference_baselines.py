@@ -93,6 +93,7 @@ class SagNusReference:
         return L, -1
 
     def lipschitz(self, i, was_covered, f, g):
+        """Update L_i and L_max (§3 step 3, §4); returns True when the line search was skipped."""
         cfg = self.cfg
         if not was_covered:
             m = self.covered.sum()
@@ -103,20 +104,23 @@ class SagNusReference:
         else:
             L = self.L[i]
         skip = cfg.skip_line_search == "doubling"
-        if skip and self.skips[i] > 0:
+        if skip and self.skips[i] > 0:  # L_i stays; L_max only moves under the "decay" rule
             self.skips[i] -= 1
+            if cfg.skipped_visit == "decay":
+                self.l_max = max(self.l_max, L)
+            return True
+        L = L * cfg.revisit_factor if was_covered else L
+        doublings = 0
+        if g @ g > cfg.line_search_threshold:
+            L, doublings = self.line_search(i, L, f, g)
+        if doublings == 0:
+            self.successes[i] += 1
+            self.skips[i] = 2 ** (self.successes[i] - 1) if skip else 0
         else:
-            L = L * cfg.revisit_factor if was_covered else L
-            doublings = 0
-            if g @ g > cfg.line_search_threshold:
-                L, doublings = self.line_search(i, L, f, g)
-            if doublings == 0:
-                self.successes[i] += 1
-                self.skips[i] = 2 ** (self.successes[i] - 1) if skip else 0
-            else:
-                self.successes[i] = 0
+            self.successes[i] = 0
         self.L[i] = L
         self.l_max = max(self.l_max, L)
+        return False
 
     def step(self, u):
         """One iteration from the uniforms u (3,); returns the sequence drawn."""
@@ -127,7 +131,7 @@ class SagNusReference:
         self.d += g - self.y[i]
         self.y[i] = g
         was_covered = bool(self.covered[i])
-        self.lipschitz(i, was_covered, f, g)
+        skipped = self.lipschitz(i, was_covered, f, g)
         m = self.covered.sum()
         l_mean = self.L[self.covered].mean()
         alpha = 1 / (self.l_max + lam)
@@ -136,7 +140,8 @@ class SagNusReference:
                 0.5 / (self.l_max + lam) + 0.5 / (l_mean + lam)
             )
         self.w = (1 - alpha * lam) * self.w - alpha / m * self.d
-        self.l_max *= 2.0 ** (-1.0 / (cfg.lipschitz_halflife * n))
+        if not skipped or cfg.skipped_visit == "decay":
+            self.l_max *= 2.0 ** (-1.0 / (cfg.lipschitz_halflife * n))
         return i
 
 

@@ -43,6 +43,7 @@ def oeg_runner(problem, **options):
 SAG_VARIANTS = [
     {},
     {"skip_line_search": "doubling"},
+    {"skip_line_search": "doubling", "skipped_visit": "decay"},
     {"first_visit": "half-mean", "revisit_factor": 0.9, "step_size": "lmax", "non_uniformity": 0.8},
 ]
 
@@ -66,6 +67,8 @@ def test_compiled_sag_matches_numpy_reference(n_bias_rows, variant):
         np.testing.assert_array_equal(mem.covered, ref.covered)
         np.testing.assert_array_equal(mem.skips, ref.skips)
         assert runner.state.oracle_calls == ref.oracle_calls
+    if config.skip_line_search == "doubling":  # the draws do exercise the skipping rule
+        assert runner.counters["skipped_line_searches"] > 0
     data, fm, so = problem.train, problem.feature_map, problem.train.seq_offsets
     for i in np.flatnonzero(ref.covered):  # the marginal memory reproduces every stored gradient
         node, edge = mem.node_marginals[so[i] : so[i + 1]], mem.edge_sums[i][None]
@@ -206,6 +209,8 @@ def test_baseline_reaches_the_lbfgs_optimum(name):
 def test_configs_check_their_values():
     with pytest.raises(ValueError, match="skip_line_search"):
         SAGNUSConfig(skip_line_search="sometimes")
+    with pytest.raises(ValueError, match="skipped_visit"):
+        SAGNUSSkipConfig(skipped_visit="halve")
     with pytest.raises(ValueError, match="revisit_factor"):
         SAGNUSConfig(revisit_factor=0.0)
     with pytest.raises(ValueError, match="learning_rate"):
@@ -213,6 +218,7 @@ def test_configs_check_their_values():
     with pytest.raises(ValueError, match="init must be"):
         OEGConfig(init="random")
     assert SAGNUSSkipConfig().skip_line_search == "doubling"
+    assert SAGNUSSkipConfig().skipped_visit == "freeze"
     assert SAGNUSConfig().skip_line_search == "never"
 
 

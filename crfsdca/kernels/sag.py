@@ -7,11 +7,15 @@ gradient y_i of every visited loss f_i and their sum d; one iteration on sequenc
     g = grad f_i(w) = E_{p_w}[F(x_i, .)] - F(x_i, y_i),   d <- d + g - y_i,   y_i <- g,
     line search on L_i (one forward pass per trial),
     w <- (1 - alpha lambda) w - (alpha / m) d,
+    L_max <- L_max params[DECAY]   (2^(-1/n) by default),
 
-with m the number of sequences visited so far. Memory (§2): y_i is stored as the node marginals
-(T_i, K) and the summed edge marginals (K, K) of the last visit; g - y_i only touches the emission
-rows of the attributes present in x_i, the bias rows and the transition rows (the gold part
-cancels after the first visit).
+with m the number of sequences visited so far. SAG-NUS* (§4) skips the line search on some
+visits: such a visit keeps L_i and, with params[SKIP_DECAY] = 0, leaves L_max alone too (no decay);
+with params[SKIP_DECAY] = 1 it still decays L_max like every other iteration.
+
+Memory (§2): y_i is stored as the node marginals (T_i, K) and the summed edge marginals (K, K) of
+the last visit; g - y_i only touches the emission rows of the attributes present in x_i, the bias
+rows and the transition rows (the gold part cancels after the first visit).
 
 Just-in-time updates (§5): w = c z, c <- c (1 - alpha lambda), z <- z - alpha / (m c) d, so that
 with S the running sum of alpha / (m c) a row r whose d_r did not change since it was last brought
@@ -39,8 +43,8 @@ from crfsdca.kernels.chain import (
 
 # indices into the float64 ``params`` vector
 LAM, NON_UNIFORMITY, THRESHOLD, REVISIT, FIRST_VISIT, INITIAL_L = 0, 1, 2, 3, 4, 5
-DECAY, STEP_RULE, SKIP, MAX_DOUBLINGS, BUDGET, RESCALE = 6, 7, 8, 9, 10, 11
-N_PARAMS = 12
+DECAY, STEP_RULE, SKIP, MAX_DOUBLINGS, BUDGET, RESCALE, SKIP_DECAY = 6, 7, 8, 9, 10, 11, 12
+N_PARAMS = 13
 # indices into the float64 ``scalars`` vector of the memory tuple
 L_MAX, N_COVERED, L_SUM = 0, 1, 2
 # stats: [line-search trials, then one count per line-search outcome]
@@ -253,7 +257,8 @@ def _lipschitz_step(i, was_covered, f, gsq, ls_args, memory, samplers, params):
     """§3 step 3 (and the §4 skip rule); returns (oracle calls, outcome).
 
     outcome: SEARCHED, CAPPED (the doubling cap was reached), SKIPPED (§4 skip budget) or
-    SMALL_GRADIENT (||g||^2 <= threshold: no test).
+    SMALL_GRADIENT (||g||^2 <= threshold: no test). A skipped visit keeps L_i (no revisit
+    factor); it raises L_max to L_i only when it also decays L_max (params[SKIP_DECAY] = 1).
     """
     lipschitz, successes, skips, scalars = memory[3], memory[5], memory[6], memory[7]
     L = _start_lipschitz(i, was_covered, memory, samplers, params)
@@ -277,14 +282,18 @@ def _lipschitz_step(i, was_covered, f, gsq, ls_args, memory, samplers, params):
             successes[i] = 0
     lipschitz[i] = L
     scalars[L_SUM] += L
-    scalars[L_MAX] = max(scalars[L_MAX], L)
+    if outcome != SKIPPED or params[SKIP_DECAY] == 1.0:
+        scalars[L_MAX] = max(scalars[L_MAX], L)
     trees.update(samplers[2], i, L + params[LAM], False)
     return calls, outcome
 
 
 @njit(cache=True, nogil=True)
-def _take_step(memory, lazy, params, n, s_last, z, K):
-    """w <- (1 - alpha lambda) w - (alpha/m) d as c, S updates (§3 steps 4-6, §5)."""
+def _take_step(memory, lazy, params, n, s_last, z, K, decay):
+    """w <- (1 - alpha lambda) w - (alpha/m) d as c, S updates (§3 steps 4-6, §5).
+
+    L_max then decays by params[DECAY] when ``decay`` (not after a frozen skipped visit).
+    """
     scalars = memory[7]
     lam, m = params[LAM], scalars[N_COVERED]
     l_max, l_bar = scalars[L_MAX], scalars[L_SUM] / m
@@ -296,7 +305,8 @@ def _take_step(memory, lazy, params, n, s_last, z, K):
     c = lazy[0] * (1.0 - alpha * lam)
     lazy[0] = c
     lazy[1] += alpha / (m * c)
-    scalars[L_MAX] = l_max * params[DECAY]
+    if decay:
+        scalars[L_MAX] = l_max * params[DECAY]
     if c < params[RESCALE]:
         _normalise(z, memory[0], lazy, s_last, K)
 
@@ -358,7 +368,8 @@ def _step(i, layout, memory, samplers, z, dims, params, ws):
     scores = (unary[:T], log_trans, ug[:T], bufs[6][nb:])
     ls_args = (scores, (bufs[10], bufs[11]), fb, y)
     calls, outcome = _lipschitz_step(i, was_covered, f, gsq, ls_args, memory, samplers, params)
-    _take_step(memory, lazy, params, memory[3].shape[0], s_last, z, K)
+    decay = outcome != SKIPPED or params[SKIP_DECAY] == 1.0
+    _take_step(memory, lazy, params, memory[3].shape[0], s_last, z, K, decay)
     return 1 + calls, 0, outcome
 
 

@@ -8,8 +8,15 @@ in the sum d, runs a per-sequence Lipschitz line search (one forward pass per tr
     w <- (1 - alpha lambda) w - (alpha / m) d,
     alpha = ((n - m)/n) / (L_max + lambda) + (m/n) [.5 / (L_max + lambda) + .5 / (L_mean + lambda)].
 
-SAG-NUS* (``sag-nus-skip``) is the same method with the line-search skipping rule of §4. The
-gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
+SAG-NUS* (``sag-nus-skip``) is the same method with the line-search skipping rule of §4: after
+c_i consecutive line searches on sequence i that passed their first test, the next 2^(c_i - 1)
+visits of i skip it. A skipped visit still calls the oracle and updates w; with
+``skipped_visit="freeze"`` (default) it leaves the Lipschitz estimates alone: L_i keeps its value
+(no revisit factor) and L_max is neither raised nor decayed, the decay of L_max being the
+counterpart of the increases that line searches make. ``skipped_visit="decay"`` keeps the earlier
+rule, under which a skipped visit still decays L_max.
+
+The gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
 between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``).
 
 SAG is a primal method; with ``certificate`` on, every evaluation also reports the dual value
@@ -41,6 +48,7 @@ if TYPE_CHECKING:
 STEP_RULES = ("mixed", "lmax")
 FIRST_VISITS = ("initial", "half-mean")
 SKIP_RULES = ("never", "doubling")
+SKIPPED_VISITS = ("freeze", "decay")
 RESCALE_BELOW = 1e-100  # fold c into z below this scale (§5; ours)
 DRAW_BLOCK = 1 << 16  # steps drawn at once (bounds the memory of the uniforms)
 COUNTERS = ("line_search_trials", "line_searches", "capped_line_searches", "skipped_line_searches")
@@ -74,6 +82,11 @@ class SAGNUSConfig(SolverConfig):
     skip_line_search: str = option(
         "never", "never | doubling: after c_i first-test successes skip 2^(c_i-1) line searches"
     )
+    skipped_visit: str = option(
+        "freeze",
+        "a visit whose line search is skipped: freeze (L_i and L_max untouched, no decay) | decay"
+        " (L_i kept, L_max still decays)",
+    )
     certificate: bool = option(
         True, "report the dual D(nu(w)) = P(w) - ||grad P(w)||^2/(2 lambda) at evaluations"
     )
@@ -85,6 +98,7 @@ class SAGNUSConfig(SolverConfig):
         _check_choice("step_size", self.step_size, STEP_RULES)
         _check_choice("first_visit", self.first_visit, FIRST_VISITS)
         _check_choice("skip_line_search", self.skip_line_search, SKIP_RULES)
+        _check_choice("skipped_visit", self.skipped_visit, SKIPPED_VISITS)
         for name in ("initial_lipschitz", "revisit_factor", "lipschitz_halflife"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0; got {getattr(self, name)}")
@@ -268,6 +282,7 @@ class _Runner:
         p[sag.DECAY] = 2.0 ** (-1.0 / (cfg.lipschitz_halflife * self.n))
         p[sag.STEP_RULE] = STEP_RULES.index(cfg.step_size)
         p[sag.SKIP] = SKIP_RULES.index(cfg.skip_line_search)
+        p[sag.SKIP_DECAY] = SKIPPED_VISITS.index(cfg.skipped_visit)
         p[sag.MAX_DOUBLINGS] = cfg.max_doublings
         p[sag.BUDGET] = budget
         p[sag.RESCALE] = self.rescale_below
