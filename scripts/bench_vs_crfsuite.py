@@ -1,41 +1,62 @@
-"""Time to a given sub-optimality: SDCA-GAP, uniform SDCA and crfsdca L-BFGS vs CRFsuite L-BFGS.
+r"""Time to a given sub-optimality: every crfsdca solver side by side, and CRFsuite L-BFGS.
+
+Solvers (``--solvers``, default all): ``crfsuite`` (CRFsuite L-BFGS), ``sdca-gap`` (SDCA, gap
+sampling 80% of the time), ``sdca-uniform``, ``sag-nus`` (SAG with non-uniform sampling and a
+Lipschitz line search at every iteration), ``sag-nus-skip`` (SAG-NUS*, the same with line-search
+skipping), ``oeg`` (online exponentiated gradient, started from SDCA's smoothed dual point) and
+``lbfgs`` (crfsdca's L-BFGS), each with its default options (``baselines.md`` §8).
 
 Every solver minimises the same objective on the same features: by default CoNLL-2000 train with
 the ``crfsuite-chunking`` attributes, CRFsuite's dense model (no bias rows) and lambda = 1/n, i.e.
 CRFsuite's ``c2 = n lambda / 2 = 0.5`` (CRFsuite minimises sum NLL + c2 ||w||^2 = n P(w)). Run from
 the repository root::
 
-    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py --quick  # ~2 min
+    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py --quick  # ~4 min
     CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py
 
-The full run takes about 30 minutes, plus about 25 minutes the first time to compute P* (cached
-afterwards; --quick: 4 minutes the first time).
+The full run took about 30 minutes before SAG-NUS, SAG-NUS* and OEG were added (with them: not
+yet measured; on --quick they add about 1.5 minutes), plus about 25 minutes the first time to
+compute P* (cached afterwards; --quick: 4 minutes the first time).
 
-What is measured: for each solver, the wall time of optimisation and the epochs until the relative
-sub-optimality (P - P*) / P* first falls to 1e-1, 1e-2, 1e-3 and 1e-4, with P* from
-``crfsdca.reference.reference_optimum`` (L-BFGS to a certified gap of ``--pstar-tol``, cached on
-disk).
+What is measured: for each solver, the wall time of optimisation, the epochs, the oracle calls and
+the parameter updates until the relative sub-optimality (P - P*) / P* first falls to 1e-1, 1e-2,
+1e-3 and 1e-4, with P* from ``crfsdca.reference.reference_optimum`` (L-BFGS to a certified gap of
+``--pstar-tol``, cached on disk). Oracle calls and updates are the counters of the trace records
+(``baselines.md`` §0): an oracle call is one marginalisation or one forward pass on one sequence,
+an update one change of w. SDCA makes one oracle call per update (its line search needs none);
+SAG-NUS one plus one per line-search trial; SAG-NUS* fewer, as it skips line searches; OEG one per
+trial learning rate, and a visit whose trials all fail makes no update. L-BFGS: n oracle calls per
+function evaluation, one update per iteration counted as n (one pass), as for CRFsuite below.
 
 - crfsdca solvers: ``seconds`` of the trace, which excludes the monitor's evaluation passes (exact
   primal, test error). Our solvers evaluate the exact primal once per epoch (``eval_every=1``), so
   thresholds are detected at epoch granularity: the time is that of the first epoch end at which
-  the threshold holds. SDCA's initialisation (the smoothed empirical dual point and w(mu)) is timed
-  separately and included. A run stops at the epoch that reaches the last threshold, or at
-  ``--epochs`` / ``--time-limit``. Epoch = oracle calls / n (for L-BFGS: function evaluations).
+  the threshold holds. The initial state (SDCA's and OEG's smoothed empirical dual point and
+  w(mu); SAG's empty memory) is timed separately (``setup s``) and included. A run stops at the
+  epoch that reaches the last threshold, or at ``--epochs`` / ``--time-limit``. Epoch = oracle
+  calls / n (for L-BFGS: function evaluations). SAG-NUS and SAG-NUS* also report the dual
+  D(nu(w)) of the oracle marginals at each evaluation (untimed).
 - CRFsuite (python-crfsuite, single-threaded): P after each iteration is its logged loss / n and
   the time is the cumulative wall time of its iterations (time between the log lines that open
   them; feature generation excluded, its initial evaluation included). Its epochs are function
-  evaluations (line-search trials, plus the initial one). CRFsuite cannot be stopped from Python:
-  it runs until ``--epochs`` iterations or its own test (relative improvement over 10 iterations
-  below ``--crfsuite-delta``).
+  evaluations (line-search trials, plus the initial one); its oracle calls are n per evaluation
+  and its updates n per iteration (synthesised from its log). CRFsuite cannot be stopped from
+  Python: it runs until ``--epochs`` iterations or its own test (relative improvement over 10
+  iterations below ``--crfsuite-delta``).
 - Threads: crfsdca uses ``--threads`` numba threads (default all). SDCA's epochs are serial; the
   L-BFGS passes and the (untimed) evaluations are parallel. CRFsuite is single-threaded.
 - ``load5`` (machine load average) is reported per solver: on a shared machine, solvers run at
   different times see different loads, so compare ratios across runs with care.
 
-Prints a table, writes one JSONL trace per solver to ``--out`` (default runs/bench_vs_crfsuite/,
-git-ignored) and ends with one JSON line: per solver, seconds and epochs to each threshold and the
-time ratio to CRFsuite (below 1: faster than CRFsuite).
+Prints two tables, seconds (epochs) to each threshold with the time ratios to CRFsuite, then per
+solver and threshold the epochs, oracle calls, updates, oracle calls per update and seconds;
+writes one JSONL trace per solver to ``--out`` (default runs/bench_vs_crfsuite/, git-ignored) and
+ends with one JSON line: per solver, seconds, epochs, oracle calls and updates to each threshold
+(null if never reached), the totals of the run and the time ratio to CRFsuite (below 1: faster
+than CRFsuite). The crfsdca solvers alone, side by side, on the first 2,000 NER sequences::
+
+    CRFSDCA_DATA_DIR=../shared/data .venv/bin/python scripts/bench_vs_crfsuite.py \
+        --dataset conll2002-ned --max-sequences 2000 --solvers sdca-gap sag-nus sag-nus-skip oeg
 """
 
 from __future__ import annotations
@@ -75,8 +96,13 @@ DEFAULT_TEMPLATE = {"conll2000": "crfsuite-chunking"}
 OURS = {
     "sdca-gap": ("sdca", {"sampling": "gap", "non_uniformity": 0.8}),
     "sdca-uniform": ("sdca", {"sampling": "uniform"}),
+    "sag-nus": ("sag-nus", {}),
+    "sag-nus-skip": ("sag-nus-skip", {}),
+    "oeg": ("oeg", {}),
     "lbfgs": ("lbfgs", {}),
 }
+#: what is recorded at each threshold: trace fields (``seconds`` includes the setup time)
+MEASURES = ("seconds", "epochs", "oracle_calls", "updates")
 ALL_SOLVERS = ("crfsuite", *OURS)
 
 
@@ -89,15 +115,31 @@ def rel_suboptimality(primal: float, p_star: float) -> float:
 
 
 def crossings(
-    rel: list[float], seconds: list[float], epochs: list[float]
-) -> dict[str, dict[str, float | None]]:
-    """Seconds and epochs of the first point at or below each threshold (None if never)."""
-    out: dict[str, dict[str, float | None]] = {"seconds": {}, "epochs": {}}
+    rel: list[float], records: list[TraceRecord], setup: float = 0.0
+) -> dict[str, dict[str, float | int | None]]:
+    """Seconds (plus ``setup``), epochs, oracle calls and updates of the first record at or below
+    each threshold (None if never)."""
+    out: dict[str, dict[str, float | int | None]] = {key: {} for key in MEASURES}
     for thr in THRESHOLDS:
         k = next((k for k, r in enumerate(rel) if r <= thr), None)
-        out["seconds"][f"{thr:g}"] = None if k is None else round(seconds[k], 3)
-        out["epochs"][f"{thr:g}"] = None if k is None else round(epochs[k], 3)
+        rec = None if k is None else records[k]
+        c = f"{thr:g}"
+        out["seconds"][c] = None if rec is None else round(setup + rec.seconds, 3)
+        out["epochs"][c] = None if rec is None else round(rec.epoch, 3)
+        out["oracle_calls"][c] = None if rec is None else rec.oracle_calls
+        out["updates"][c] = None if rec is None else rec.updates
     return out
+
+
+def run_totals(records: list[TraceRecord], setup: float = 0.0) -> dict[str, float | int]:
+    """Seconds (plus ``setup``), epochs, oracle calls and updates at the last record of a run."""
+    last = records[-1]
+    return {
+        "seconds_run": round(setup + last.seconds, 3),
+        "epochs_run": last.epoch,
+        "oracle_calls_run": last.oracle_calls,
+        "updates_run": last.updates,
+    }
 
 
 def restrict_to_training_support(
@@ -150,12 +192,12 @@ def run_ours(name: str, problem: Problem, p_star: float, args: argparse.Namespac
         eval_every=1.0,
         seed=args.seed,
     )
-    solver = cls(config)
+    solver, n = cls(config), problem.n_sequences
 
     def stop_when_reached(record: TraceRecord) -> None:
         print(
-            f"  {name}: epoch {record.epoch:7.2f}  {record.seconds:8.2f} s  "
-            f"rel {rel_suboptimality(record.primal, p_star):.3e}",
+            f"  {name}: epoch {record.epoch:7.2f}  updates/n {record.updates / n:7.2f}  "
+            f"{record.seconds:8.2f} s  rel {rel_suboptimality(record.primal, p_star):.3e}",
             file=sys.stderr,
         )
         if rel_suboptimality(record.primal, p_star) <= THRESHOLDS[-1]:
@@ -163,7 +205,7 @@ def run_ours(name: str, problem: Problem, p_star: float, args: argparse.Namespac
 
     monitor = Monitor(problem, name, config, callback=stop_when_reached)
     setup, state = 0.0, None
-    if solver_name == "sdca":
+    if hasattr(solver, "initial_state"):  # every solver but L-BFGS (which starts at w = 0)
         start = time.perf_counter()
         state = solver.initial_state(problem)
         setup = time.perf_counter() - start
@@ -182,8 +224,8 @@ def run_ours(name: str, problem: Problem, p_star: float, args: argparse.Namespac
         "setup_s": setup,
         "stop": stop,
         "final_rel": rel[-1],
-        "epochs_run": records[-1].epoch,
-        **crossings(rel, [setup + r.seconds for r in records], [r.epoch for r in records]),
+        **run_totals(records, setup),
+        **crossings(rel, records, setup),
     }
 
 
@@ -238,9 +280,9 @@ def run_crfsuite(problem: Problem, p_star: float, args: argparse.Namespace, name
         "setup_s": 0.0,
         "stop": run.stop,
         "final_rel": rel[-1],
-        "epochs_run": epochs[-1],
         "iterations": len(primal),
-        **crossings(rel, seconds, epochs),
+        **run_totals(trace.records),
+        **crossings(rel, trace.records),
     }
 
 
@@ -269,6 +311,32 @@ def print_table(results: dict[str, dict], p_star: float) -> None:
             print(f"{name + '/crfs':<13} {'':>7}  {cells}")
     print(f"cells: seconds to reach (P - P*)/P* <= threshold (epochs); P* = {p_star:.12g}")
     print("load5: 5-minute load average of the machine at the end of the run (2 cores)")
+
+
+def print_counters(results: dict[str, dict], n: int) -> None:
+    """Per solver and threshold: epochs, oracle calls, updates (also / n), calls per update, s."""
+    print(
+        f"\n{'solver':<13} {'rel<=':>6}  {'epochs':>7}  {'oracle calls':>12}  {'updates':>10}"
+        f"  {'updates/n':>9}  {'calls/upd':>9}  {'seconds':>8}"
+    )
+    for name, res in results.items():
+        rows = [(f"{thr:g}", {key: res[key][f"{thr:g}"] for key in MEASURES}) for thr in THRESHOLDS]
+        rows.append(("run", {key: res.get(f"{key}_run") for key in MEASURES}))
+        for label, cell in rows:
+            if cell["epochs"] is None:
+                print(f"{name:<13} {label:>6}  {'-':>7}  {'-':>12}  {'-':>10}  {'-':>9}  {'-':>9}")
+                continue
+            calls, updates = cell["oracle_calls"], cell["updates"]
+            per_update = f"{calls / updates:9.3f}" if updates else f"{'-':>9}"
+            print(
+                f"{name:<13} {label:>6}  {cell['epochs']:>7.2f}  {calls:>12,d}  {updates:>10,d}"
+                f"  {updates / n:>9.2f}  {per_update}  {cell['seconds']:>8.2f}"
+            )
+    print(
+        "rows: first evaluation at or below each threshold, then the end of the run (run);"
+        " epochs = oracle calls / n (CRFsuite: function evaluations); calls/upd = oracle calls"
+        " per parameter update"
+    )
 
 
 def ratio(ours: float | None, theirs: float | None) -> float | None:
@@ -359,6 +427,7 @@ def main() -> None:
             print(f"warning: {name} went below P* by {-res['final_rel']:.2e} (relative)")
 
     print_table(results, p_star)
+    print_counters(results, n)
     summary: dict[str, Any] = {
         "dataset": args.dataset,
         "template": args.template,
@@ -370,7 +439,16 @@ def main() -> None:
         "solvers": {},
     }
     for name, res in results.items():
-        keys = ("seconds", "epochs", "setup_s", "final_rel", "epochs_run", "load5")
+        keys = (
+            *MEASURES,
+            "setup_s",
+            "final_rel",
+            "seconds_run",
+            "epochs_run",
+            "oracle_calls_run",
+            "updates_run",
+            "load5",
+        )
         entry = {k: res[k] for k in keys}
         if "crfsuite" in results and name != "crfsuite":
             base = results["crfsuite"]["seconds"]
