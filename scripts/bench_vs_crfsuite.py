@@ -181,6 +181,51 @@ def restrict_to_training_support(
     return remap(train), remap(test), attributes
 
 
+def with_bias_attributes(data: SequenceData) -> SequenceData:
+    """Append three attributes of value 1: on every item, on the first and on the last item.
+
+    They play the part of crfsdca's three bias rows (count, first, last) in a model CRFsuite can
+    express, so ``--bias-attributes`` compares both tools on the default OCR model.
+    """
+    A, N, so = data.n_attributes, data.n_items, data.seq_offsets
+    first = np.zeros(N, dtype=np.int64)
+    first[so[:-1]] = 1
+    last = np.zeros(N, dtype=np.int64)
+    last[so[1:] - 1] = 1
+    old = np.diff(data.attr_offsets)
+    offsets = np.concatenate([[0], np.cumsum(old + 1 + first + last)])
+    ids = np.empty(offsets[-1], dtype=np.int64)
+    values = np.ones(offsets[-1])
+    item = np.repeat(np.arange(N), old)
+    dest = offsets[item] + np.arange(data.attr_ids.size) - data.attr_offsets[item]
+    ids[dest], values[dest] = data.attr_ids, data.attr_values
+    slot = offsets[:-1] + old
+    ids[slot] = A
+    ids[(slot + 1)[first == 1]] = A + 1
+    ids[(slot + 1 + first)[last == 1]] = A + 2
+    return SequenceData(
+        seq_offsets=so,
+        attr_offsets=offsets,
+        attr_ids=ids,
+        attr_values=values,
+        labels=data.labels,
+        n_attributes=A + 3,
+        label_names=data.label_names,
+        name=data.name,
+        meta=dict(data.meta),
+    )
+
+
+def per_epoch_seconds(records: list[TraceRecord]) -> float | None:
+    """Median solver seconds per epoch between consecutive evaluations one epoch apart."""
+    steps = [
+        (b.seconds - a.seconds) / (b.epoch - a.epoch)
+        for a, b in zip(records, records[1:], strict=False)
+        if 0.99 <= b.epoch - a.epoch <= 1.01
+    ]
+    return float(np.median(steps)) if steps else None
+
+
 def run_ours(name: str, problem: Problem, p_star: float, args: argparse.Namespace) -> dict:
     """One crfsdca solver up to the smallest threshold; its trace and threshold crossings."""
     solver_name, options = OURS[name]
@@ -224,6 +269,7 @@ def run_ours(name: str, problem: Problem, p_star: float, args: argparse.Namespac
         "setup_s": setup,
         "stop": stop,
         "final_rel": rel[-1],
+        "epoch_s": per_epoch_seconds(records),
         **run_totals(records, setup),
         **crossings(rel, records, setup),
     }
@@ -281,6 +327,8 @@ def run_crfsuite(problem: Problem, p_star: float, args: argparse.Namespace, name
         "stop": run.stop,
         "final_rel": rel[-1],
         "iterations": len(primal),
+        "epoch_s": float(np.median(run.wall)),  # one L-BFGS iteration
+        "evaluation_s": float(np.median(np.asarray(run.wall) / np.asarray(run.evaluations))),
         **run_totals(trace.records),
         **crossings(rel, trace.records),
     }
@@ -345,6 +393,19 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return round(ours / theirs, 4)
 
 
+def print_epoch_costs(results: dict[str, dict]) -> None:
+    """Median seconds per epoch (per iteration for CRFsuite) and the ratio to CRFsuite's."""
+    base = results.get("crfsuite", {}).get("epoch_s")
+    print("\nmedian seconds per epoch (crfsuite: per L-BFGS iteration; same run)")
+    for name, res in results.items():
+        cost = res.get("epoch_s")
+        if cost is None:
+            continue
+        rel = "" if base is None or name == "crfsuite" else f"  {cost / base:.2f}x crfsuite"
+        extra = f"  ({res['evaluation_s']:.3f} s per evaluation)" if "evaluation_s" in res else ""
+        print(f"{name:<13} {cost:8.3f} s{rel}{extra}")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="conll2000", help="conll2000 | conll2002-ned | ocr")
@@ -363,6 +424,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--crfsuite-delta", type=float, default=1e-7)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/bench_vs_crfsuite"))
+    parser.add_argument(
+        "--bias-attributes",
+        action="store_true",
+        help="add bias, first and last attributes (crfsdca's bias rows, as CRFsuite attributes)",
+    )
     args = parser.parse_args()
     if args.quick and args.max_sequences is None:
         args.max_sequences = QUICK_SEQUENCES
@@ -388,11 +454,16 @@ def main() -> None:
             f" {n_attributes} attributes that occur in the training data (CRFsuite's model)"
         )
         names = None if names is None else [names[j] for j in kept]
+    if args.bias_attributes:
+        train, test = with_bias_attributes(train), with_bias_attributes(test)
+        names = None if names is None else [*names, "__BIAS__", "__BOS__", "__EOS__"]
     fm = FeatureMap(train.n_attributes, train.n_labels, n_bias_rows=0)
     problem = Problem(train=train, feature_map=fm, test=test, name=args.dataset)
     n = problem.n_sequences
     print(
-        f"{args.dataset} ({args.template}, no bias rows): n={n} N={train.n_items} "
+        f"{args.dataset} ({args.template}, no bias rows"
+        f"{', bias/first/last attributes' if args.bias_attributes else ''}): "
+        f"n={n} N={train.n_items} "
         f"K={fm.n_labels} A={fm.n_attributes} d={fm.n_features} lambda=1/n "
         f"(CRFsuite c2={n * problem.regularization / 2:g}) threads={args.threads}"
     )
@@ -404,11 +475,13 @@ def main() -> None:
         template=args.template,
         max_sequences=args.max_sequences,
         n_bias_rows=0,
+        bias_attributes=args.bias_attributes,
     )
     print(f"P* = {p_star:.12g} (certified gap <= {args.pstar_tol:g}; "
           f"{time.perf_counter() - start:.1f} s incl. cache lookup)")  # fmt: skip
 
     tag = f"{args.dataset}-{args.template}-{'all' if args.max_sequences is None else n}"
+    tag += "-bias" if args.bias_attributes else ""
     out = args.out / tag
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
@@ -428,6 +501,7 @@ def main() -> None:
 
     print_table(results, p_star)
     print_counters(results, n)
+    print_epoch_costs(results)
     summary: dict[str, Any] = {
         "dataset": args.dataset,
         "template": args.template,
@@ -447,6 +521,7 @@ def main() -> None:
             "epochs_run",
             "oracle_calls_run",
             "updates_run",
+            "epoch_s",
             "load5",
         )
         entry = {k: res[k] for k in keys}
