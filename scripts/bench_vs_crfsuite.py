@@ -475,7 +475,7 @@ def main() -> None:
         template=args.template,
         max_sequences=args.max_sequences,
         n_bias_rows=0,
-        bias_attributes=args.bias_attributes,
+        **({"bias_attributes": True} if args.bias_attributes else {}),  # keeps older cache keys
     )
     print(f"P* = {p_star:.12g} (certified gap <= {args.pstar_tol:g}; "
           f"{time.perf_counter() - start:.1f} s incl. cache lookup)")  # fmt: skip
