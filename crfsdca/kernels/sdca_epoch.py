@@ -1,6 +1,7 @@
 """Compiled SDCA epochs: sampling, oracle, block step and sparse primal update in one loop.
 
-``run_steps`` draws sequences from the sampler tree, calls the chain oracle once per step,
+``run_steps`` draws sequences from the sampler tree, calls the chain oracle once per step
+(``crfsdca.kernels.block_oracle``: log-marginals and probabilities in one pass),
 records the block gap, runs the Newton line search and applies the step (see
 ``crfsdca.kernels.sdca`` for the math). The same step serves serial SDCA (scale = 1) and the
 local rounds of DisDCA (scale = number of workers). The thin Python wrappers at the bottom check
@@ -11,12 +12,12 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from crfsdca.kernels import trees
-from crfsdca.kernels.chain import sequence_marginals
+from crfsdca.kernels.block_oracle import sequence_block_marginals
 from crfsdca.kernels.cycles import cycles
 from crfsdca.kernels.sdca import (
     add_direction,
     block_entropy,
-    block_gap,
+    block_gap_given_nu,
     primal_direction,
     rtsafe,
     update_block,
@@ -59,11 +60,13 @@ def _step(i, layout, dual, w, dims, params, ws):
     t0, t1 = seq_offsets[i], seq_offsets[i + 1]
     T = t1 - t0
     data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
-    log_z = sequence_marginals(data, i, w, dims, fb_ws, (lnn, lne))
+    E = (T - 1) * K * K
+    probs = (bufs[1][E : E + T * K].reshape((T, K)), bufs[1][:E].reshape((T - 1, K, K)))
+    log_z = sequence_block_marginals(data, i, w, dims, fb_ws, (lnn[:T], lne[: T - 1]), probs)
     if not np.isfinite(log_z):
         return 0.0, 0.0, 0, 1, 0
     mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-    gap, fp0 = block_gap(mu_src, (lnn_flat, lne_flat), T, K, bufs)
+    gap, fp0 = block_gap_given_nu(mu_src, (lnn_flat, lne_flat), T, K, bufs)
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     vr = v_rest[: n_bias + K]
@@ -169,12 +172,16 @@ def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
         fb_ws, lnn, lne, lnn_flat, lne_flat, bufs = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-            log_z = sequence_marginals(data, i, w, dims, fb_ws, (lnn, lne))
+            T = t1 - t0
+            E = (T - 1) * K * K
+            probs = (bufs[1][E : E + T * K].reshape((T, K)), bufs[1][:E].reshape((T - 1, K, K)))
+            logs = (lnn[:T], lne[: T - 1])
+            log_z = sequence_block_marginals(data, i, w, dims, fb_ws, logs, probs)
             if not np.isfinite(log_z):
                 gaps[i] = np.nan
                 continue
             mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-            gaps[i] = block_gap(mu_src, (lnn_flat, lne_flat), t1 - t0, K, bufs)[0]
+            gaps[i] = block_gap_given_nu(mu_src, (lnn_flat, lne_flat), T, K, bufs)[0]
     return gaps
 
 
