@@ -22,8 +22,7 @@ from crfsdca.kernels.chain import (
     scaled_backward,
     scaled_forward,
     scaled_log_marginals,
-    transition_exp,
-    unary_scores,
+    sequence_potentials,
 )
 from crfsdca.kernels.fastmath import fast_exp
 
@@ -85,14 +84,9 @@ def block_forward_backward(unary, log_trans, exp_trans, trans_max, ws, logs, pro
 
 @njit(cache=True, nogil=True)
 def sequence_block_marginals(data, i, w, dims, ws, logs, probs):
-    """:func:`crfsdca.kernels.chain.sequence_marginals` that also fills probabilities ``probs``."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
-    A, K, n_bias = dims
-    unary, exp_trans, scaled = ws[0], ws[1], ws[2:]
-    start, end = seq_offsets[i], seq_offsets[i + 1]
-    T = end - start
-    unary_scores((attr_offsets, attr_ids, attr_values), start, end, w, A, K, n_bias, unary)
-    off = (A + n_bias) * K
-    log_trans = w[off : off + K * K].reshape((K, K))
-    trans_max = transition_exp(log_trans, exp_trans)
-    return block_forward_backward(unary[:T], log_trans, exp_trans, trans_max, scaled, logs, probs)
+    """:func:`crfsdca.kernels.chain.sequence_marginals` that also fills probabilities ``probs``.
+
+    logs and probs hold exactly T and T - 1 rows (node, edge).
+    """
+    T, log_trans, trans_max = sequence_potentials(data, i, w, dims, ws)
+    return block_forward_backward(ws[0][:T], log_trans, ws[1], trans_max, ws[2:], logs, probs)

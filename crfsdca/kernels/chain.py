@@ -402,37 +402,37 @@ def exp_marginals(log_node, log_edge, node, edge_sum):
 
 
 @njit(cache=True, nogil=True)
-def sequence_marginals(data, i, w, dims, ws, out):
-    """Unary scores, transitions and :func:`forward_backward` of sequence ``i``; return log Z.
+def sequence_potentials(data, i, w, dims, ws):
+    """Fill ws' unary (T, K) and exp_trans of sequence ``i``; return (T, log_trans, trans_max).
 
     data: SequenceData.arrays() tuple; w (d,) float64; dims = (A, K, n_bias);
-    ws = (unary, exp_trans) + the scaled workspace tuple; out = (log_node, log_edge) buffers of
-    at least (T, K) and (T-1, K, K) rows, filled in their first rows.
+    ws = (unary, exp_trans) + the scaled workspace tuple.
     """
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
     A, K, n_bias = dims
-    unary, exp_trans, scaled = ws[0], ws[1], ws[2:]
     start, end = seq_offsets[i], seq_offsets[i + 1]
-    T = end - start
-    unary_scores((attr_offsets, attr_ids, attr_values), start, end, w, A, K, n_bias, unary)
+    unary_scores((attr_offsets, attr_ids, attr_values), start, end, w, A, K, n_bias, ws[0])
     off = (A + n_bias) * K
     log_trans = w[off : off + K * K].reshape((K, K))
-    trans_max = transition_exp(log_trans, exp_trans)
+    return end - start, log_trans, transition_exp(log_trans, ws[1])
+
+
+@njit(cache=True, nogil=True)
+def sequence_marginals(data, i, w, dims, ws, out):
+    """Unary scores, transitions and :func:`forward_backward` of sequence ``i``; return log Z.
+
+    Arguments as :func:`sequence_potentials`; out = (log_node, log_edge) buffers of at least
+    (T, K) and (T-1, K, K) rows, filled in their first rows.
+    """
+    T, log_trans, trans_max = sequence_potentials(data, i, w, dims, ws)
     log_node, log_edge = out
     return forward_backward(
-        unary[:T], log_trans, exp_trans, trans_max, scaled, log_node[:T], log_edge[: T - 1]
+        ws[0][:T], log_trans, ws[1], trans_max, ws[2:], log_node[:T], log_edge[: T - 1]
     )
 
 
 @njit(cache=True, nogil=True)
 def sequence_log_partition(data, i, w, dims, ws):
-    """log Z of sequence ``i`` by a forward pass; arguments as :func:`sequence_marginals`."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
-    A, K, n_bias = dims
-    unary, exp_trans, scaled = ws[0], ws[1], ws[2:]
-    start, end = seq_offsets[i], seq_offsets[i + 1]
-    unary_scores((attr_offsets, attr_ids, attr_values), start, end, w, A, K, n_bias, unary)
-    off = (A + n_bias) * K
-    log_trans = w[off : off + K * K].reshape((K, K))
-    trans_max = transition_exp(log_trans, exp_trans)
-    return log_partition(unary[: end - start], log_trans, exp_trans, trans_max, scaled)
+    """log Z of sequence ``i`` by a forward pass; arguments as :func:`sequence_potentials`."""
+    T, log_trans, trans_max = sequence_potentials(data, i, w, dims, ws)
+    return log_partition(ws[0][:T], log_trans, ws[1], trans_max, ws[2:])

@@ -67,28 +67,11 @@ def segments(T, K):
 
 
 @njit(**VEC)
-def _exp_segment(log_mu, mu_off, log_nu, nu_off, bufs, lo, hi):
-    """Fill bufs' mu, nu, log_nu on [lo, hi) from log sources; return (KL, f'(0)) sums."""
-    mu, nu, lnu = bufs[0], bufs[1], bufs[2]
-    kl = 0.0
-    fp = 0.0
-    for p in range(lo, hi):
-        lm = np.float64(log_mu[mu_off + p - lo])
-        ln = log_nu[nu_off + p - lo]
-        m = fast_exp(lm)
-        v = fast_exp(ln)
-        mu[p] = m
-        nu[p] = v
-        lnu[p] = ln
-        kl = add_reassoc(kl, m * (lm - ln) if m > 0.0 else 0.0)
-        d = v - m
-        fp = add_reassoc(fp, d * (ln - lm) if d != 0.0 else 0.0)
-    return kl, fp
-
-
-@njit(**VEC)
 def _mu_segment(log_mu, mu_off, log_nu, nu_off, bufs, lo, hi):
-    """As ``_exp_segment`` with bufs' nu already filled (probabilities from the oracle)."""
+    """Fill bufs' mu and log_nu on [lo, hi) from log sources; return (KL, f'(0)) sums.
+
+    bufs' nu must already hold the oracle's probabilities on [lo, hi).
+    """
     mu, nu, lnu = bufs[0], bufs[1], bufs[2]
     kl = 0.0
     fp = 0.0
@@ -121,6 +104,13 @@ def block_gap_given_nu(mu_src, nu_src, T, K, bufs):
     return max(kl + coef * k2, 0.0), fp + coef * f2
 
 
+@njit(**VEC)
+def _exp_into(src, dst, off, n):
+    """dst[off:off+n] = exp(src[:n])."""
+    for p in range(n):
+        dst[off + p] = fast_exp(src[p])
+
+
 @njit(cache=True, nogil=True)
 def block_gap(mu_src, nu_src, T, K, bufs):
     """Exponentiate a block into ``bufs`` and return (KL~(mu || nu), f'(0)).
@@ -130,16 +120,10 @@ def block_gap(mu_src, nu_src, T, K, bufs):
     log_edge_flat) of the oracle, starting at 0. bufs = (mu, nu, log_nu, log_mix) flat buffers of
     at least (T-1) K^2 + T K entries (edges first, then nodes).
     """
-    mu_node, mu_edge, node_off, edge_off = mu_src
-    nu_node, nu_edge = nu_src
-    E, lo, hi, size, coef = segments(T, K)
-    kl, fp = _exp_segment(mu_edge, edge_off, nu_edge, 0, bufs, 0, E)
-    if lo > E:
-        _exp_segment(mu_node, node_off, nu_node, 0, bufs, E, lo)
-    k2, f2 = _exp_segment(mu_node, node_off + lo - E, nu_node, lo - E, bufs, lo, hi)
-    if size > hi:
-        _exp_segment(mu_node, node_off + hi - E, nu_node, hi - E, bufs, hi, size)
-    return max(kl + coef * k2, 0.0), fp + coef * f2
+    E = (T - 1) * K * K
+    _exp_into(nu_src[1], bufs[1], 0, E)
+    _exp_into(nu_src[0], bufs[1], E, T * K)
+    return block_gap_given_nu(mu_src, nu_src, T, K, bufs)
 
 
 @njit(**VEC)
