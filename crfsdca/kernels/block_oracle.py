@@ -16,15 +16,13 @@ from __future__ import annotations
 from numba import njit
 
 from crfsdca.kernels.chain import (
-    log_backward,
-    log_forward,
-    log_space_marginals,
+    log_space_forward_backward,
     scaled_backward,
     scaled_forward,
     scaled_log_marginals,
     sequence_potentials,
 )
-from crfsdca.kernels.fastmath import fast_exp
+from crfsdca.kernels.fastmath import exp_into
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 
@@ -49,12 +47,6 @@ def scaled_probabilities(exp_trans, ws, node, edge):
             _edge_products(alpha[t, k], exp_trans[k], v, edge[t, k], K)
 
 
-@njit(**VEC)
-def _exp_into(src, out, n):
-    for p in range(n):
-        out[p] = fast_exp(src[p])
-
-
 @njit(cache=True, nogil=True)
 def block_forward_backward(unary, log_trans, exp_trans, trans_max, ws, logs, probs):
     """Return log Z; fill logs = (log_node, log_edge) and probs = (node, edge) of one sequence.
@@ -70,15 +62,12 @@ def block_forward_backward(unary, log_trans, exp_trans, trans_max, ws, logs, pro
         scaled_probabilities(exp_trans, ws, node, edge)
         scaled_log_marginals(unary, log_trans, trans_max, ws, log_node, log_edge)
         return log_z
-    log_alpha, log_beta, log_c = ws[1], ws[2], ws[3]
-    log_z = log_forward(unary, log_trans, log_alpha, log_c)
-    log_backward(unary, log_trans, log_beta, log_c)
-    log_space_marginals(unary, log_trans, log_alpha, log_beta, log_c, log_node, log_edge)
+    log_z = log_space_forward_backward(unary, log_trans, ws, log_node, log_edge)
     for t in range(T):
-        _exp_into(log_node[t], node[t], K)
+        exp_into(log_node[t], 0.0, node[t], 0, K)
     for t in range(T - 1):
         for k in range(K):
-            _exp_into(log_edge[t, k], edge[t, k], K)
+            exp_into(log_edge[t, k], 0.0, edge[t, k], 0, K)
     return log_z
 
 

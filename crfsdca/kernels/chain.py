@@ -27,25 +27,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.fastmath import fast_exp, fast_log
+from crfsdca.kernels.fastmath import exp_into, log_inplace
 from crfsdca.kernels.logspace import logsumexp
 
 TINY = 1e-290
 HUGE = 1e290
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _exp_shifted(x, shift, out, K):
-    """out[:K] = exp(x[:K] - shift) (vectorized, < 1 ulp)."""
-    for k in range(K):
-        out[k] = fast_exp(x[k] - shift)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _log_inplace(x, K):
-    """x[:K] = log(x[:K]) (vectorized, < 1 ulp)."""
-    for k in range(K):
-        x[k] = fast_log(x[k])
 
 
 @njit(cache=True, nogil=True)
@@ -84,7 +70,7 @@ def transition_exp(log_trans, exp_trans):
             if log_trans[k, l] > m:
                 m = log_trans[k, l]
     for k in range(K):
-        _exp_shifted(log_trans[k], m, exp_trans[k], K)
+        exp_into(log_trans[k], m, exp_trans[k], 0, K)
     return m
 
 
@@ -102,7 +88,7 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
         m = unary[t, 0]
         for l in range(1, K):
             m = max(m, unary[t, l])
-        _exp_shifted(unary[t], m, exp_unary[t], K)
+        exp_into(unary[t], m, exp_unary[t], 0, K)
         for l in range(K):
             alpha[t, l] = 0.0 if t > 0 else exp_unary[t, l]
         for k in range(K if t > 0 else 0):
@@ -164,8 +150,8 @@ def scaled_log_marginals(unary, log_trans, trans_max, ws, log_node, log_edge):
     exp_unary, alpha, beta, _, log_scale = ws
     T, K = unary.shape
     for t in range(T):
-        _log_inplace(alpha[t], K)
-        _log_inplace(beta[t], K)
+        log_inplace(alpha[t], K)
+        log_inplace(beta[t], K)
         for k in range(K):
             log_node[t, k] = min(alpha[t, k] + beta[t, k], 0.0)
     for t in range(T - 1):
@@ -275,6 +261,12 @@ def forward_backward(unary, log_trans, exp_trans, trans_max, ws, log_node, log_e
     if ok and scaled_backward(exp_trans, ws, T):
         scaled_log_marginals(unary, log_trans, trans_max, ws, log_node, log_edge)
         return log_z
+    return log_space_forward_backward(unary, log_trans, ws, log_node, log_edge)
+
+
+@njit(cache=True, nogil=True)
+def log_space_forward_backward(unary, log_trans, ws, log_node, log_edge):
+    """Exact log-space fallback of :func:`forward_backward` (ws' rows reused as log messages)."""
     log_alpha, log_beta, log_c = ws[1], ws[2], ws[3]
     log_z = log_forward(unary, log_trans, log_alpha, log_c)
     log_backward(unary, log_trans, log_beta, log_c)

@@ -98,10 +98,12 @@ from numba.extending import intrinsic
 
 __all__ = [
     "add_reassoc",
+    "exp_into",
     "fast_exp",
     "fast_expm1",
     "fast_log",
     "fast_log1p",
+    "log_inplace",
     "make_map",
     "make_weighted_sum",
 ]
@@ -416,6 +418,20 @@ def fast_expm1(x):
 
 
 # --- loop kernels (for the benchmark and tests, and as templates of the vectorizing shapes) ----
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def exp_into(src, shift, dst, off, n):
+    """dst[off + p] = exp(src[p] - shift) for p < n (vectorized, < 1 ulp)."""
+    for p in range(n):
+        dst[off + p] = fast_exp(src[p] - shift)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def log_inplace(x, n):
+    """x[:n] = log(x[:n]) (vectorized, < 1 ulp)."""
+    for p in range(n):
+        x[p] = fast_log(x[p])
 
 
 def make_map(func):

@@ -29,7 +29,7 @@ instead of branches, ``add_reassoc`` sums, ``error_model="numpy"`` for divisions
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log
+from crfsdca.kernels.fastmath import add_reassoc, exp_into, fast_exp, fast_log
 
 TINY = 1e-280  # below this, mix in log space to keep relative precision
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
@@ -104,13 +104,6 @@ def block_gap_given_nu(mu_src, nu_src, T, K, bufs):
     return max(kl + coef * k2, 0.0), fp + coef * f2
 
 
-@njit(**VEC)
-def _exp_into(src, dst, off, n):
-    """dst[off:off+n] = exp(src[:n])."""
-    for p in range(n):
-        dst[off + p] = fast_exp(src[p])
-
-
 @njit(cache=True, nogil=True)
 def block_gap(mu_src, nu_src, T, K, bufs):
     """Exponentiate a block into ``bufs`` and return (KL~(mu || nu), f'(0)).
@@ -121,8 +114,8 @@ def block_gap(mu_src, nu_src, T, K, bufs):
     at least (T-1) K^2 + T K entries (edges first, then nodes).
     """
     E = (T - 1) * K * K
-    _exp_into(nu_src[1], bufs[1], 0, E)
-    _exp_into(nu_src[0], bufs[1], E, T * K)
+    exp_into(nu_src[1], 0.0, bufs[1], 0, E)
+    exp_into(nu_src[0], 0.0, bufs[1], E, T * K)
     return block_gap_given_nu(mu_src, nu_src, T, K, bufs)
 
 
