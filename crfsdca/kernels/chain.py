@@ -62,15 +62,23 @@ def unary_scores(attrs, start, end, w, A, K, n_bias, unary):
 
 @njit(cache=True, nogil=True)
 def transition_exp(log_trans, exp_trans):
-    """Fill ``exp_trans = exp(log_trans - max)`` (both (K, K) float64) and return the max."""
+    """Fill ``exp_trans = exp(log_trans - max)`` (both (K, K) C-contiguous float64); return the max.
+
+    One vectorized ``exp`` over the K^2 flat entries; the max runs four independent chains.
+    """
     K = log_trans.shape[0]
-    m = log_trans[0, 0]
-    for k in range(K):
-        for l in range(K):
-            if log_trans[k, l] > m:
-                m = log_trans[k, l]
-    for k in range(K):
-        exp_into(log_trans[k], m, exp_trans[k], 0, K)
+    n = K * K
+    src = log_trans.reshape((n,))
+    m0 = m1 = m2 = m3 = src[0]
+    for p in range(0, n - 3, 4):
+        m0 = max(m0, src[p])
+        m1 = max(m1, src[p + 1])
+        m2 = max(m2, src[p + 2])
+        m3 = max(m3, src[p + 3])
+    for p in range(n - n % 4, n):
+        m0 = max(m0, src[p])
+    m = max(max(m0, m1), max(m2, m3))
+    exp_into(src, m, exp_trans.reshape((n,)), 0, n)
     return m
 
 

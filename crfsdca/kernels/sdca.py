@@ -67,56 +67,74 @@ def segments(T, K):
 
 
 @njit(**VEC)
-def _mu_segment(log_mu, mu_off, log_nu, nu_off, bufs, lo, hi):
-    """Fill bufs' mu and log_nu on [lo, hi) from log sources; return (KL, f'(0)) sums.
+def _mu_segment(log_mu, mu_off, bufs, lo, hi):
+    """Fill bufs' mu on [lo, hi) from the stored logs; return the (KL, f'(0)) sums.
 
-    bufs' nu must already hold the oracle's probabilities on [lo, hi).
+    bufs' nu and log_nu must already hold the oracle's probabilities and logs on [lo, hi).
     """
     mu, nu, lnu = bufs[0], bufs[1], bufs[2]
     kl = 0.0
     fp = 0.0
     for p in range(lo, hi):
         lm = np.float64(log_mu[mu_off + p - lo])
-        ln = log_nu[nu_off + p - lo]
+        ln = lnu[p]
         m = fast_exp(lm)
         mu[p] = m
-        lnu[p] = ln
         kl = add_reassoc(kl, m * (lm - ln) if m > 0.0 else 0.0)
         d = nu[p] - m
         fp = add_reassoc(fp, d * (ln - lm) if d != 0.0 else 0.0)
     return kl, fp
 
 
+@njit(**VEC)
+def _add_difference(nu, mu, lo, trans, n):
+    """trans[:n] += nu[lo:lo+n] - mu[lo:lo+n]."""
+    for j in range(n):
+        trans[j] += nu[lo + j] - mu[lo + j]
+
+
 @njit(cache=True, nogil=True)
-def block_gap_given_nu(mu_src, nu_src, T, K, bufs):
-    """:func:`block_gap` when bufs' nu already holds the oracle's probabilities (flat layout,
-    edges then nodes), e.g. from ``crfsdca.kernels.block_oracle``; saves one ``exp`` per entry.
+def block_gap_given_nu(mu_src, T, K, bufs, trans):
+    """(KL~(mu || nu), f'(0)) of a block whose oracle marginals are already in ``bufs``.
+
+    mu_src = (log_node_flat, log_edge_flat, node_offset, edge_offset): the dual state's flat
+    log-marginals and where the block starts (entries, not rows). bufs = (mu, nu, log_nu,
+    log_mix) flat buffers of at least (T-1) K^2 + T K entries (edges first, then nodes) whose nu
+    and log_nu hold the oracle's probabilities and logs (``crfsdca.kernels.block_oracle`` writes
+    them there); mu is filled here. trans (K^2,) is overwritten with sum_t (nu_t - mu_t) over the
+    edges: the transition part of the primal direction, before scaling.
     """
     mu_node, mu_edge, node_off, edge_off = mu_src
-    nu_node, nu_edge = nu_src
     E, lo, hi, size, coef = segments(T, K)
-    kl, fp = _mu_segment(mu_edge, edge_off, nu_edge, 0, bufs, 0, E)
+    trans[:] = 0.0
+    kl, fp = 0.0, 0.0
+    for t in range(T - 1):  # edge by edge, so that the second pass reads from L1
+        lo_t = t * K * K
+        k1, f1 = _mu_segment(mu_edge, edge_off + lo_t, bufs, lo_t, lo_t + K * K)
+        _add_difference(bufs[1], bufs[0], lo_t, trans, K * K)
+        kl += k1
+        fp += f1
     if lo > E:
-        _mu_segment(mu_node, node_off, nu_node, 0, bufs, E, lo)
-    k2, f2 = _mu_segment(mu_node, node_off + lo - E, nu_node, lo - E, bufs, lo, hi)
+        _mu_segment(mu_node, node_off, bufs, E, lo)
+    k2, f2 = _mu_segment(mu_node, node_off + lo - E, bufs, lo, hi)
     if size > hi:
-        _mu_segment(mu_node, node_off + hi - E, nu_node, hi - E, bufs, hi, size)
+        _mu_segment(mu_node, node_off + hi - E, bufs, hi, size)
     return max(kl + coef * k2, 0.0), fp + coef * f2
 
 
 @njit(cache=True, nogil=True)
 def block_gap(mu_src, nu_src, T, K, bufs):
-    """Exponentiate a block into ``bufs`` and return (KL~(mu || nu), f'(0)).
+    """Copy the oracle's log-marginals into ``bufs``, exponentiate them and return
+    (KL~(mu || nu), f'(0)) as :func:`block_gap_given_nu`.
 
-    mu_src = (log_node_flat, log_edge_flat, node_offset, edge_offset): the dual state's flat
-    log-marginals and where the block starts (entries, not rows); nu_src = (log_node_flat,
-    log_edge_flat) of the oracle, starting at 0. bufs = (mu, nu, log_nu, log_mix) flat buffers of
-    at least (T-1) K^2 + T K entries (edges first, then nodes).
+    nu_src = (log_node_flat, log_edge_flat) of the oracle, starting at 0.
     """
     E = (T - 1) * K * K
     exp_into(nu_src[1], 0.0, bufs[1], 0, E)
     exp_into(nu_src[0], 0.0, bufs[1], E, T * K)
-    return block_gap_given_nu(mu_src, nu_src, T, K, bufs)
+    bufs[2][:E] = nu_src[1][:E]
+    bufs[2][E : E + T * K] = nu_src[0][: T * K]
+    return block_gap_given_nu(mu_src, T, K, bufs, np.empty(K * K))
 
 
 @njit(**VEC)
@@ -327,8 +345,9 @@ def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
     [t0, t1); entry_slot maps each attribute entry to its row in v_emit; slot_attrs (U,) gives
     the attribute id of each row. delta_src = (mu, nu) flat buffers of ``block_gap``.
     dims = (A, K, n_bias, kappa) with kappa = -scale / (lambda n).
-    v_emit (U, K) and v_rest (n_bias + K, K) are caller-owned and overwritten; v_rest holds the
-    bias rows then the transition matrix.
+    v_emit (U, K) and v_rest (n_bias + K, K) are caller-owned; v_rest holds the bias rows, then
+    the transition matrix, which must already hold sum_t (nu_t - mu_t) (``block_gap_given_nu``
+    accumulates it). v_emit and the bias rows are overwritten; everything is scaled by kappa.
     """
     t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, slot_attrs = seq
     mu, nu = delta_src
@@ -336,7 +355,7 @@ def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
     T = t1 - t0
     U = slot_attrs.shape[0]
     v_emit[:U] = 0.0
-    v_rest[:] = 0.0
+    v_rest[:n_bias] = 0.0
     node0 = (T - 1) * K * K
     d = np.empty(K)
     for t in range(T):
@@ -349,10 +368,6 @@ def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
                 _axpy(1.0, d, v_rest[1], K)
             if t == T - 1:
                 _axpy(1.0, d, v_rest[2], K)
-    for t in range(T - 1):
-        for k in range(K):
-            _difference(nu, mu, (t * K + k) * K, d, K)
-            _axpy(1.0, d, v_rest[n_bias + k], K)
     return _scale_and_dot(slot_attrs, w, dims, v_emit, v_rest)
 
 

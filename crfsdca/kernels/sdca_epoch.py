@@ -56,20 +56,18 @@ def _step(i, layout, dual, w, dims, params, ws):
         params[3],
         params[4],
     )
-    fb_ws, lnn, lne, lnn_flat, lne_flat, bufs, v_emit, v_rest = ws
+    fb_ws, bufs, v_emit, v_rest = ws
     t0, t1 = seq_offsets[i], seq_offsets[i + 1]
     T = t1 - t0
     data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
-    E = (T - 1) * K * K
-    probs = (bufs[1][E : E + T * K].reshape((T, K)), bufs[1][:E].reshape((T - 1, K, K)))
-    log_z = sequence_block_marginals(data, i, w, dims, fb_ws, (lnn[:T], lne[: T - 1]), probs)
+    log_z = sequence_block_marginals(data, i, w, dims, fb_ws, *_block_views(bufs, T, K))
     if not np.isfinite(log_z):
         return 0.0, 0.0, 0, 1, 0
     mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-    gap, fp0 = block_gap_given_nu(mu_src, (lnn_flat, lne_flat), T, K, bufs)
+    vr = v_rest[: n_bias + K]
+    gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, vr[n_bias:].reshape((K * K,)))
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
-    vr = v_rest[: n_bias + K]
     a, b = primal_direction(seq, (bufs[0], bufs[1]), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
     its, status, have_logs, ls_cycles = 0, 0, False, 0
     if fixed_step > 0.0:
@@ -125,8 +123,19 @@ def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
 
 
 @njit(cache=True, nogil=True)
+def _block_views(bufs, T, K):
+    """(logs, probs) = ((node (T, K), edge (T-1, K, K)), same) views of bufs' log_nu and nu, where
+    the block oracle writes nu_i (flat block layout: edges, then nodes)."""
+    E = (T - 1) * K * K
+    lnu, nu = bufs[2], bufs[1]
+    logs = (lnu[E : E + T * K].reshape((T, K)), lnu[:E].reshape((T - 1, K, K)))
+    probs = (nu[E : E + T * K].reshape((T, K)), nu[:E].reshape((T - 1, K, K)))
+    return logs, probs
+
+
+@njit(cache=True, nogil=True)
 def _make_ws(max_T, K, max_U):
-    """Workspace: oracle buffers, flat views of the oracle's log-marginals, block buffers."""
+    """Workspace: oracle buffers, block buffers (mu, nu, log_nu, log_mix), primal direction."""
     T = max(max_T, 1)
     size = (T - 1) * K * K + T * K
     fb_ws = (
@@ -138,21 +147,8 @@ def _make_ws(max_T, K, max_U):
         np.empty(T),
         np.empty(T),
     )
-    lnn_flat = np.empty(T * K)
-    lne_flat = np.empty(max(T - 1, 1) * K * K)
-    lnn = lnn_flat.reshape((T, K))
-    lne = lne_flat.reshape((max(T - 1, 1), K, K))
     bufs = (np.empty(size), np.empty(size), np.empty(size), np.empty(size))
-    return (
-        fb_ws,
-        lnn,
-        lne,
-        lnn_flat,
-        lne_flat,
-        bufs,
-        np.empty((max(max_U, 1), K)),
-        np.empty((3 + K, K)),
-    )
+    return fb_ws, bufs, np.empty((max(max_U, 1), K)), np.empty((3 + K, K))
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -168,20 +164,17 @@ def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
     gaps = np.empty(n)
     data = (layout[0], layout[1], layout[2], layout[3], layout[4])
     for c in prange(n_chunks):
-        ws = _make_ws(max_T, K, max_U)
-        fb_ws, lnn, lne, lnn_flat, lne_flat, bufs = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
+        fb_ws, bufs, _, _ = _make_ws(max_T, K, max_U)
+        trans = np.empty(K * K)
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             t0, t1 = seq_offsets[i], seq_offsets[i + 1]
             T = t1 - t0
-            E = (T - 1) * K * K
-            probs = (bufs[1][E : E + T * K].reshape((T, K)), bufs[1][:E].reshape((T - 1, K, K)))
-            logs = (lnn[:T], lne[: T - 1])
-            log_z = sequence_block_marginals(data, i, w, dims, fb_ws, logs, probs)
+            log_z = sequence_block_marginals(data, i, w, dims, fb_ws, *_block_views(bufs, T, K))
             if not np.isfinite(log_z):
                 gaps[i] = np.nan
                 continue
             mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-            gaps[i] = block_gap_given_nu(mu_src, (lnn_flat, lne_flat), T, K, bufs)[0]
+            gaps[i] = block_gap_given_nu(mu_src, T, K, bufs, trans)[0]
     return gaps
 
 
