@@ -79,14 +79,14 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
     f = lambda g: line_function(g, lpn, lpe, lqn, lqe, cb)  # noqa: E731
     for g in (0.1, 0.5, 0.9):
-        d1, d2 = K_sdca.line_derivatives(g, bufs, T, K, cb)
+        d1, d2, _ = K_sdca.line_derivatives(g, bufs, T, K, cb)
         h = 1e-5
         assert d1 == pytest.approx((f(g + h) - f(g - h)) / (2 * h), rel=1e-6, abs=1e-8)
         assert d2 == pytest.approx((f(g + h) - 2 * f(g) + f(g - h)) / h**2, rel=1e-4, abs=1e-5)
         assert d2 < 0
     assert K_sdca.line_derivatives(0.0, bufs, T, K, cb)[0] == pytest.approx(fp0)
     assert K_sdca.line_derivatives(1.0, bufs, T, K, cb)[0] == pytest.approx(-cb)
-    gamma, its, status, have = K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-10, 100)
+    gamma, its, status, have, _ = K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-10, 100)
     assert status == 0 and its >= 1 and have
     grid = np.linspace(0, 1, 20001)
     values = np.array([f(g) for g in grid])
@@ -135,10 +135,9 @@ def test_update_block_mixes_and_returns_the_new_entropy(T, K, gamma):
         (node, edge, 0, 0), (lqn.reshape(-1).copy(), lqe.reshape(-1).copy()), T, K, bufs
     )
     for have_logs in (False, True):
-        if have_logs:
-            K_sdca.line_derivatives(gamma, bufs, T, K, 1.0)
+        ls_entropy = K_sdca.line_derivatives(gamma, bufs, T, K, 1.0)[2] if have_logs else np.nan
         n_, e_ = node.copy(), edge.copy()
-        entropy = K_sdca.update_block(gamma, (n_, e_, 0, 0), T, K, bufs, have_logs)
+        entropy = K_sdca.update_block(gamma, (n_, e_, 0, 0), T, K, bufs, have_logs, ls_entropy)
         expect_n = np.logaddexp(np.log1p(-gamma) + lpn, np.log(gamma) + lqn) if gamma < 1 else lqn
         expect_e = np.logaddexp(np.log1p(-gamma) + lpe, np.log(gamma) + lqe) if gamma < 1 else lqe
         np.testing.assert_allclose(n_.reshape(T, K), np.minimum(expect_n, 0), rtol=1e-13)

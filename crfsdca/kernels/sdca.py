@@ -87,10 +87,13 @@ def _mu_segment(log_mu, mu_off, bufs, lo, hi):
 
 
 @njit(**VEC)
-def _add_difference(nu, mu, lo, trans, n):
-    """trans[:n] += nu[lo:lo+n] - mu[lo:lo+n]."""
+def _edge_difference_sum(nu, mu, trans, n_edges, n):
+    """trans[j] = sum_t (nu - mu)[t n + j] over the n_edges edges of n = K^2 entries each."""
     for j in range(n):
-        trans[j] += nu[lo + j] - mu[lo + j]
+        acc = 0.0
+        for t in range(n_edges):
+            acc += nu[t * n + j] - mu[t * n + j]
+        trans[j] = acc
 
 
 @njit(cache=True, nogil=True)
@@ -106,14 +109,8 @@ def block_gap_given_nu(mu_src, T, K, bufs, trans):
     """
     mu_node, mu_edge, node_off, edge_off = mu_src
     E, lo, hi, size, coef = segments(T, K)
-    trans[:] = 0.0
-    kl, fp = 0.0, 0.0
-    for t in range(T - 1):  # edge by edge, so that the second pass reads from L1
-        lo_t = t * K * K
-        k1, f1 = _mu_segment(mu_edge, edge_off + lo_t, bufs, lo_t, lo_t + K * K)
-        _add_difference(bufs[1], bufs[0], lo_t, trans, K * K)
-        kl += k1
-        fp += f1
+    kl, fp = _mu_segment(mu_edge, edge_off, bufs, 0, E)
+    _edge_difference_sum(bufs[1], bufs[0], trans, T - 1, K * K)
     if lo > E:
         _mu_segment(mu_node, node_off, bufs, E, lo)
     k2, f2 = _mu_segment(mu_node, node_off + lo - E, bufs, lo, hi)
@@ -139,10 +136,15 @@ def block_gap(mu_src, nu_src, T, K, bufs):
 
 @njit(**VEC)
 def _line_segment(gamma, bufs, lo, hi):
-    """(sum delta (log nu - log mu^g), sum delta^2 / mu^g) on [lo, hi); stores log mu^g."""
+    """(sum delta (log nu - log mu^g), sum delta^2 / mu^g, entropy) on [lo, hi).
+
+    Stores the new log-marginal min(log mu^g, 0) in log_mix, or -inf where mu^g <= TINY (those
+    entries are mixed in log space by the update and left out of the entropy sum here).
+    """
     mu, nu, lnu, log_mix = bufs
     d1 = 0.0
     d2 = 0.0
+    h = 0.0
     one_minus = 1.0 - gamma
     for p in range(lo, hi):
         m = mu[p]
@@ -150,42 +152,47 @@ def _line_segment(gamma, bufs, lo, hi):
         d = v - m
         mg = one_minus * m + gamma * v
         lg = fast_log(mg)
-        log_mix[p] = lg
+        ok = mg > TINY
+        lc = min(lg, 0.0)
+        log_mix[p] = lc if ok else -np.inf
+        h = add_reassoc(h, -mg * lc if ok else 0.0)
         nz = d != 0.0
         d1 = add_reassoc(d1, d * (lnu[p] - lg) if nz else 0.0)
         d2 = add_reassoc(d2, d * d / mg if nz else 0.0)
-    return d1, d2
+    return d1, d2, h
 
 
 @njit(cache=True, nogil=True)
 def line_derivatives(gamma, bufs, T, K, cb):
-    """f'(gamma) and f''(gamma) of eq. 20 (KL form); cb = c * b = lambda n b / scale.
+    """f'(gamma), f''(gamma) of eq. 20 (KL form), cb = c * b = lambda n b / scale, and the
+    junction-tree entropy of mu^gamma (without the entries <= TINY).
 
-    Leaves log mu^gamma in bufs' log_mix on the edge and coefficient-carrying node segments.
+    Leaves the new log-marginals in bufs' log_mix on the edge and coefficient-carrying node
+    segments (see ``_line_segment``), for ``update_block`` to copy.
     """
     E, lo, hi, _, coef = segments(T, K)
-    d1, d2 = _line_segment(gamma, bufs, 0, E)
-    n1, n2 = _line_segment(gamma, bufs, lo, hi)
-    return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb
+    d1, d2, h1 = _line_segment(gamma, bufs, 0, E)
+    n1, n2, h2 = _line_segment(gamma, bufs, lo, hi)
+    return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb, h1 + coef * h2
 
 
 @njit(cache=True, nogil=True)
 def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter):
     """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
-    Returns (gamma, n_evaluations, status, evaluated): status 0 = converged (the last step was
-    below tol), 1 = max_iter reached; evaluated = True when gamma is the last point where
-    ``line_derivatives`` ran, so that bufs' log_mix holds log mu^gamma.
+    Returns (gamma, n_evaluations, status, evaluated, entropy): status 0 = converged (the last
+    step was below tol), 1 = max_iter reached; evaluated = True when gamma is the last point where
+    ``line_derivatives`` ran, so that bufs' log_mix holds log mu^gamma and entropy its value.
     """
     if not fprime0 > 0.0:
-        return 0.0, 0, 0, False
+        return 0.0, 0, 0, False, 0.0
     if cb <= 0.0:
-        return 1.0, 0, 0, False
+        return 1.0, 0, 0, False, 0.0
     x_l, x_h = 1.0, 0.0  # f'(x_l) < 0 < f'(x_h)
     gamma = min(max(gamma0, 1e-6), 1.0 - 1e-6)
     dx_old = 1.0
     dx = 1.0
-    u, du = line_derivatives(gamma, bufs, T, K, cb)
+    u, du, h = line_derivatives(gamma, bufs, T, K, cb)
     for it in range(1, max_iter + 1):
         if u < 0.0:
             x_l = gamma
@@ -202,10 +209,10 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter):
             step = gamma - dx
         # gamma is within |dx| of the root after a Newton step, within 2|dx| after a bisection
         if abs(dx) < (0.5 * tol if bisect else tol):
-            return gamma, it, 0, True  # its logs are in bufs
+            return gamma, it, 0, True, h  # its logs are in bufs
         gamma = step
-        u, du = line_derivatives(gamma, bufs, T, K, cb)
-    return gamma, max_iter, 1, True
+        u, du, h = line_derivatives(gamma, bufs, T, K, cb)
+    return gamma, max_iter, 1, True, h
 
 
 @njit(cache=True, nogil=True)
@@ -223,31 +230,25 @@ def mix_log(gamma, m, v, lm, lv):
 
 
 @njit(**VEC)
-def _update_reusing(gamma, dst, off, bufs, lo, hi, coef):
-    """mu <- mu^gamma on [lo, hi) into dst[off:], taking log mu^gamma from bufs' log_mix (valid
-    after the line search evaluated gamma); returns (coef * entropy, number of entries near 0).
-
-    Entries whose mixture is <= TINY keep their value here; ``_fix_tiny`` mixes them in log space.
+def _copy_reusing(dst, off, log_mix, lo, hi):
+    """mu <- mu^gamma on [lo, hi) into dst[off:] from the line search's log_mix (valid after it
+    evaluated gamma); returns the number of entries near 0 (-inf there), which keep their value
+    here and are mixed in log space by ``_fix_tiny``.
     """
-    mu, nu, _, log_mix = bufs
-    entropy = 0.0
     n_tiny = 0.0
-    one_minus = 1.0 - gamma
     for p in range(lo, hi):
-        m = mu[p]
-        mg = one_minus * m + gamma * nu[p]
-        ok = mg > TINY
-        old = dst[off + p - lo]
-        new = min(log_mix[p], 0.0) if ok and m != nu[p] else old
-        dst[off + p - lo] = new
-        entropy = add_reassoc(entropy, -coef * mg * new if ok else 0.0)
+        v = log_mix[p]
+        ok = v > -np.inf
+        dst[off + p - lo] = v if ok else dst[off + p - lo]
         n_tiny = add_reassoc(n_tiny, 0.0 if ok else 1.0)
-    return entropy, n_tiny
+    return n_tiny
 
 
 @njit(**VEC)
 def _update_computing(gamma, dst, off, bufs, lo, hi, coef):
-    """As ``_update_reusing`` but computing log mu^gamma (fixed steps, coefficient-0 nodes)."""
+    """mu <- mu^gamma on [lo, hi) into dst[off:], computing log mu^gamma (fixed steps,
+    coefficient-0 nodes); returns (coef * entropy, number of entries near 0 left to ``_fix_tiny``).
+    """
     mu, nu, lnu, _ = bufs
     entropy = 0.0
     n_tiny = 0.0
@@ -281,6 +282,7 @@ def _fix_tiny(gamma, dst, off, bufs, lo, hi, coef):
 
 @njit(cache=True, nogil=True)
 def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
+    """Update [lo, hi); returns coef * its entropy (0 when reusing: the line search has it)."""
     if gamma == 1.0:  # exactly nu
         _, _, lnu, _ = bufs
         entropy = 0.0
@@ -289,7 +291,7 @@ def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
             entropy -= coef * bufs[1][p] * lnu[p] if bufs[1][p] > 0.0 else 0.0
         return entropy
     if reuse:
-        entropy, n_tiny = _update_reusing(gamma, dst, off, bufs, lo, hi, coef)
+        entropy, n_tiny = 0.0, _copy_reusing(dst, off, bufs[3], lo, hi)
     else:
         entropy, n_tiny = _update_computing(gamma, dst, off, bufs, lo, hi, coef)
     if n_tiny > 0:
@@ -298,15 +300,18 @@ def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
 
 
 @njit(cache=True, nogil=True)
-def update_block(gamma, mu_dst, T, K, bufs, have_logs):
+def update_block(gamma, mu_dst, T, K, bufs, have_logs, ls_entropy):
     """mu <- (1 - gamma) mu + gamma nu in the dual state (as logs); returns H~(mu) after.
 
     mu_dst = (log_node_flat, log_edge_flat, node_offset, edge_offset) as in ``block_gap``;
-    have_logs: bufs' log_mix holds log mu^gamma (from the last line-search evaluation).
+    have_logs: bufs' log_mix holds the new logs from the last line-search evaluation, at gamma,
+    which also gave ls_entropy (ignored otherwise).
     """
     mu_node, mu_edge, node_off, edge_off = mu_dst
     E, lo, hi, size, coef = segments(T, K)
-    entropy = _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, have_logs)
+    reuse = have_logs and gamma != 1.0
+    entropy = ls_entropy if reuse else 0.0
+    entropy += _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, have_logs)
     if lo > E:
         entropy += _update_range(gamma, mu_node, node_off, bufs, E, lo, 0.0, False)
     entropy += _update_range(gamma, mu_node, node_off + lo - E, bufs, lo, hi, coef, have_logs)

@@ -69,18 +69,18 @@ def _step(i, layout, dual, w, dims, params, ws):
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     a, b = primal_direction(seq, (bufs[0], bufs[1]), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
-    its, status, have_logs, ls_cycles = 0, 0, False, 0
+    its, status, have_logs, ls_cycles, h = 0, 0, False, 0, 0.0
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
         g0 = step_sizes[i] if params[7] == 1 else 0.5
         c0 = cycles()
-        gamma, its, status, have_logs = rtsafe(
+        gamma, its, status, have_logs, h = rtsafe(
             bufs, T, K, lam_n / scale * b, fp0, g0, tol, max_newton
         )
         ls_cycles = cycles() - c0
     if gamma > 0.0:
-        entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs)
+        entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs, h)
         add_direction(gamma, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, ls_cycles
