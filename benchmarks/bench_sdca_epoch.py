@@ -2,12 +2,14 @@
 
     CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_sdca_epoch.py [--dataset conll2000]
 
-Times, on the same initial dual state: epochs of the compiled SDCA loop with the line search
-(starting at 0.5 and at the previous step size) and with a fixed step, with the share of the
-epoch spent in the line search (cycle counter inside the kernel); one full-batch oracle pass;
-and, per block entry, the block-gap, line-search and update kernels on a synthetic block of
-T = 24, K = 22. CPU time (``time.process_time``) is reported because the machines are shared;
-the kernels are serial, so CPU time is their cost. The last line is a JSON object.
+Times, on the same initial dual state (with 512-bit vectors on AVX-512 hosts unless
+``CRFSDCA_VECTOR_WIDTH=256``, see ``crfsdca.kernels.vector_width``): epochs of the compiled
+SDCA loop with the line search (starting at 0.5 and at the previous step size) and with a fixed
+step, with the shares of the epoch spent in the oracle, the block gap and the line search (cycle
+counters inside the kernel); one full-batch oracle pass; and, per block entry, the block-gap,
+line-search and update kernels on a synthetic block of T = 24, K = 22. CPU time
+(``time.process_time``) is reported because the machines are shared; the kernels are serial, so
+CPU time is their cost. The last line is a JSON object.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import time
 
 import numpy as np
@@ -34,19 +37,27 @@ def cpu(fn, repeats: int = 1) -> float:
     return (time.process_time() - start) / repeats
 
 
-def epochs(problem: Problem, base, config: SDCAConfig, n_epochs: int) -> tuple[list, list, list]:
-    """CPU seconds, Newton evaluations per step and line-search share (cycles) per epoch."""
+PHASES = {"oracle": 5, "block_gap": 6, "line_search": 3}  # their cycle counters in the stats
+
+
+def epochs(problem: Problem, base, config: SDCAConfig, n_epochs: int) -> tuple[list, list, dict]:
+    """CPU seconds, Newton evaluations per step and, per phase, its share of the epoch's cycles
+    (oracle, block gap, line search, and the rest: primal direction, update, sampling)."""
     state = copy.deepcopy(base)
     runner = _Runner(problem, config, state)
     n = problem.n_sequences
-    times, evaluations, shares = [], [], []
+    times, evaluations = [], []
+    shares: dict[str, list] = {name: [] for name in [*PHASES, "rest"]}
     for _ in range(n_epochs):
         draws = runner.rng.random((n, 2))
         start = time.process_time()
         _, _, stats = sdca_epoch.run_steps(runner.kernel_args(draws, -1.0))
         times.append(time.process_time() - start)
         evaluations.append(float(stats[0]) / n)
-        shares.append(float(stats[3] / stats[4]) if stats[4] > 0 else 0.0)
+        total = float(stats[4]) if stats[4] > 0 else 1.0
+        for name, k in PHASES.items():
+            shares[name].append(float(stats[k]) / total)
+        shares["rest"].append(1.0 - sum(float(stats[k]) for k in PHASES.values()) / total)
     return times, evaluations, shares
 
 
@@ -68,6 +79,12 @@ def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, fl
     return {name: cpu(fn, repeats) / size * 1e9 for name, fn in calls.items()}
 
 
+def vector_bits() -> int:
+    """512 when crfsdca.kernels.vector_width turned LLVM's 256-bit preference off, else 256."""
+    features = os.environ.get("NUMBA_CPU_FEATURES", "")
+    return 512 if features.endswith("-prefer-256-bit") else 256
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="conll2000")
@@ -78,7 +95,12 @@ def main() -> None:
     problem = Problem(train=train, feature_map=fm, name=args.dataset)
     base = SDCA(SDCAConfig()).initial_state(problem)
     epochs(problem, base, SDCAConfig(sampling="uniform"), 1)  # compile
-    result: dict[str, object] = {"dataset": args.dataset, "n": problem.n_sequences}
+    result: dict[str, object] = {
+        "dataset": args.dataset,
+        "n": problem.n_sequences,
+        "vector_bits": vector_bits(),
+    }
+    print(f"{args.dataset}: n = {problem.n_sequences}, {vector_bits()}-bit vectors")
     for label, config in {
         "line_search_previous": SDCAConfig(sampling="uniform", line_search_start="previous"),
         "line_search_half": SDCAConfig(sampling="uniform", line_search_start="half"),
@@ -88,11 +110,16 @@ def main() -> None:
         result[label] = {
             "cpu_s": times,
             "evaluations_per_step": evaluations,
-            "line_search_share": shares,
+            "line_search_share": shares["line_search"],
+            "shares": shares,
         }
         print(
             f"{label:24s} epoch CPU s {np.round(times, 2)}  evaluations/step "
-            f"{np.round(evaluations, 2)}  line-search share {np.round(shares, 3)}"
+            f"{np.round(evaluations, 2)}  line-search share {np.round(shares['line_search'], 3)}"
+        )
+        print(
+            f"{'':24s} median shares: "
+            + ", ".join(f"{k} {np.median(v):.1%}" for k, v in shares.items())
         )
     problem.oracle.value_and_gradient(base.dual.weights)
     batch = [cpu(lambda: problem.oracle.value_and_gradient(base.dual.weights)) for _ in range(3)]

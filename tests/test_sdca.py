@@ -120,15 +120,17 @@ def test_every_sampling_scheme_reaches_the_lbfgs_optimum(sampling):
     assert result.stop_reason == "tol"
 
 
-def test_line_search_time_is_a_measured_part_of_the_step_time():
+def test_phase_times_are_measured_parts_of_the_step_time():
     problem = random_problem(seed=4, n=30, max_T=8)
     runner, state = runner_for(problem, sampling="uniform")
     draws = np.random.default_rng(0).random((300, 2))
     done, status, stats = sdca_epoch.run_steps(runner.kernel_args(draws, -1.0))
     assert (done, status) == (300, 0)
-    newton, searches, _, ls_cycles, all_cycles = stats
+    newton, searches, _, ls_cycles, all_cycles, oracle_cycles, gap_cycles = stats
     assert newton >= searches > 0
     assert 0 < ls_cycles < all_cycles
+    assert oracle_cycles > 0 and gap_cycles > 0
+    assert ls_cycles + oracle_cycles + gap_cycles < all_cycles  # disjoint parts of the steps
     fixed, _ = runner_for(problem, sampling="uniform", line_search=False, fixed_step=0.1)
     stats = sdca_epoch.run_steps(fixed.kernel_args(draws, -1.0))[2]
     assert stats[0] == 0 and stats[3] == 0 and stats[4] > 0  # no line search, no time in it

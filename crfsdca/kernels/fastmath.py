@@ -4,8 +4,8 @@ llvmlite's wheels ship without Intel SVML, so LLVM cannot vectorize a numba loop
 ``np.log`` or ``np.exp``: every element goes through a scalar libm call (about 15-25 ns). The
 functions here are written with plain arithmetic, integer bit manipulation and selects only (no
 branches, calls or tables), so that once numba inlines them into a simple loop, LLVM's loop
-vectorizer turns the loop into packed AVX2 / AVX-512 code (four doubles per instruction on this
-machine, since LLVM prefers 256-bit vectors on recent Xeons).
+vectorizer turns the loop into packed AVX2 / AVX-512 code (four or eight doubles per
+instruction; see "Vector width" below).
 
 Methods (all constants are the published fdlibm ones unless stated otherwise):
 
@@ -82,10 +82,11 @@ Loop shapes that vectorize (checked on this machine with numba 0.68 / llvmlite 0
 * No ``fastmath`` on callers: ``fastmath=True`` returns ``log(inf) = 709.78`` and
   ``exp(nan) = 0`` (its ``nnan`` / ``ninf`` flags drop the special-value selects) and lets LLVM
   reassociate the hi/lo splittings (``log`` error grows to 1.5-2.2 ulp).
-* Vector width: LLVM prefers 256-bit vectors on this CPU (4 doubles per instruction). Running the
-  process with ``NUMBA_CPU_FEATURES`` set to the host features plus ``-prefer-256-bit`` gives
-  512-bit code, about 1.7x faster on data in cache (not on data streamed from memory); that is a
-  process-wide setting, not used here.
+* Vector width: LLVM prefers 256-bit vectors on recent Intel CPUs (4 doubles per instruction).
+  With ``NUMBA_CPU_FEATURES`` set to the host features plus ``-prefer-256-bit`` it emits 512-bit
+  code, about 1.7x faster on data in cache (not on data streamed from memory). That is a
+  process-wide setting; :mod:`crfsdca.kernels.vector_width` makes it on AVX-512 hosts when
+  ``crfsdca.kernels`` is imported (opt out with ``CRFSDCA_VECTOR_WIDTH=256``).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def _choose(code, p_nu, tree, u0, u1, n):
 @njit(cache=True, nogil=True)
 def _step(i, layout, dual, w, dims, params, ws):
     """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status,
-    cycles spent in the line search).
+    cycles = (oracle, block gap, line search) cycles).
 
     dual = (log_node_flat (N K,), log_edge_flat ((N - n) K^2,), entropies, gaps, step_sizes).
     """
@@ -60,12 +60,15 @@ def _step(i, layout, dual, w, dims, params, ws):
     t0, t1 = seq_offsets[i], seq_offsets[i + 1]
     T = t1 - t0
     data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
+    c0 = cycles()
     log_z = sequence_block_marginals(data, i, w, dims, fb_ws, *_block_views(bufs, T, K))
+    c1 = cycles()
     if not np.isfinite(log_z):
-        return 0.0, 0.0, 0, 1, 0
+        return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0)
     mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
     vr = v_rest[: n_bias + K]
     gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, vr[n_bias:].reshape((K * K,)))
+    c2 = cycles()
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     a, b = primal_direction(seq, (bufs[0], bufs[1]), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
@@ -74,16 +77,16 @@ def _step(i, layout, dual, w, dims, params, ws):
         gamma = fixed_step
     else:
         g0 = step_sizes[i] if params[7] == 1 else 0.5
-        c0 = cycles()
+        c3 = cycles()
         gamma, its, status, have_logs, h = rtsafe(
             bufs, T, K, lam_n / scale * b, fp0, g0, tol, max_newton
         )
-        ls_cycles = cycles() - c0
+        ls_cycles = cycles() - c3
     if gamma > 0.0:
         entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs, h)
         add_direction(gamma, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
-    return gap, gamma, its, 2 * status, ls_cycles
+    return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles)
 
 
 @njit(cache=True, nogil=True)
@@ -92,25 +95,28 @@ def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
     sequence i, and stats = [newton iterations, line searches, line-search failures, cycles in
-    the line search, cycles in all]. The cycle counts let the caller split its wall time.
+    the line search, cycles in all, cycles in the oracle, cycles in the block gap]. The cycle
+    counts let the caller split its wall time.
     """
     code, tree, mult = sampler
     gaps = dual[3]
     n = gaps.shape[0]
     p_nu, stop_gap = params[5], params[6]
-    stats = np.zeros(5)
+    stats = np.zeros(7)
     start = cycles()
     gap_sum = gaps.sum()
     for s in range(draws.shape[0]):
         i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
-        g, gamma, its, status, ls_cycles = _step(i, layout, dual, w, dims, params, ws)
+        g, gamma, its, status, phase_cycles = _step(i, layout, dual, w, dims, params, ws)
         stats[4] = cycles() - start
+        stats[5] += phase_cycles[0]
+        stats[6] += phase_cycles[1]
         if status == 1:
             return s, i + 1, stats
         stats[0] += its
         stats[1] += 1.0 if its > 0 else 0.0
         stats[2] += 1.0 if status == 2 else 0.0
-        stats[3] += ls_cycles
+        stats[3] += phase_cycles[2]
         gap_sum += g - gaps[i]
         gaps[i] = g
         if code in (GAP, MAX):
