@@ -2,10 +2,10 @@
 
 LLVM tunes recent Intel cores to prefer 256-bit vectors ("prefer-256-bit"), so numba's loops use
 four doubles per instruction even where the processor has 512-bit registers. The SDCA block
-kernels are flat loops over thousands of cached entries and run 12-20% faster per epoch with
-eight (BENCHMARKS.md section 3). Importing ``crfsdca.kernels``, which every kernel import goes
-through, therefore sets ``NUMBA_CPU_FEATURES`` to the host's features plus ``-prefer-256-bit``
-when
+kernels are flat loops over thousands of cached entries; with eight doubles per instruction an
+epoch takes 0.71-0.79x the time on OCR and 0.83-0.97x on CoNLL-2000 (BENCHMARKS.md section 3).
+Importing ``crfsdca.kernels``, which every kernel import goes through, therefore sets
+``NUMBA_CPU_FEATURES`` to the host's features plus ``-prefer-256-bit`` when
 
 * the host has AVX-512F,
 * ``NUMBA_CPU_FEATURES`` is not already set, and
