@@ -137,3 +137,5 @@ def test_phase_times_are_measured_parts_of_the_step_time():
     runner.run_until_eval(Monitor(problem, "sdca", runner.cfg))
     counters = runner.counters
     assert 0 < counters["line_search_seconds"] < counters["step_seconds"]
+    phases = counters["oracle_seconds"] + counters["block_gap_seconds"]
+    assert 0 < phases + counters["line_search_seconds"] < counters["step_seconds"]

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 
 LINE_SEARCH_STARTS = ("half", "previous")
+# trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
+PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,7 +212,7 @@ class _Runner:
                 "exact_passes": 0.0,
             }
         )
-        for key in ("step_seconds", "line_search_seconds"):
+        for key in ("step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
         self._epochs_done = state.oracle_calls / self.n
@@ -251,7 +253,8 @@ class _Runner:
         # wall time of the steps, split by the kernel's cycle counts (timing, not state)
         self.counters["step_seconds"] += elapsed
         if stats[4] > 0:
-            self.counters["line_search_seconds"] += elapsed * min(stats[3] / stats[4], 1.0)
+            for key, k in PHASE_SECONDS.items():
+                self.counters[key] += elapsed * min(stats[k] / stats[4], 1.0)
         epoch = st.oracle_calls / self.n
         refresh = (
             cfg.refresh_every > 0
