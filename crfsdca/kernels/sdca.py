@@ -309,12 +309,12 @@ def update_block(gamma, mu_dst, T, K, bufs, have_logs, ls_entropy):
     """
     mu_node, mu_edge, node_off, edge_off = mu_dst
     E, lo, hi, size, coef = segments(T, K)
-    reuse = have_logs and gamma != 1.0
+    reuse = have_logs and gamma != 1.0  # gamma = 1 copies log nu instead
     entropy = ls_entropy if reuse else 0.0
-    entropy += _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, have_logs)
+    entropy += _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, reuse)
     if lo > E:
         entropy += _update_range(gamma, mu_node, node_off, bufs, E, lo, 0.0, False)
-    entropy += _update_range(gamma, mu_node, node_off + lo - E, bufs, lo, hi, coef, have_logs)
+    entropy += _update_range(gamma, mu_node, node_off + lo - E, bufs, lo, hi, coef, reuse)
     if size > hi:
         _update_range(gamma, mu_node, node_off + hi - E, bufs, hi, size, 0.0, False)
     return entropy
