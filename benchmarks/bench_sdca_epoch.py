@@ -66,11 +66,12 @@ def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, fl
     size = (T - 1) * K * K + T * K
     E = (T - 1) * K * K
     bufs = tuple(rng.random(size) for _ in range(4))
+    b32 = tuple(np.empty(size, np.float32) for _ in range(3))
     log_mu, log_nu = np.log(rng.random(size)), np.log(rng.random(size))
     mu_src = (log_mu[E:].copy(), log_mu[:E].copy(), 0, 0)
     nu_src = (log_nu[E:].copy(), log_nu[:E].copy())
     calls = {
-        "block_gap": lambda: kernels.block_gap(mu_src, nu_src, T, K, bufs),
+        "block_gap": lambda: kernels.block_gap(mu_src, nu_src, T, K, bufs, b32),
         "line_search_evaluation": lambda: kernels.line_derivatives(0.3, bufs, T, K, 1.0),
         "update_reusing_logs": lambda: kernels.update_block(0.3, mu_src, T, K, bufs, True, 0.0),
     }

@@ -332,3 +332,24 @@ def test_cached_caller_in_another_module(tmp_path, monkeypatch):
         assert list((tmp_path / "__pycache__").glob("fastmath_cache_user.f-*.nbi"))
     finally:
         sys.modules.pop("fastmath_cache_user", None)
+
+
+def test_single_precision_log_within_one_ulp():
+    """fast_logf on positive normal float32 (its whole domain) against float64 log, in float32
+    ulps of the result; powers of two and 1 are exact."""
+    rng = np.random.default_rng(3)
+    mant = rng.uniform(1.0, 2.0, 200_000)
+    x = np.ldexp(mant, rng.integers(-126, 128, mant.size)).astype(np.float32)
+    x = np.concatenate([x, np.float32(1.0) + np.arange(-200, 200, dtype=np.float32) * 2**-23])
+    x = x[np.isfinite(x) & (x >= np.finfo(np.float32).tiny)]
+    out = np.empty_like(x)
+    fm.make_map(fm.fast_logf)(x, out)
+    assert out.dtype == np.float32
+    exact = np.log(x.astype(np.float64))
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    err = np.abs(out.astype(np.float64) - exact) / ulp
+    assert err.max() < 1.0, x[np.argmax(err)]
+    powers = np.ldexp(np.float32(1.0), np.arange(-126, 128)).astype(np.float32)
+    out = np.empty_like(powers)
+    fm.make_map(fm.fast_logf)(powers, out)
+    np.testing.assert_array_equal(out, (np.arange(-126, 128) * np.log(2.0)).astype(np.float32))

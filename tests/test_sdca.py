@@ -126,14 +126,15 @@ def test_phase_times_are_measured_parts_of_the_step_time():
     draws = np.random.default_rng(0).random((300, 2))
     done, status, stats = sdca_epoch.run_steps(runner.kernel_args(draws, -1.0))
     assert (done, status) == (300, 0)
-    newton, searches, _, ls_cycles, all_cycles, oracle_cycles, gap_cycles = stats
+    newton, searches, _, ls_cycles, all_cycles, oracle_cycles, gap_cycles, predictor = stats
     assert newton >= searches > 0
+    assert predictor >= searches  # the single-precision predictor runs before every search
     assert 0 < ls_cycles < all_cycles
     assert oracle_cycles > 0 and gap_cycles > 0
     assert ls_cycles + oracle_cycles + gap_cycles < all_cycles  # disjoint parts of the steps
     fixed, _ = runner_for(problem, sampling="uniform", line_search=False, fixed_step=0.1)
     stats = sdca_epoch.run_steps(fixed.kernel_args(draws, -1.0))[2]
-    assert stats[0] == 0 and stats[3] == 0 and stats[4] > 0  # no line search, no time in it
+    assert stats[0] == 0 and stats[3] == 0 and stats[7] == 0 and stats[4] > 0  # no line search
     runner.run_until_eval(Monitor(problem, "sdca", runner.cfg))
     counters = runner.counters
     assert 0 < counters["line_search_seconds"] < counters["step_seconds"]

@@ -34,11 +34,18 @@ def block_bufs(T, K):
     return tuple(np.empty(size) for _ in range(4))
 
 
-def gap_of(lpn, lpe, lqn, lqe, bufs):
-    """block_gap on a block stored alone (offsets 0)."""
+def block_bufs32(T, K):
+    size = max(T - 1, 0) * K * K + T * K
+    return tuple(np.empty(size, np.float32) for _ in range(3))
+
+
+def gap_of(lpn, lpe, lqn, lqe, bufs, b32=None):
+    """block_gap on a block stored alone (offsets 0); fills b32 if given."""
     T, K = lpn.shape
+    b32 = block_bufs32(T, K) if b32 is None else b32
     mu_src = (lpn.reshape(-1).copy(), lpe.reshape(-1).copy(), 0, 0)
-    return K_sdca.block_gap(mu_src, (lqn.reshape(-1).copy(), lqe.reshape(-1).copy()), T, K, bufs)
+    nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
+    return K_sdca.block_gap(mu_src, nu_src, T, K, bufs, b32)
 
 
 @pytest.mark.parametrize("T,K", [(1, 3), (2, 2), (3, 3), (4, 2), (4, 3), (1, 1)])
@@ -100,6 +107,40 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
         assert abs(loose - best.x) <= 1e-3
 
 
+@pytest.mark.parametrize("T,K,cb", [(3, 3, 0.7), (1, 4, 2.0), (2, 3, 1e-3), (4, 2, 50.0)])
+def test_single_precision_predictor_only_moves_the_start(T, K, cb):
+    """The float32 derivatives track the float64 ones, also with entries below FLUSH32 (which
+    the predictor drops), and line_search returns rtsafe's step: the predictor changes where the
+    double-precision iteration starts, not where it stops."""
+    rng = np.random.default_rng(11 + T + K)
+    _, lpn, lpe = random_chain(rng, T, K)
+    _, lqn, lqe = random_chain(rng, T, K, scale=2.0)
+    if T > 1:
+        lpe[0, 0, :] -= 90.0  # mu ~ 1e-40 there: flushed in float32 unless nu is not tiny
+        lqe[-1, :, 0] -= 120.0
+    bufs, b32 = block_bufs(T, K), block_bufs32(T, K)
+    _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs, b32)
+    for g in (1e-6, 0.1, 0.5, 0.9, 1 - 1e-6):
+        d1, d2, _ = K_sdca.line_derivatives(g, bufs, T, K, cb)
+        s1, s2 = K_sdca.line_derivatives32(g, b32, T, K, cb)
+        scale1 = np.abs(bufs[1] - bufs[0]).sum() * (1 + np.abs(bufs[2]).max()) + cb
+        assert abs(s1 - d1) <= 1e-5 * scale1
+        assert s2 == pytest.approx(d2, rel=1e-4)
+    exact = K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-12, 100)
+    for start in (0.5, 1e-3, 0.999):
+        gamma, its, status, have, entropy, n32 = K_sdca.line_search(
+            bufs, b32, T, K, cb, fp0, start, 1e-10, 100
+        )
+        assert status == 0 and have and n32 >= 1
+        assert gamma == pytest.approx(exact[0], abs=1e-9)
+        assert entropy == pytest.approx(K_sdca.line_derivatives(gamma, bufs, T, K, cb)[2])
+        loose = K_sdca.line_search(bufs, b32, T, K, cb, fp0, start, 1e-3, 100)
+        assert abs(loose[0] - exact[0]) <= 1e-3 and loose[1] <= 2
+    one_step = K_sdca.line_search(bufs, b32, T, K, cb, fp0, 0.5, 1e-3, 1)
+    assert one_step[5] == 0  # the one-Newton-step ablation runs no predictor
+    assert one_step[:5] == K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-3, 1)
+
+
 def test_line_search_border_cases():
     T, K = 3, 2
     rng = np.random.default_rng(3)
@@ -131,9 +172,8 @@ def test_update_block_mixes_and_returns_the_new_entropy(T, K, gamma):
         lqe[0, 0, 0] = -760.0
     bufs = block_bufs(T, K)
     node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
-    K_sdca.block_gap(
-        (node, edge, 0, 0), (lqn.reshape(-1).copy(), lqe.reshape(-1).copy()), T, K, bufs
-    )
+    nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
+    K_sdca.block_gap((node, edge, 0, 0), nu_src, T, K, bufs, block_bufs32(T, K))
     for have_logs in (False, True):
         ls_entropy = K_sdca.line_derivatives(gamma, bufs, T, K, 1.0)[2] if have_logs else np.nan
         n_, e_ = node.copy(), edge.copy()

@@ -99,11 +99,13 @@ from numba.extending import intrinsic
 
 __all__ = [
     "add_reassoc",
+    "add_reassoc32",
     "exp_into",
     "fast_exp",
     "fast_expm1",
     "fast_log",
     "fast_log1p",
+    "fast_logf",
     "log_inplace",
     "make_map",
     "make_weighted_sum",
@@ -178,6 +180,51 @@ def add_reassoc(typingctx, acc, v):
     return sig, codegen
 
 
+@intrinsic
+def add_reassoc32(typingctx, acc, v):
+    """:func:`add_reassoc` for float32 sums."""
+    sig = types.float32(types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.fadd(args[0], args[1], flags=("reassoc",))
+
+    return sig, codegen
+
+
+def _logf_bits(builder, x):
+    """IR: the float32 x's bits plus musl's offset, so that bits >> 23 is k + 127 (logf)."""
+    i32 = ir.IntType(32)
+    bits = builder.bitcast(x, i32)
+    return builder.add(bits, ir.Constant(i32, 0x3F800000 - 0x3F3504F3))
+
+
+@intrinsic
+def _logf_k(typingctx, x):
+    """k of x = 2**k * m, m in [sqrt(2)/2, sqrt(2)), as a float32 (x positive normal)."""
+    sig = types.float32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        shifted = builder.ashr(_logf_bits(builder, args[0]), ir.Constant(i32, 23))
+        k = builder.sub(shifted, ir.Constant(i32, 0x7F))
+        return builder.sitofp(k, ir.FloatType())
+
+    return sig, codegen
+
+
+@intrinsic
+def _logf_m(typingctx, x):
+    """m of x = 2**k * m, m in [sqrt(2)/2, sqrt(2)) (x positive normal)."""
+    sig = types.float32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        low = builder.and_(_logf_bits(builder, args[0]), ir.Constant(i32, 0x007FFFFF))
+        return builder.bitcast(builder.add(low, ir.Constant(i32, 0x3F3504F3)), ir.FloatType())
+
+    return sig, codegen
+
+
 # --- constants ---------------------------------------------------------------------------------
 
 _INF = np.inf
@@ -205,6 +252,18 @@ _LG4 = 2.222219843214978396e-01
 _LG5 = 1.818357216161805012e-01
 _LG6 = 1.531383769920937332e-01
 _LG7 = 1.479819860511658591e-01
+
+# single precision (musl logf.c, fdlibm e_logf.c): R(z) ~ LGF1*s^2 + ... + LGF4*s^8
+_F0 = np.float32(0.0)
+_F_HALF = np.float32(0.5)
+_F_ONE = np.float32(1.0)
+_F_TWO = np.float32(2.0)
+_LN2F_HI = np.float32(6.9313812256e-01)  # 0x3f317180
+_LN2F_LO = np.float32(9.0580006145e-06)  # 0x3717f7d1
+_LGF1 = np.float32(0.66666662693)  # 0xaaaaaa.0p-24
+_LGF2 = np.float32(0.40000972152)  # 0xccce13.0p-25
+_LGF3 = np.float32(0.28498786688)  # 0x91e9ee.0p-25
+_LGF4 = np.float32(0.24279078841)  # 0xf89e26.0p-26
 
 # q(r) ~ (exp(r) - 1 - r) / r**2 on |r| <= 0.3466 (Chebyshev interpolation, degree 10,
 # |r**2 * (q - q_true)| < 3e-19)
@@ -322,6 +381,24 @@ def fast_log(x):
 
 
 @njit(inline="always")
+def fast_logf(x):
+    """Natural logarithm of a positive normal float32, vectorizable (musl ``logf``, < 1 ulp).
+
+    Only for positive normal inputs (>= 2**-126): no special values, no subnormals. Sixteen lanes
+    per 512-bit instruction; used for the single-precision line-search predictor.
+    """
+    k = _logf_k(x)
+    f = _logf_m(x) - _F_ONE
+    s = f / (_F_TWO + f)
+    z = s * s
+    w = z * z
+    t1 = w * (_LGF2 + w * _LGF4)
+    t2 = z * (_LGF1 + w * _LGF3)
+    hfsq = _F_HALF * f * f
+    return s * (hfsq + (t2 + t1)) + k * _LN2F_LO - hfsq + f + k * _LN2F_HI
+
+
+@njit(inline="always")
 def fast_exp(x):
     """Exponential of a float64, vectorizable (error < 1 ulp, subnormal results included).
 
@@ -424,8 +501,9 @@ def fast_expm1(x):
 @njit(cache=True, nogil=True, error_model="numpy")
 def exp_into(src, shift, dst, off, n):
     """dst[off + p] = exp(src[p] - shift) for p < n (vectorized, < 1 ulp)."""
+    out = dst[off : off + n]  # a view indexed from 0: no wraparound select, plain vector stores
     for p in range(n):
-        dst[off + p] = fast_exp(src[p] - shift)
+        out[p] = fast_exp(src[p] - shift)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

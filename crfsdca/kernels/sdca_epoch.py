@@ -18,8 +18,8 @@ from crfsdca.kernels.sdca import (
     add_direction,
     block_entropy,
     block_gap_given_nu,
+    line_search,
     primal_direction,
-    rtsafe,
     update_block,
 )
 
@@ -40,7 +40,7 @@ def _choose(code, p_nu, tree, u0, u1, n):
 @njit(cache=True, nogil=True)
 def _step(i, layout, dual, w, dims, params, ws):
     """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status,
-    cycles = (oracle, block gap, line search) cycles).
+    cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
     dual = (log_node_flat (N K,), log_edge_flat ((N - n) K^2,), entropies, gaps, step_sizes).
     """
@@ -56,7 +56,7 @@ def _step(i, layout, dual, w, dims, params, ws):
         params[3],
         params[4],
     )
-    fb_ws, bufs, v_emit, v_rest = ws
+    fb_ws, bufs, v_emit, v_rest, b32 = ws
     t0, t1 = seq_offsets[i], seq_offsets[i + 1]
     T = t1 - t0
     data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
@@ -64,29 +64,29 @@ def _step(i, layout, dual, w, dims, params, ws):
     log_z = sequence_block_marginals(data, i, w, dims, fb_ws, *_block_views(bufs, T, K))
     c1 = cycles()
     if not np.isfinite(log_z):
-        return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0)
+        return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
     mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
     vr = v_rest[: n_bias + K]
-    gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, vr[n_bias:].reshape((K * K,)))
+    gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, b32, vr[n_bias:].reshape((K * K,)))
     c2 = cycles()
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     a, b = primal_direction(seq, (bufs[0], bufs[1]), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
-    its, status, have_logs, ls_cycles, h = 0, 0, False, 0, 0.0
+    its, status, have_logs, ls_cycles, h, n32 = 0, 0, False, 0, 0.0, 0
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
         g0 = step_sizes[i] if params[7] == 1 else 0.5
         c3 = cycles()
-        gamma, its, status, have_logs, h = rtsafe(
-            bufs, T, K, lam_n / scale * b, fp0, g0, tol, max_newton
+        gamma, its, status, have_logs, h, n32 = line_search(
+            bufs, b32, T, K, lam_n / scale * b, fp0, g0, tol, max_newton
         )
         ls_cycles = cycles() - c3
     if gamma > 0.0:
         entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs, h)
         add_direction(gamma, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
-    return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles)
+    return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
 
 
 @njit(cache=True, nogil=True)
@@ -95,25 +95,26 @@ def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
     sequence i, and stats = [newton iterations, line searches, line-search failures, cycles in
-    the line search, cycles in all, cycles in the oracle, cycles in the block gap]. The cycle
-    counts let the caller split its wall time.
+    the line search, cycles in all, cycles in the oracle, cycles in the block gap,
+    single-precision predictor evaluations]. The cycle counts let the caller split its wall time.
     """
     code, tree, mult = sampler
     gaps = dual[3]
     n = gaps.shape[0]
     p_nu, stop_gap = params[5], params[6]
-    stats = np.zeros(7)
+    stats = np.zeros(8)
     start = cycles()
     gap_sum = gaps.sum()
     for s in range(draws.shape[0]):
         i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
-        g, gamma, its, status, phase_cycles = _step(i, layout, dual, w, dims, params, ws)
+        g, gamma, its, status, phase_cycles, n32 = _step(i, layout, dual, w, dims, params, ws)
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
         stats[6] += phase_cycles[1]
         if status == 1:
             return s, i + 1, stats
         stats[0] += its
+        stats[7] += n32
         stats[1] += 1.0 if its > 0 else 0.0
         stats[2] += 1.0 if status == 2 else 0.0
         stats[3] += phase_cycles[2]
@@ -141,7 +142,8 @@ def _block_views(bufs, T, K):
 
 @njit(cache=True, nogil=True)
 def _make_ws(max_T, K, max_U):
-    """Workspace: oracle buffers, block buffers (mu, nu, log_nu, log_mix), primal direction."""
+    """Workspace: oracle buffers, block buffers (mu, nu, log_nu, log_mix), primal direction,
+    float32 block buffers (mu, nu, log_nu) of the line-search predictor."""
     T = max(max_T, 1)
     size = (T - 1) * K * K + T * K
     fb_ws = (
@@ -154,7 +156,8 @@ def _make_ws(max_T, K, max_U):
         np.empty(T),
     )
     bufs = (np.empty(size), np.empty(size), np.empty(size), np.empty(size))
-    return fb_ws, bufs, np.empty((max(max_U, 1), K)), np.empty((3 + K, K))
+    b32 = (np.empty(size, np.float32), np.empty(size, np.float32), np.empty(size, np.float32))
+    return fb_ws, bufs, np.empty((max(max_U, 1), K)), np.empty((3 + K, K)), b32
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -170,7 +173,7 @@ def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
     gaps = np.empty(n)
     data = (layout[0], layout[1], layout[2], layout[3], layout[4])
     for c in prange(n_chunks):
-        fb_ws, bufs, _, _ = _make_ws(max_T, K, max_U)
+        fb_ws, bufs, _, _, b32 = _make_ws(max_T, K, max_U)
         trans = np.empty(K * K)
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             t0, t1 = seq_offsets[i], seq_offsets[i + 1]
@@ -180,7 +183,7 @@ def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
                 gaps[i] = np.nan
                 continue
             mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-            gaps[i] = block_gap_given_nu(mu_src, T, K, bufs, trans)[0]
+            gaps[i] = block_gap_given_nu(mu_src, T, K, bufs, b32, trans)[0]
     return gaps
 
 

@@ -212,7 +212,7 @@ class _Runner:
                 "exact_passes": 0.0,
             }
         )
-        for key in ("step_seconds", *PHASE_SECONDS):
+        for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
         self._epochs_done = state.oracle_calls / self.n
@@ -250,6 +250,7 @@ class _Runner:
         self.counters["newton_iterations"] += stats[0]
         self.counters["line_searches"] += stats[1]
         self.counters["line_search_failures"] += stats[2]
+        self.counters["predictor_evaluations"] += stats[7]
         # wall time of the steps, split by the kernel's cycle counts (timing, not state)
         self.counters["step_seconds"] += elapsed
         if stats[4] > 0:
