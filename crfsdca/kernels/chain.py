@@ -44,20 +44,25 @@ def unary_scores(attrs, start, end, w, A, K, n_bias, unary):
     attr_offsets, attr_ids, attr_values = attrs
     T = end - start
     b = A * K
+    # rows of w as views indexed from 0 (no wraparound select on a computed offset, which
+    # would turn the vector loads into gathers)
+    count, first, last = w[b : b + K], w[b + K : b + 2 * K], w[b + 2 * K : b + 3 * K]
     for t in range(T):
+        u = unary[t]
         for k in range(K):
-            unary[t, k] = w[b + k] if n_bias else 0.0
+            u[k] = count[k] if n_bias else 0.0
         if n_bias and t == 0:
             for k in range(K):
-                unary[t, k] += w[b + K + k]
+                u[k] += first[k]
         if n_bias and t == T - 1:
             for k in range(K):
-                unary[t, k] += w[b + 2 * K + k]
+                u[k] += last[k]
         for p in range(attr_offsets[start + t], attr_offsets[start + t + 1]):
             j = attr_ids[p] * K
             v = attr_values[p]
+            row = w[j : j + K]
             for k in range(K):
-                unary[t, k] += v * w[j + k]
+                u[k] += v * row[k]
 
 
 @njit(cache=True, nogil=True)

@@ -41,6 +41,8 @@ TINY = 1e-280  # below this, mix in log space to keep relative precision
 # f' by less than 1e-27); the others keep its mixtures normal float32 for gamma in [1e-6, 1 - 1e-6]
 FLUSH32 = 1e-30
 _Z32 = np.float32(0.0)
+
+
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
@@ -274,7 +276,10 @@ def line_search(bufs, b32, T, K, cb, fprime0, gamma0, tol, max_iter):
     """
     if not fprime0 > 0.0 or cb <= 0.0 or max_iter < 2:
         return (*rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter), 0)
-    start, n32 = predict_step(b32, T, K, cb, gamma0, tol, max_iter)
+    # Newton converges quadratically: after a step of size dx the error is O(dx^2), so the
+    # predictor stops once its step is below sqrt(tol) (on OCR: 1.6 instead of 2.3 predictor
+    # evaluations, still 1.01 double ones per search)
+    start, n32 = predict_step(b32, T, K, cb, gamma0, np.sqrt(tol), max_iter)
     return (*rtsafe(bufs, T, K, cb, fprime0, start, tol, max_iter), n32)
 
 
