@@ -445,8 +445,9 @@ def block_entropy(log_mu_node, log_mu_edge):
 
 
 @njit(cache=True, nogil=True)
-def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
-    """Sparse primal direction v_i = kappa * E_delta[F(x_i, .)] and (a, b) = (<w, v>, ||v||^2).
+def primal_direction(seq, delta_src, dims, v_emit, v_rest):
+    """Sparse primal direction v_i = kappa u_i with u_i = E_delta[F(x_i, .)]: fills u_i and
+    returns ||v_i||^2 (the line search's b).
 
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, slot_attrs): tokens
     [t0, t1); entry_slot maps each attribute entry to its row in v_emit; slot_attrs (U,) gives
@@ -454,7 +455,9 @@ def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
     dims = (A, K, n_bias, kappa) with kappa = -scale / (lambda n).
     v_emit (U, K) and v_rest (n_bias + K, K) are caller-owned; v_rest holds the bias rows, then
     the transition matrix, which must already hold sum_t (nu_t - mu_t) (``block_gap_given_nu``
-    accumulates it). v_emit and the bias rows are overwritten; everything is scaled by kappa.
+    accumulates it). v_emit and the bias rows are overwritten. Nothing is scaled: the step adds
+    gamma kappa u_i (``add_direction``), and <w, v_i> is not needed (the KL form of the line
+    search carries it in f'(0)). The norm runs over the rows as one flat array each.
     """
     t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, slot_attrs = seq
     mu, nu = delta_src
@@ -475,7 +478,16 @@ def primal_direction(seq, delta_src, w, dims, v_emit, v_rest):
                 _axpy(1.0, d, v_rest[1], K)
             if t == T - 1:
                 _axpy(1.0, d, v_rest[2], K)
-    return _scale_and_dot(slot_attrs, w, dims, v_emit, v_rest)
+    norm = _squared_norm(v_emit[:U].reshape(U * K)) + _squared_norm(v_rest.reshape(-1))
+    return kappa * kappa * norm
+
+
+@njit(**VEC)
+def _squared_norm(x):
+    s = 0.0
+    for p in range(x.shape[0]):
+        s = add_reassoc(s, x[p] * x[p])
+    return s
 
 
 @njit(**VEC)
@@ -492,40 +504,10 @@ def _axpy(a, x, y, K):
         y[k] += a * x[k]
 
 
-@njit(**VEC)
-def _scale_row_and_dot(kappa, row, w, base, K):
-    """row *= kappa; return (<w[base:base+K], row>, ||row||^2)."""
-    a = 0.0
-    b = 0.0
-    ws = w[base : base + K]
-    for k in range(K):
-        x = kappa * row[k]
-        row[k] = x
-        a = add_reassoc(a, ws[k] * x)
-        b = add_reassoc(b, x * x)
-    return a, b
-
-
-@njit(cache=True, nogil=True)
-def _scale_and_dot(slot_attrs, w, dims, v_emit, v_rest):
-    """Multiply v by kappa in place; return (<w, v>, ||v||^2) over its support."""
-    A, K, n_bias, kappa = dims
-    a = 0.0
-    b = 0.0
-    for s in range(slot_attrs.shape[0]):
-        da, db = _scale_row_and_dot(kappa, v_emit[s], w, slot_attrs[s] * K, K)
-        a += da
-        b += db
-    for r in range(n_bias + K):
-        da, db = _scale_row_and_dot(kappa, v_rest[r], w, (A + r) * K, K)
-        a += da
-        b += db
-    return a, b
-
-
 @njit(cache=True, nogil=True)
 def add_direction(gamma, slot_attrs, v_emit, v_rest, w, K, A):
-    """w <- w + gamma v on the support of v (emission rows of slot_attrs, bias, transitions)."""
+    """w <- w + gamma u on the support of u (emission rows of slot_attrs, bias, transitions);
+    the SDCA step passes gamma kappa (``primal_direction``)."""
     for s in range(slot_attrs.shape[0]):
         _axpy_at(gamma, v_emit[s], w, slot_attrs[s] * K, K)
     for r in range(v_rest.shape[0]):

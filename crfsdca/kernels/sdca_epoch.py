@@ -71,7 +71,8 @@ def _step(i, layout, dual, w, dims, params, ws):
     c2 = cycles()
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
-    a, b = primal_direction(seq, (bufs[0], bufs[1]), w, (A, K, n_bias, -scale / lam_n), v_emit, vr)
+    kappa = -scale / lam_n
+    b = primal_direction(seq, (bufs[0], bufs[1]), (A, K, n_bias, kappa), v_emit, vr)
     its, status, have_logs, ls_cycles, h, n32 = 0, 0, False, 0, 0.0, 0
     if fixed_step > 0.0:
         gamma = fixed_step
@@ -84,7 +85,7 @@ def _step(i, layout, dual, w, dims, params, ws):
         ls_cycles = cycles() - c3
     if gamma > 0.0:
         entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs, h)
-        add_direction(gamma, sa, v_emit, vr, w, K, A)
+        add_direction(gamma * kappa, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
 
