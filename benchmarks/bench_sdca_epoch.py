@@ -40,13 +40,16 @@ def cpu(fn, repeats: int = 1) -> float:
 PHASES = {"oracle": 5, "block_gap": 6, "line_search": 3}  # their cycle counters in the stats
 
 
-def epochs(problem: Problem, base, config: SDCAConfig, n_epochs: int) -> tuple[list, list, dict]:
-    """CPU seconds, Newton evaluations per step and, per phase, its share of the epoch's cycles
-    (oracle, block gap, line search, and the rest: primal direction, update, sampling)."""
+def epochs(
+    problem: Problem, base, config: SDCAConfig, n_epochs: int
+) -> tuple[list, list, list, dict]:
+    """CPU seconds, double- and single-precision (predictor) Newton evaluations per step and, per
+    phase, its share of the epoch's cycles (oracle, block gap, line search, and the rest: primal
+    direction, update, sampling)."""
     state = copy.deepcopy(base)
     runner = _Runner(problem, config, state)
     n = problem.n_sequences
-    times, evaluations = [], []
+    times, evaluations, predictor = [], [], []
     shares: dict[str, list] = {name: [] for name in [*PHASES, "rest"]}
     for _ in range(n_epochs):
         draws = runner.rng.random((n, 2))
@@ -54,11 +57,12 @@ def epochs(problem: Problem, base, config: SDCAConfig, n_epochs: int) -> tuple[l
         _, _, stats = sdca_epoch.run_steps(runner.kernel_args(draws, -1.0))
         times.append(time.process_time() - start)
         evaluations.append(float(stats[0]) / n)
+        predictor.append(float(stats[7]) / n)
         total = float(stats[4]) if stats[4] > 0 else 1.0
         for name, k in PHASES.items():
             shares[name].append(float(stats[k]) / total)
         shares["rest"].append(1.0 - sum(float(stats[k]) for k in PHASES.values()) / total)
-    return times, evaluations, shares
+    return times, evaluations, predictor, shares
 
 
 def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, float]:
@@ -107,16 +111,18 @@ def main() -> None:
         "line_search_half": SDCAConfig(sampling="uniform", line_search_start="half"),
         "fixed_step_0.05": SDCAConfig(sampling="uniform", fixed_step=0.05),
     }.items():
-        times, evaluations, shares = epochs(problem, base, config, args.epochs)
+        times, evaluations, predictor, shares = epochs(problem, base, config, args.epochs)
         result[label] = {
             "cpu_s": times,
             "evaluations_per_step": evaluations,
+            "predictor_evaluations_per_step": predictor,
             "line_search_share": shares["line_search"],
             "shares": shares,
         }
         print(
             f"{label:24s} epoch CPU s {np.round(times, 2)}  evaluations/step "
-            f"{np.round(evaluations, 2)}  line-search share {np.round(shares['line_search'], 3)}"
+            f"{np.round(evaluations, 2)} (+ {np.round(predictor, 2)} float32)  "
+            f"line-search share {np.round(shares['line_search'], 3)}"
         )
         print(
             f"{'':24s} median shares: "
