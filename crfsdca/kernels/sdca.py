@@ -34,7 +34,14 @@ instead of branches, ``add_reassoc`` sums, ``error_model="numpy"`` for divisions
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.fastmath import add_reassoc, add_reassoc32, exp_into, fast_exp, fast_log, fast_logf
+from crfsdca.kernels.fastmath import (
+    add_reassoc,
+    add_reassoc32,
+    exp_into,
+    fast_exp,
+    fast_log,
+    fast_logf,
+)
 
 TINY = 1e-280  # below this, mix in log space to keep relative precision
 # entries with max(mu, nu) below this are left out of the single-precision predictor (they move
@@ -130,8 +137,8 @@ def block_gap_given_nu(mu_src, T, K, bufs, b32, trans):
     log_mix) flat buffers of at least (T-1) K^2 + T K entries (edges first, then nodes) whose nu
     and log_nu hold the oracle's probabilities and logs (``crfsdca.kernels.block_oracle`` writes
     them there); mu is filled here, and b32 = float32 (mu, nu, log nu) buffers of the same size
-    for the line-search predictor (``_mu_segment``). trans (K^2,) is overwritten with sum_t (nu_t - mu_t) over the
-    edges: the transition part of the primal direction, before scaling.
+    for the line-search predictor (``_mu_segment``). trans (K^2,) is overwritten with
+    sum_t (nu_t - mu_t) over the edges: the transition part of the primal direction, unscaled.
     """
     mu_node, mu_edge, node_off, edge_off = mu_src
     E, lo, hi, size, coef = segments(T, K)
