@@ -46,8 +46,14 @@ class SDCAConfig(SolverConfig):
     sampling: str = option("gap", "sampling scheme: " + " | ".join(SCHEMES))
     non_uniformity: float = option(0.8, "fraction of draws taken from the non-uniform law")
     line_search: bool = option(True, "Newton line search on the step size (else --fixed-step)")
-    line_search_tol: float = option(1e-3, "stop Newton when the last step is below this")
-    max_newton_iterations: int = option(100, "cap on Newton iterations (1 = one-step ablation)")
+    line_search_tol: float = option(
+        1e-3, "stop Newton when the last double-precision step is below this"
+    )
+    max_newton_iterations: int = option(
+        100,
+        "cap on Newton iterations, for the float32 predictor and the float64 check each"
+        " (1 = one-step ablation, no predictor)",
+    )
     line_search_start: str = option(
         "previous", "first Newton point: half (0.5) | previous (the sequence's last step size)"
     )
