@@ -87,14 +87,17 @@ def segments(T, K):
 @njit(**VEC)
 def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
     """Fill bufs' mu on [lo, hi) from the stored logs, and b32 = float32 (mu, nu, log nu)
-    (0 where max(mu, nu) < FLUSH32); return the (KL, f'(0)) sums.
+    (0 where max(mu, nu) < FLUSH32) unless b32 is None; return the (KL, f'(0)) sums.
 
     bufs' nu and log_nu must already hold the oracle's probabilities and logs on [lo, hi).
+    ``b32 is None`` is decided at compile time (numba prunes the branches per signature), so
+    callers without a line search compile a loop without the float32 stores.
     """
     n = hi - lo
     src = log_mu[mu_off : mu_off + n]
     mu, nu, lnu = bufs[0][lo:hi], bufs[1][lo:hi], bufs[2][lo:hi]
-    m32, v32, l32 = b32[0][lo:hi], b32[1][lo:hi], b32[2][lo:hi]
+    if b32 is not None:
+        m32, v32, l32 = b32[0][lo:hi], b32[1][lo:hi], b32[2][lo:hi]
     kl = 0.0
     fp = 0.0
     for p in range(n):
@@ -103,10 +106,11 @@ def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
         m = fast_exp(lm)
         v = nu[p]
         mu[p] = m
-        keep = max(m, v) >= FLUSH32
-        m32[p] = np.float32(m) if keep else _Z32
-        v32[p] = np.float32(v) if keep else _Z32
-        l32[p] = np.float32(ln)
+        if b32 is not None:
+            keep = max(m, v) >= FLUSH32
+            m32[p] = np.float32(m) if keep else _Z32
+            v32[p] = np.float32(v) if keep else _Z32
+            l32[p] = np.float32(ln)
         kl = add_reassoc(kl, m * (lm - ln) if m > 0.0 else 0.0)
         d = v - m
         fp = add_reassoc(fp, d * (ln - lm) if d != 0.0 else 0.0)
@@ -137,7 +141,8 @@ def block_gap_given_nu(mu_src, T, K, bufs, b32, trans):
     log_mix) flat buffers of at least (T-1) K^2 + T K entries (edges first, then nodes) whose nu
     and log_nu hold the oracle's probabilities and logs (``crfsdca.kernels.block_oracle`` writes
     them there); mu is filled here, and b32 = float32 (mu, nu, log nu) buffers of the same size
-    for the line-search predictor (``_mu_segment``). trans (K^2,) is overwritten with
+    for the line-search predictor (``_mu_segment``; None when no line search follows: only the
+    edges and the coefficient-carrying nodes are copied). trans (K^2,) is overwritten with
     sum_t (nu_t - mu_t) over the edges: the transition part of the primal direction, unscaled.
     """
     mu_node, mu_edge, node_off, edge_off = mu_src
@@ -145,10 +150,10 @@ def block_gap_given_nu(mu_src, T, K, bufs, b32, trans):
     kl, fp = _mu_segment(mu_edge, edge_off, bufs, b32, 0, E)
     _edge_difference_sum(bufs[1], bufs[0], trans, T - 1, K * K)
     if lo > E:
-        _mu_segment(mu_node, node_off, bufs, b32, E, lo)
+        _mu_segment(mu_node, node_off, bufs, None, E, lo)
     k2, f2 = _mu_segment(mu_node, node_off + lo - E, bufs, b32, lo, hi)
     if size > hi:
-        _mu_segment(mu_node, node_off + hi - E, bufs, b32, hi, size)
+        _mu_segment(mu_node, node_off + hi - E, bufs, None, hi, size)
     return max(kl + coef * k2, 0.0), fp + coef * f2
 
 

@@ -67,7 +67,11 @@ def _step(i, layout, dual, w, dims, params, ws):
         return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
     mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
     vr = v_rest[: n_bias + K]
-    gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, b32, vr[n_bias:].reshape((K * K,)))
+    trans = vr[n_bias:].reshape((K * K,))
+    if fixed_step > 0.0:  # no line search: no float32 copies
+        gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, None, trans)
+    else:
+        gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, b32, trans)
     c2 = cycles()
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
@@ -174,7 +178,7 @@ def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
     gaps = np.empty(n)
     data = (layout[0], layout[1], layout[2], layout[3], layout[4])
     for c in prange(n_chunks):
-        fb_ws, bufs, _, _, b32 = _make_ws(max_T, K, max_U)
+        fb_ws, bufs, _, _, _ = _make_ws(max_T, K, max_U)
         trans = np.empty(K * K)
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             t0, t1 = seq_offsets[i], seq_offsets[i + 1]
@@ -184,7 +188,7 @@ def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
                 gaps[i] = np.nan
                 continue
             mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-            gaps[i] = block_gap_given_nu(mu_src, T, K, bufs, b32, trans)[0]
+            gaps[i] = block_gap_given_nu(mu_src, T, K, bufs, None, trans)[0]
     return gaps
 
 
