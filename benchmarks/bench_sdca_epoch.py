@@ -107,6 +107,7 @@ def main() -> None:
     }
     print(f"{args.dataset}: n = {problem.n_sequences}, {vector_bits()}-bit vectors")
     for label, config in {
+        "line_search_model": SDCAConfig(sampling="uniform"),  # the default first point
         "line_search_previous": SDCAConfig(sampling="uniform", line_search_start="previous"),
         "line_search_half": SDCAConfig(sampling="uniform", line_search_start="half"),
         "fixed_step_0.05": SDCAConfig(sampling="uniform", fixed_step=0.05),

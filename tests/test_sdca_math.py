@@ -4,6 +4,7 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy.integrate import quad
 from scipy.optimize import minimize_scalar
 
 from crfsdca.kernels import sdca as K_sdca
@@ -122,10 +123,14 @@ def test_single_precision_predictor_only_moves_the_start(T, K, cb):
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs, b32)
     for g in (1e-6, 0.1, 0.5, 0.9, 1 - 1e-6):
         d1, d2, _ = K_sdca.line_derivatives(g, bufs, T, K, cb)
-        s1, s2 = K_sdca.line_derivatives32(g, b32, T, K, cb)
+        s1, s2, s3 = K_sdca.line_derivatives32(g, b32, T, K, cb)
         scale1 = np.abs(bufs[1] - bufs[0]).sum() * (1 + np.abs(bufs[2]).max()) + cb
         assert abs(s1 - d1) <= 1e-5 * scale1
         assert s2 == pytest.approx(d2, rel=1e-4)
+        if 0.01 < g < 0.99:  # the third derivative against central differences of f''
+            h = 1e-5 * min(g, 1 - g)
+            up, down = (K_sdca.line_derivatives(g + e, bufs, T, K, cb)[1] for e in (h, -h))
+            assert s3 == pytest.approx((up - down) / (2 * h), rel=1e-3, abs=1e-6 * abs(d2))
     exact = K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-12, 100)
     for start in (0.5, 1e-3, 0.999):
         gamma, its, status, have, entropy, n32 = K_sdca.line_search(
@@ -138,9 +143,43 @@ def test_single_precision_predictor_only_moves_the_start(T, K, cb):
         alone = K_sdca.rtsafe(bufs, T, K, cb, fp0, start, 1e-3, 100)
         assert abs(loose[0] - exact[0]) <= 1e-3
         assert loose[1] <= alone[1]  # fewer double-precision evaluations than without it
+    for start in (0.3, 0.7):  # a wrong f'' for the first double evaluation only slows it
+        du = K_sdca.line_derivatives(start, bufs, T, K, cb)[1]
+        for factor in (0.1, 10.0):
+            rough = K_sdca.rtsafe(bufs, T, K, cb, fp0, start, 1e-10, 100, factor * du)
+            assert rough[2] == 0 and rough[0] == pytest.approx(exact[0], abs=1e-9)
     one_step = K_sdca.line_search(bufs, b32, T, K, cb, fp0, 0.5, 1e-3, 1)
     assert one_step[5] == 0  # the one-Newton-step ablation runs no predictor
     assert one_step[:5] == K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-3, 1)
+
+
+@pytest.mark.parametrize("T,K,cb", [(3, 3, 0.7), (1, 4, 2.0), (4, 2, 50.0)])
+def test_model_start_integrates_to_the_block_gap(T, K, cb):
+    """The entropy part e(g) = f'(g) + g cb of the line function integrates over [0, 1] to the
+    block gap KL~(mu || nu), the identity the quadratic model of ``model_start`` rests on; the
+    start is the model's root in (0, 1)."""
+    rng = np.random.default_rng(5 + T + K)
+    _, lpn, lpe = random_chain(rng, T, K)
+    _, lqn, lqe = random_chain(rng, T, K, scale=2.0)
+    bufs = block_bufs(T, K)
+    kl, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
+    e = lambda g: K_sdca.line_derivatives(g, bufs, T, K, cb)[0] + g * cb  # noqa: E731
+    integral, _ = quad(e, 0.0, 1.0, epsabs=1e-13, epsrel=1e-11)
+    assert integral == pytest.approx(kl, rel=1e-8)
+    assert e(0.0) == pytest.approx(fp0) and abs(e(1.0)) <= 1e-12 * fp0
+    g0 = K_sdca.model_start(kl, fp0, cb)
+    c = min(max(6 * kl - 3 * fp0, -fp0), fp0)
+    assert 0.0 < g0 < 1.0
+    assert fp0 * (1 - g0) + c * g0 * (1 - g0) - g0 * cb == pytest.approx(0.0, abs=1e-12 * fp0)
+
+
+def test_model_start_special_cases():
+    assert K_sdca.model_start(0.5, 1.0, 2.0) == pytest.approx(1.0 / 3.0)  # c = 0: secant root
+    for kl in (0.0, 1.0, 1e9):  # clipped curvature keeps the root inside (0, 1)
+        assert 0.0 < K_sdca.model_start(kl, 1.0, 1e-9) < 1.0
+        assert 0.0 < K_sdca.model_start(kl, 1.0, 1e9) < 1e-8
+    assert K_sdca.model_start(0.1, 0.0, 1.0) == 0.5  # no search needed: rtsafe returns 0
+    assert K_sdca.model_start(0.1, 1.0, 0.0) == 0.5  # b = 0: rtsafe returns 1
 
 
 def test_line_search_border_cases():

@@ -19,11 +19,13 @@ from crfsdca.kernels.sdca import (
     block_entropy,
     block_gap_given_nu,
     line_search,
+    model_start,
     primal_direction,
     update_block,
 )
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
+HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
 
 
 @njit(cache=True, nogil=True)
@@ -35,6 +37,15 @@ def _choose(code, p_nu, tree, u0, u1, n):
         if tree[1] > 0.0:
             return trees.draw(tree, u1, n)
     return min(int(u1 * n), n - 1)
+
+
+@njit(cache=True, nogil=True)
+def line_search_start(code, previous, kl, fprime0, cb):
+    """First point of the line search: 0.5, the sequence's previous step size, or the root of
+    the quadratic model of f' (``crfsdca.kernels.sdca.model_start``)."""
+    if code == MODEL:
+        return model_start(kl, fprime0, cb)
+    return previous if code == PREVIOUS else 0.5
 
 
 @njit(cache=True, nogil=True)
@@ -81,7 +92,7 @@ def _step(i, layout, dual, w, dims, params, ws):
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
-        g0 = step_sizes[i] if params[7] == 1 else 0.5
+        g0 = line_search_start(int(params[7]), step_sizes[i], gap, fp0, lam_n / scale * b)
         c3 = cycles()
         gamma, its, status, have_logs, h, n32 = line_search(
             bufs, b32, T, K, lam_n / scale * b, fp0, g0, tol, max_newton

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
 
 
-LINE_SEARCH_STARTS = ("half", "previous")
+LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
 # trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
 PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 
@@ -55,7 +55,9 @@ class SDCAConfig(SolverConfig):
         " (1 = one-step ablation, no predictor)",
     )
     line_search_start: str = option(
-        "previous", "first Newton point: half (0.5) | previous (the sequence's last step size)"
+        "model",
+        "first Newton point: model (root of a quadratic model of f' from f'(0), f'(1) and the"
+        " block gap) | half (0.5) | previous (the sequence's last step size)",
     )
     fixed_step: float = option(0.0, "fixed step size in (0, 1]; > 0 turns the line search off")
     init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed initialisation")
