@@ -353,3 +353,22 @@ def test_single_precision_log_within_one_ulp():
     out = np.empty_like(powers)
     fm.make_map(fm.fast_logf)(powers, out)
     np.testing.assert_array_equal(out, (np.arange(-126, 128) * np.log(2.0)).astype(np.float32))
+
+
+@njit(cache=True)
+def _max_reduce(x):
+    m = x[0]
+    for p in range(x.shape[0]):
+        m = fm.max_num(m, x[p])
+    return m
+
+
+def test_max_num_reduction_is_max_and_skips_nan():
+    rng = np.random.default_rng(5)
+    for n in (1, 3, 26, 676, 1001):
+        x = rng.normal(size=n) * 100
+        assert _max_reduce(x) == x.max()
+    x = np.array([-np.inf, np.nan, -3.0, 2.5, np.nan, -np.inf])
+    assert _max_reduce(x) == 2.5  # IEEE maxNum: a nan operand gives the other one
+    assert np.isnan(_max_reduce(np.array([np.nan, np.nan])))
+    assert _max_reduce(np.array([-np.inf, -np.inf])) == -np.inf

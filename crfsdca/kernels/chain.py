@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.fastmath import exp_into, log_inplace
+from crfsdca.kernels.fastmath import exp_into, log_inplace, max_num
 from crfsdca.kernels.logspace import logsumexp
 
 TINY = 1e-290
@@ -86,20 +86,15 @@ def _add_four_rows(u, w, attr_ids, attr_values, p, K):
 def transition_exp(log_trans, exp_trans):
     """Fill ``exp_trans = exp(log_trans - max)`` (both (K, K) C-contiguous float64); return the max.
 
-    One vectorized ``exp`` over the K^2 flat entries; the max runs four independent chains.
+    One vectorized ``exp`` over the K^2 flat entries after a vectorized ``max_num`` reduction
+    (a nan entry, which ``max_num`` skips, still makes its exp nan for the range checks).
     """
     K = log_trans.shape[0]
     n = K * K
     src = log_trans.reshape((n,))
-    m0 = m1 = m2 = m3 = src[0]
-    for p in range(0, n - 3, 4):
-        m0 = max(m0, src[p])
-        m1 = max(m1, src[p + 1])
-        m2 = max(m2, src[p + 2])
-        m3 = max(m3, src[p + 3])
-    for p in range(n - n % 4, n):
-        m0 = max(m0, src[p])
-    m = max(max(m0, m1), max(m2, m3))
+    m = src[0]
+    for p in range(n):
+        m = max_num(m, src[p])
     exp_into(src, m, exp_trans.reshape((n,)), 0, n)
     return m
 
@@ -115,9 +110,10 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
     T, K = unary.shape
     log_z = (T - 1) * trans_max if T > 1 else 0.0
     for t in range(T):
-        m = unary[t, 0]
-        for l in range(1, K):
-            m = max(m, unary[t, l])
+        u = unary[t]
+        m = u[0]
+        for l in range(K):
+            m = max_num(m, u[l])
         exp_into(unary[t], m, exp_unary[t], 0, K)
         for l in range(K):
             alpha[t, l] = 0.0 if t > 0 else exp_unary[t, l]

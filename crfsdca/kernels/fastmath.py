@@ -112,6 +112,7 @@ __all__ = [
     "log_inplace",
     "make_map",
     "make_weighted_sum",
+    "max_num",
 ]
 
 
@@ -190,6 +191,24 @@ def add_reassoc32(typingctx, acc, v):
 
     def codegen(context, builder, signature, args):
         return builder.fadd(args[0], args[1], flags=("reassoc",))
+
+    return sig, codegen
+
+
+@intrinsic
+def max_num(typingctx, a, b):
+    """IEEE maxNum of two float64 (``llvm.maxnum``): the larger, or the other one if one is nan.
+
+    Unlike ``max`` (a compare and branch per element, about 1 ns), LLVM vectorizes a reduction
+    ``m = max_num(m, x[i])`` (0.2 ns per element for K^2 = 676 entries here).
+    """
+    sig = types.float64(types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        d = ir.DoubleType()
+        fnty = ir.FunctionType(d, [d, d])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.maxnum.f64")
+        return builder.call(fn, args)
 
     return sig, codegen
 
