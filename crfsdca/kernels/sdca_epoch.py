@@ -92,10 +92,11 @@ def _step(i, layout, dual, w, dims, params, ws):
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
-        g0 = line_search_start(int(params[7]), step_sizes[i], gap, fp0, lam_n / scale * b)
+        cb = lam_n / scale * b
+        g0 = line_search_start(int(params[7]), step_sizes[i], gap, fp0, cb)
         c3 = cycles()
         gamma, its, status, have_logs, h, n32 = line_search(
-            bufs, b32, T, K, lam_n / scale * b, fp0, g0, tol, max_newton
+            bufs, b32, T, K, cb, fp0, g0, tol, max_newton
         )
         ls_cycles = cycles() - c3
     if gamma > 0.0:

@@ -52,7 +52,8 @@ class SDCAConfig(SolverConfig):
     max_newton_iterations: int = option(
         100,
         "cap on Newton iterations, for the float32 predictor and the float64 check each"
-        " (1 = one-step ablation, no predictor)",
+        " (1 = one-step ablation, no predictor; the paper's ablation starts at 0.5:"
+        " add --line-search-start half)",
     )
     line_search_start: str = option(
         "model",
