@@ -366,8 +366,8 @@ def line_search(bufs, b32, T, K, cb, fprime0, gamma0, tol, max_iter):
 def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0):
     """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
-    du0 < 0: f'' near gamma0 from the predictor (its last evaluation, at most sqrt(tol) away);
-    the first evaluation then computes f' only and steps with du0. f'' only sizes the Newton
+    du0 < 0: f'' near gamma0 from the predictor (at its last evaluation, one converged step
+    away); the first evaluation then computes f' only and steps with du0. f'' only sizes the Newton
     step, which is also the convergence test, so an f'' off by a relative e moves the accepted
     point by at most e * tol; every later evaluation computes f'' in double precision.
 
