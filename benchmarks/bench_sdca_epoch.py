@@ -77,6 +77,9 @@ def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, fl
     calls = {
         "block_gap": lambda: kernels.block_gap(mu_src, nu_src, T, K, bufs, b32),
         "line_search_evaluation": lambda: kernels.line_derivatives(0.3, bufs, T, K, 1.0),
+        # the usual double-precision evaluation: f' only (f'' comes from the predictor)
+        "line_search_first_evaluation": lambda: kernels.line_slope(0.3, bufs, T, K, 1.0),
+        "predictor_evaluation": lambda: kernels.line_derivatives32(0.3, b32, T, K, 1.0),
         "update_reusing_logs": lambda: kernels.update_block(0.3, mu_src, T, K, bufs, True, 0.0),
     }
     for fn in calls.values():
