@@ -373,7 +373,8 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0):
 
     Returns (gamma, n_evaluations, status, evaluated, entropy): status 0 = converged (the last
     step was below tol), 1 = max_iter reached; evaluated = True when gamma is the last point where
-    ``line_derivatives`` ran, so that bufs' log_mix holds log mu^gamma and entropy its value.
+    ``line_derivatives`` or ``line_slope`` ran, so that bufs' log_mix holds log mu^gamma and
+    entropy its value.
     """
     if not fprime0 > 0.0:
         return 0.0, 0, 0, False, 0.0
