@@ -228,6 +228,54 @@ def test_update_block_mixes_and_returns_the_new_entropy(T, K, gamma):
         )
 
 
+@pytest.mark.parametrize("T,K,start", [(1, 3, 0.4), (2, 3, 0.5), (4, 3, 1e-3), (5, 2, 0.999)])
+def test_line_search_in_place_equals_search_then_update(T, K, start):
+    """With outs (the block's segments of the dual state) the line search leaves exactly the
+    logs, and update_block(in_place=True) exactly the state and entropy, of the search into
+    bufs followed by the update's copy; block_gap_given_nu counts the logs that forbid it."""
+    rng = np.random.default_rng(7 * T + K)
+    _, lpn, lpe = random_chain(rng, T, K)
+    _, lqn, lqe = random_chain(rng, T, K, scale=3.0)
+    cb = 1.3
+    results = []
+    for in_place in (False, True):
+        node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
+        bufs, b32 = block_bufs(T, K), block_bufs32(T, K)
+        nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
+        E, lo, hi, size, _ = K_sdca.segments(T, K)
+        bufs[1][:E], bufs[1][E:size] = np.exp(nu_src[1]), np.exp(nu_src[0])
+        bufs[2][:E], bufs[2][E:size] = nu_src[1], nu_src[0]
+        mu_src = (node, edge, 0, 0)
+        gap, fp0, n_low = K_sdca.block_gap_given_nu(mu_src, T, K, bufs, b32, np.empty(K * K))
+        assert n_low == 0.0
+        if in_place:
+            outs = (edge[:E], node[lo - E : hi - E])
+            search = K_sdca.line_search(bufs, b32, T, K, cb, fp0, start, 1e-3, 100, outs)
+        else:
+            search = K_sdca.line_search(bufs, b32, T, K, cb, fp0, start, 1e-3, 100)
+        gamma, _, _, have, h, _ = search
+        assert have and 0.0 < gamma < 1.0
+        entropy = K_sdca.update_block(gamma, mu_src, T, K, bufs, have, h, in_place)
+        results.append((search, entropy, node, edge))
+    (s0, h0, n0, e0), (s1, h1, n1, e1) = results
+    assert s0 == s1 and h0 == h1
+    np.testing.assert_array_equal(n0, n1)
+    np.testing.assert_array_equal(e0, e1)
+    assert h1 == pytest.approx(K_sdca.block_entropy(n1.reshape(T, K), e1.reshape(lpe.shape)))
+    # one stored log below the bound (edges, or the nodes the line search writes) is counted
+    bufs, b32 = block_bufs(T, K), block_bufs32(T, K)
+    low_node, low_edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
+    if T > 1:
+        low_edge[1] = K_sdca.IN_PLACE_LOG_MIN - 1.0
+    else:
+        low_node[1] = K_sdca.IN_PLACE_LOG_MIN - 1.0
+    n_low = K_sdca.block_gap_given_nu((low_node, low_edge, 0, 0), T, K, bufs, b32, np.empty(K * K))[
+        2
+    ]
+    assert n_low == 1.0
+    assert K_sdca.block_gap_given_nu(mu_src, T, K, bufs, None, np.empty(K * K))[2] == 0.0
+
+
 def test_mix_log_keeps_precision_when_probabilities_underflow():
     lm, lv = -800.0, -900.0
     out, m = K_sdca.mix_log(0.3, 0.0, 0.0, lm, lv)

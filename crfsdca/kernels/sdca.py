@@ -53,6 +53,10 @@ from crfsdca.kernels.fastmath import (
 )
 
 TINY = 1e-280  # below this, mix in log space to keep relative precision
+# a block whose log-marginals on the line-searched segments are all above this never meets TINY:
+# (1 - gamma) mu >= 2^-53 exp(-600) > 1e-277 for every double gamma < 1, so the line search can
+# write its logs straight into the dual state (``update_block``'s ``in_place``)
+IN_PLACE_LOG_MIN = -600.0
 # entries with max(mu, nu) below this are left out of the single-precision predictor (they move
 # f' by less than 1e-27); the others keep its mixtures normal float32 for gamma in [1e-6, 1 - 1e-6]
 FLUSH32 = 1e-30
@@ -96,7 +100,8 @@ def segments(T, K):
 @njit(**VEC)
 def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
     """Fill bufs' mu on [lo, hi) from the stored logs, and b32 = float32 (mu, nu, log nu)
-    (0 where max(mu, nu) < FLUSH32) unless b32 is None; return the (KL, f'(0)) sums.
+    (0 where max(mu, nu) < FLUSH32) unless b32 is None; return the (KL, f'(0)) sums and, when
+    b32 is given, the number of stored logs below ``IN_PLACE_LOG_MIN`` (else 0).
 
     bufs' nu and log_nu must already hold the oracle's probabilities and logs on [lo, hi).
     ``b32 is None`` is decided at compile time (numba prunes the branches per signature), so
@@ -109,6 +114,7 @@ def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
         m32, v32, l32 = b32[0][lo:hi], b32[1][lo:hi], b32[2][lo:hi]
     kl = 0.0
     fp = 0.0
+    n_low = 0.0  # a sum: LLVM vectorizes it with the others (a maxnum reduction here it does not)
     for p in range(n):
         lm = np.float64(src[p])
         ln = lnu[p]
@@ -116,6 +122,7 @@ def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
         v = nu[p]
         mu[p] = m
         if b32 is not None:
+            n_low = add_reassoc(n_low, 1.0 if lm < IN_PLACE_LOG_MIN else 0.0)
             keep = max(m, v) >= FLUSH32
             m32[p] = np.float32(m) if keep else _Z32
             v32[p] = np.float32(v) if keep else _Z32
@@ -123,7 +130,7 @@ def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
         kl = add_reassoc(kl, m * (lm - ln) if m > 0.0 else 0.0)
         d = v - m
         fp = add_reassoc(fp, d * (ln - lm) if d != 0.0 else 0.0)
-    return kl, fp
+    return kl, fp, n_low
 
 
 @njit(**VEC)
@@ -143,7 +150,7 @@ def _add_difference(x, y, off, out, n):
 
 @njit(cache=True, nogil=True)
 def block_gap_given_nu(mu_src, T, K, bufs, b32, trans):
-    """(KL~(mu || nu), f'(0)) of a block whose oracle marginals are already in ``bufs``.
+    """(KL~(mu || nu), f'(0), n_low) of a block whose oracle marginals are already in ``bufs``.
 
     mu_src = (log_node_flat, log_edge_flat, node_offset, edge_offset): the dual state's flat
     log-marginals and where the block starts (entries, not rows). bufs = (mu, nu, log_nu,
@@ -153,17 +160,21 @@ def block_gap_given_nu(mu_src, T, K, bufs, b32, trans):
     for the line-search predictor (``_mu_segment``; None when no line search follows: only the
     edges and the coefficient-carrying nodes are copied). trans (K^2,) is overwritten with
     sum_t (nu_t - mu_t) over the edges: the transition part of the primal direction, unscaled.
+    n_low counts the stored logs below ``IN_PLACE_LOG_MIN`` on the segments the line search
+    writes (edges and coefficient-carrying nodes) when b32 is given (else 0); when there are none,
+    the line search may write the new logs straight into the dual state (``line_search``'s
+    ``outs``).
     """
     mu_node, mu_edge, node_off, edge_off = mu_src
     E, lo, hi, size, coef = segments(T, K)
-    kl, fp = _mu_segment(mu_edge, edge_off, bufs, b32, 0, E)
+    kl, fp, n_low = _mu_segment(mu_edge, edge_off, bufs, b32, 0, E)
     _edge_difference_sum(bufs[1], bufs[0], trans, T - 1, K * K)
     if lo > E:
         _mu_segment(mu_node, node_off, bufs, None, E, lo)
-    k2, f2 = _mu_segment(mu_node, node_off + lo - E, bufs, b32, lo, hi)
+    k2, f2, n_low2 = _mu_segment(mu_node, node_off + lo - E, bufs, b32, lo, hi)
     if size > hi:
         _mu_segment(mu_node, node_off + hi - E, bufs, None, hi, size)
-    return max(kl + coef * k2, 0.0), fp + coef * f2
+    return max(kl + coef * k2, 0.0), fp + coef * f2, n_low + n_low2
 
 
 @njit(cache=True, nogil=True)
@@ -178,18 +189,20 @@ def block_gap(mu_src, nu_src, T, K, bufs, b32):
     exp_into(nu_src[0], 0.0, bufs[1], E, T * K)
     bufs[2][:E] = nu_src[1][:E]
     bufs[2][E : E + T * K] = nu_src[0][: T * K]
-    return block_gap_given_nu(mu_src, T, K, bufs, b32, np.empty(K * K))
+    gap, fp0, _ = block_gap_given_nu(mu_src, T, K, bufs, b32, np.empty(K * K))
+    return gap, fp0
 
 
 @njit(**VEC)
-def _line_segment(gamma, bufs, lo, hi, second):
+def _line_segment(gamma, bufs, lo, hi, second, log_mix):
     """(sum delta (log nu - log mu^g), sum delta^2 / mu^g, entropy) on [lo, hi); the second sum
     is left at 0 when ``second`` is None (decided at compile time: no division in that loop).
 
-    Stores the new log-marginal min(log mu^g, 0) in log_mix, or -inf where mu^g <= TINY (those
+    Stores the new log-marginal min(log mu^g, 0) in log_mix (hi - lo entries: bufs' log_mix on
+    [lo, hi), or the block's segment of the dual state), or -inf where mu^g <= TINY (those
     entries are mixed in log space by the update and left out of the entropy sum here).
     """
-    mu, nu, lnu, log_mix = bufs[0][lo:hi], bufs[1][lo:hi], bufs[2][lo:hi], bufs[3][lo:hi]
+    mu, nu, lnu = bufs[0][lo:hi], bufs[1][lo:hi], bufs[2][lo:hi]
     d1 = 0.0
     d2 = 0.0
     h = 0.0
@@ -212,26 +225,39 @@ def _line_segment(gamma, bufs, lo, hi, second):
 
 
 @njit(cache=True, nogil=True)
-def line_derivatives(gamma, bufs, T, K, cb):
+def _log_outs(bufs, T, K, outs):
+    """Where the line search leaves log mu^gamma: ``outs`` = (edge segment, coefficient node
+    segment) of the dual state, or bufs' log_mix when outs is None (decided at compile time)."""
+    E, lo, hi, _, _ = segments(T, K)
+    if outs is None:
+        return bufs[3][:E], bufs[3][lo:hi]
+    return outs
+
+
+@njit(cache=True, nogil=True)
+def line_derivatives(gamma, bufs, T, K, cb, outs=None):
     """f'(gamma), f''(gamma) of eq. 20 (KL form), cb = c * b = lambda n b / scale, and the
     junction-tree entropy of mu^gamma (without the entries <= TINY).
 
-    Leaves the new log-marginals in bufs' log_mix on the edge and coefficient-carrying node
-    segments (see ``_line_segment``), for ``update_block`` to copy.
+    Leaves the new log-marginals of the edge and coefficient-carrying node segments (see
+    ``_line_segment``) in bufs' log_mix, for ``update_block`` to copy, or in ``outs``
+    (``_log_outs``).
     """
     E, lo, hi, _, coef = segments(T, K)
-    d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0)
-    n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0)
+    edge_out, node_out = _log_outs(bufs, T, K, outs)
+    d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, edge_out)
+    n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, node_out)
     return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb, h1 + coef * h2
 
 
 @njit(cache=True, nogil=True)
-def line_slope(gamma, bufs, T, K, cb):
+def line_slope(gamma, bufs, T, K, cb, outs=None):
     """f'(gamma) and the entropy of mu^gamma as ``line_derivatives``, without f'' (one division
     per entry less), for the evaluation that starts from the predictor's estimate."""
     E, lo, hi, _, coef = segments(T, K)
-    d1, _, h1 = _line_segment(gamma, bufs, 0, E, None)
-    n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None)
+    edge_out, node_out = _log_outs(bufs, T, K, outs)
+    d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, edge_out)
+    n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, node_out)
     return d1 + coef * n1 - gamma * cb, h1 + coef * h2
 
 
@@ -350,20 +376,21 @@ def predict_step(b32, T, K, cb, gamma0, tol, max_iter):
 
 
 @njit(cache=True, nogil=True)
-def line_search(bufs, b32, T, K, cb, fprime0, gamma0, tol, max_iter):
+def line_search(bufs, b32, T, K, cb, fprime0, gamma0, tol, max_iter, outs=None):
     """Step size of eq. 20: the single-precision predictor, then ``rtsafe`` from its estimate.
 
     Returns rtsafe's (gamma, n_evaluations, status, evaluated, entropy) plus the predictor's
-    evaluations. With max_iter = 1 (the one-Newton-step ablation) there is no predictor.
+    evaluations. With max_iter = 1 (the one-Newton-step ablation) there is no predictor. outs:
+    where rtsafe's evaluations leave their logs (``_log_outs``).
     """
     if not fprime0 > 0.0 or cb <= 0.0 or max_iter < 2:
-        return (*rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter), 0)
+        return (*rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, 0.0, outs), 0)
     start, n32, du32 = predict_step(b32, T, K, cb, gamma0, tol, max_iter)
-    return (*rtsafe(bufs, T, K, cb, fprime0, start, tol, max_iter, du32), n32)
+    return (*rtsafe(bufs, T, K, cb, fprime0, start, tol, max_iter, du32, outs), n32)
 
 
 @njit(cache=True, nogil=True)
-def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0):
+def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
     """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
     du0 < 0: f'' near gamma0 from the predictor (at its last evaluation, one converged step
@@ -373,8 +400,8 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0):
 
     Returns (gamma, n_evaluations, status, evaluated, entropy): status 0 = converged (the last
     step was below tol), 1 = max_iter reached; evaluated = True when gamma is the last point where
-    ``line_derivatives`` or ``line_slope`` ran, so that bufs' log_mix holds log mu^gamma and
-    entropy its value.
+    ``line_derivatives`` or ``line_slope`` ran, so that bufs' log_mix (or ``outs``, see
+    ``_log_outs``) holds log mu^gamma and entropy its value.
     """
     if not fprime0 > 0.0:
         return 0.0, 0, 0, False, 0.0
@@ -385,10 +412,10 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0):
     dx_old = 1.0
     dx = 1.0
     if du0 < 0.0:
-        u, h = line_slope(gamma, bufs, T, K, cb)
+        u, h = line_slope(gamma, bufs, T, K, cb, outs)
         du = du0
     else:
-        u, du, h = line_derivatives(gamma, bufs, T, K, cb)
+        u, du, h = line_derivatives(gamma, bufs, T, K, cb, outs)
     for it in range(1, max_iter + 1):
         if u < 0.0:
             x_l = gamma
@@ -398,9 +425,9 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0):
         dx_old, dx = dx, new_dx
         # gamma is within |dx| of the root after a Newton step, within 2|dx| after a bisection
         if abs(dx) < (0.5 * tol if bisect else tol):
-            return gamma, it, 0, True, h  # its logs are in bufs
+            return gamma, it, 0, True, h  # its logs are in bufs (or outs)
         gamma = step
-        u, du, h = line_derivatives(gamma, bufs, T, K, cb)
+        u, du, h = line_derivatives(gamma, bufs, T, K, cb, outs)
     return gamma, max_iter, 1, True, h
 
 
@@ -491,21 +518,26 @@ def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
 
 
 @njit(cache=True, nogil=True)
-def update_block(gamma, mu_dst, T, K, bufs, have_logs, ls_entropy):
+def update_block(gamma, mu_dst, T, K, bufs, have_logs, ls_entropy, in_place=False):
     """mu <- (1 - gamma) mu + gamma nu in the dual state (as logs); returns H~(mu) after.
 
     mu_dst = (log_node_flat, log_edge_flat, node_offset, edge_offset) as in ``block_gap``;
     have_logs: bufs' log_mix holds the new logs from the last line-search evaluation, at gamma,
-    which also gave ls_entropy (ignored otherwise).
+    which also gave ls_entropy (ignored otherwise). in_place (with have_logs): that evaluation
+    wrote them into the dual state itself (``line_search``'s ``outs``; no entry near 0), so only
+    the coefficient-0 end nodes are left to update.
     """
     mu_node, mu_edge, node_off, edge_off = mu_dst
     E, lo, hi, size, coef = segments(T, K)
     reuse = have_logs and gamma != 1.0  # gamma = 1 copies log nu instead
     entropy = ls_entropy if reuse else 0.0
-    entropy += _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, reuse)
+    done = reuse and in_place
+    if not done:
+        entropy += _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, reuse)
     if lo > E:
         entropy += _update_range(gamma, mu_node, node_off, bufs, E, lo, 0.0, False)
-    entropy += _update_range(gamma, mu_node, node_off + lo - E, bufs, lo, hi, coef, reuse)
+    if not done:
+        entropy += _update_range(gamma, mu_node, node_off + lo - E, bufs, lo, hi, coef, reuse)
     if size > hi:
         _update_range(gamma, mu_node, node_off + hi - E, bufs, hi, size, 0.0, False)
     return entropy

@@ -21,6 +21,7 @@ from crfsdca.kernels.sdca import (
     line_search,
     model_start,
     primal_direction,
+    segments,
     update_block,
 )
 
@@ -80,27 +81,36 @@ def _step(i, layout, dual, w, dims, params, ws):
     vr = v_rest[: n_bias + K]
     trans = vr[n_bias:].reshape((K * K,))
     if fixed_step > 0.0:  # no line search: no float32 copies
-        gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, None, trans)
+        gap, fp0, n_low = block_gap_given_nu(mu_src, T, K, bufs, None, trans)
     else:
-        gap, fp0 = block_gap_given_nu(mu_src, T, K, bufs, b32, trans)
+        gap, fp0, n_low = block_gap_given_nu(mu_src, T, K, bufs, b32, trans)
     c2 = cycles()
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     kappa = -scale / lam_n
     b = primal_direction(seq, (bufs[0], bufs[1]), (A, K, n_bias, kappa), v_emit, vr)
     its, status, have_logs, ls_cycles, h, n32 = 0, 0, False, 0, 0.0, 0
+    in_place = n_low == 0.0  # no entry near 0: the search writes into the dual
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
         cb = lam_n / scale * b
         g0 = line_search_start(int(params[7]), step_sizes[i], gap, fp0, cb)
         c3 = cycles()
-        gamma, its, status, have_logs, h, n32 = line_search(
-            bufs, b32, T, K, cb, fp0, g0, tol, max_newton
-        )
+        if in_place:
+            E, lo, hi, _, _ = segments(T, K)
+            e_off, n_off = mu_src[3], mu_src[2] + lo - E
+            outs = (log_edge[e_off : e_off + E], log_node[n_off : n_off + hi - lo])
+            gamma, its, status, have_logs, h, n32 = line_search(
+                bufs, b32, T, K, cb, fp0, g0, tol, max_newton, outs
+            )
+        else:
+            gamma, its, status, have_logs, h, n32 = line_search(
+                bufs, b32, T, K, cb, fp0, g0, tol, max_newton
+            )
         ls_cycles = cycles() - c3
     if gamma > 0.0:
-        entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs, h)
+        entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs, h, in_place)
         add_direction(gamma * kappa, sa, v_emit, vr, w, K, A)
     step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
