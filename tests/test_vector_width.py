@@ -26,8 +26,13 @@ k(x, out)
 s = fm.make_weighted_sum(fm.fast_log, reassoc=True)
 total = s(x, x, x, x)
 asm = k.inspect_asm(k.signatures[0])
+from crfsdca.kernels import vector_width, chain
+w = np.random.default_rng(1).normal(size=(26, 26))
+e = np.empty_like(w)
+m = chain.transition_exp(w, e)  # rows of K = 26 < 32: the vectorized remainder
 print(json.dumps({"features": config.CPU_FEATURES, "zmm": "zmm" in asm,
-                  "logs": out[:50].tolist(), "sum": total}))
+                  "logs": out[:50].tolist(), "sum": total, "trans": e.ravel().tolist(),
+                  "epilogues": vector_width.epilogues_vectorized()}))
 """
 
 
@@ -56,6 +61,8 @@ def test_respects_an_explicit_setting_and_the_opt_out(monkeypatch):
     assert (features is not None) == HAS_AVX512
     if features is not None:
         assert features.endswith(",-prefer-256-bit") and "+avx512f" in features
+        assert vector_width.is_wide(features)
+    assert not vector_width.is_wide("+avx2") and not vector_width.is_wide(None)
 
 
 @pytest.mark.slow
@@ -63,7 +70,11 @@ def test_respects_an_explicit_setting_and_the_opt_out(monkeypatch):
 def test_wide_and_narrow_builds_compute_the_same_values():
     wide = run({})
     narrow = run({vector_width.OPT_OUT: "256"})
-    assert wide["features"].endswith("-prefer-256-bit") and wide["zmm"]
-    assert narrow["features"] is None and not narrow["zmm"]
+    assert wide["features"].endswith("-prefer-256-bit") and wide["zmm"] and wide["epilogues"]
+    assert narrow["features"] is None and not narrow["zmm"] and not narrow["epilogues"]
     assert wide["logs"] == narrow["logs"]  # element-wise: bit for bit
+    assert wide["trans"] == narrow["trans"]
+    # a child process inherits the 512-bit features through the environment: same build
+    child = run({"NUMBA_CPU_FEATURES": wide["features"]})
+    assert child["epilogues"] and child["zmm"] and child["trans"] == wide["trans"]
     assert wide["sum"] == pytest.approx(narrow["sum"], rel=1e-13)  # reassociated sum
