@@ -120,6 +120,21 @@ def test_every_sampling_scheme_reaches_the_lbfgs_optimum(sampling):
     assert result.stop_reason == "tol"
 
 
+def test_float32_dual_state_reaches_the_lbfgs_optimum():
+    """--dual-dtype float32: the stored logs are rounded to float32 (the line search writes them
+    into the float32 state in place), and SDCA still reaches the optimum to 1e-6."""
+    problem = random_problem(seed=5, n=30, max_T=6, K=3, A=8)
+    p_star = reference_optimum(problem)
+    config = SDCAConfig(sampling="gap", tol=1e-6, max_epochs=300, eval_every=5, seed=1,
+                        dual_dtype="float32")  # fmt: skip
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))
+    assert result.state.dual.log_edge.dtype == np.float32
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol"
+    assert (problem.primal(result.weights) - p_star) / abs(p_star) <= 1e-6
+    assert 0.0 <= last.gap <= 1e-4  # w is accumulated in float64, mu rounded to float32
+
+
 def test_phase_times_are_measured_parts_of_the_step_time():
     problem = random_problem(seed=4, n=30, max_T=8)
     runner, state = runner_for(problem, sampling="uniform")

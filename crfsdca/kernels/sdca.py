@@ -225,28 +225,21 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix):
 
 
 @njit(cache=True, nogil=True)
-def _log_outs(bufs, T, K, outs):
-    """Where the line search leaves log mu^gamma: ``outs`` = (edge segment, coefficient node
-    segment) of the dual state, or bufs' log_mix when outs is None (decided at compile time)."""
-    E, lo, hi, _, _ = segments(T, K)
-    if outs is None:
-        return bufs[3][:E], bufs[3][lo:hi]
-    return outs
-
-
-@njit(cache=True, nogil=True)
 def line_derivatives(gamma, bufs, T, K, cb, outs=None):
     """f'(gamma), f''(gamma) of eq. 20 (KL form), cb = c * b = lambda n b / scale, and the
     junction-tree entropy of mu^gamma (without the entries <= TINY).
 
     Leaves the new log-marginals of the edge and coefficient-carrying node segments (see
-    ``_line_segment``) in bufs' log_mix, for ``update_block`` to copy, or in ``outs``
-    (``_log_outs``).
+    ``_line_segment``) in bufs' log_mix, for ``update_block`` to copy, or, when given, in
+    ``outs`` = (edge segment, coefficient node segment) of the dual state (float64 or float32).
     """
     E, lo, hi, _, coef = segments(T, K)
-    edge_out, node_out = _log_outs(bufs, T, K, outs)
-    d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, edge_out)
-    n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, node_out)
+    if outs is None:  # decided at compile time
+        d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, bufs[3][:E])
+        n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, bufs[3][lo:hi])
+    else:
+        d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, outs[0])
+        n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, outs[1])
     return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb, h1 + coef * h2
 
 
@@ -255,9 +248,12 @@ def line_slope(gamma, bufs, T, K, cb, outs=None):
     """f'(gamma) and the entropy of mu^gamma as ``line_derivatives``, without f'' (one division
     per entry less), for the evaluation that starts from the predictor's estimate."""
     E, lo, hi, _, coef = segments(T, K)
-    edge_out, node_out = _log_outs(bufs, T, K, outs)
-    d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, edge_out)
-    n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, node_out)
+    if outs is None:
+        d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, bufs[3][:E])
+        n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, bufs[3][lo:hi])
+    else:
+        d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, outs[0])
+        n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, outs[1])
     return d1 + coef * n1 - gamma * cb, h1 + coef * h2
 
 
@@ -381,7 +377,7 @@ def line_search(bufs, b32, T, K, cb, fprime0, gamma0, tol, max_iter, outs=None):
 
     Returns rtsafe's (gamma, n_evaluations, status, evaluated, entropy) plus the predictor's
     evaluations. With max_iter = 1 (the one-Newton-step ablation) there is no predictor. outs:
-    where rtsafe's evaluations leave their logs (``_log_outs``).
+    where rtsafe's evaluations leave their logs (``line_derivatives``).
     """
     if not fprime0 > 0.0 or cb <= 0.0 or max_iter < 2:
         return (*rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, 0.0, outs), 0)
@@ -401,7 +397,7 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
     Returns (gamma, n_evaluations, status, evaluated, entropy): status 0 = converged (the last
     step was below tol), 1 = max_iter reached; evaluated = True when gamma is the last point where
     ``line_derivatives`` or ``line_slope`` ran, so that bufs' log_mix (or ``outs``, see
-    ``_log_outs``) holds log mu^gamma and entropy its value.
+    ``line_derivatives``) holds log mu^gamma and entropy its value.
     """
     if not fprime0 > 0.0:
         return 0.0, 0, 0, False, 0.0
