@@ -90,13 +90,14 @@ def _step(i, layout, dual, w, dims, params, ws):
     kappa = -scale / lam_n
     b = primal_direction(seq, (bufs[0], bufs[1]), (A, K, n_bias, kappa), v_emit, vr)
     its, status, have_logs, ls_cycles, h, n32 = 0, 0, False, 0, 0.0, 0
-    in_place = n_low == 0.0  # no entry near 0: the search writes into the dual
+    in_place = False  # whether the line search wrote the new logs into the dual state
     if fixed_step > 0.0:
         gamma = fixed_step
     else:
         cb = lam_n / scale * b
         g0 = line_search_start(int(params[7]), step_sizes[i], gap, fp0, cb)
         c3 = cycles()
+        in_place = n_low == 0.0  # no entry near 0 (``IN_PLACE_LOG_MIN``)
         if in_place:
             E, lo, hi, _, _ = segments(T, K)
             e_off, n_off = mu_src[3], mu_src[2] + lo - E
