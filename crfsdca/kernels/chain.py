@@ -27,8 +27,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.fastmath import exp_into, log_inplace, max_num
+from crfsdca.kernels.fastmath import add_reassoc, exp_into, log_inplace, max_num
 from crfsdca.kernels.logspace import logsumexp
+from crfsdca.kernels.rowops import rows_sum, rows_sum_into
 
 TINY = 1e-290
 HUGE = 1e290
@@ -57,29 +58,8 @@ def unary_scores(attrs, start, end, w, A, K, n_bias, unary):
         if n_bias and t == T - 1:
             for k in range(K):
                 u[k] += last[k]
-        p, end_p = attr_offsets[start + t], attr_offsets[start + t + 1]
-        while p + 4 <= end_p:  # four rows per pass over u: a quarter of the short-row overhead
-            _add_four_rows(u, w, attr_ids, attr_values, p, K)
-            p += 4
-        while p < end_p:
-            j = attr_ids[p] * K
-            v = attr_values[p]
-            row = w[j : j + K]
-            for k in range(K):
-                u[k] += v * row[k]
-            p += 1
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _add_four_rows(u, w, attr_ids, attr_values, p, K):
-    """u += sum of the four weight rows of entries p..p+3, scaled by their values."""
-    r0 = w[attr_ids[p] * K : attr_ids[p] * K + K]
-    r1 = w[attr_ids[p + 1] * K : attr_ids[p + 1] * K + K]
-    r2 = w[attr_ids[p + 2] * K : attr_ids[p + 2] * K + K]
-    r3 = w[attr_ids[p + 3] * K : attr_ids[p + 3] * K + K]
-    v0, v1, v2, v3 = attr_values[p], attr_values[p + 1], attr_values[p + 2], attr_values[p + 3]
-    for k in range(K):
-        u[k] += (v0 * r0[k] + v1 * r1[k]) + (v2 * r2[k] + v3 * r3[k])
+        p0, p1 = attr_offsets[start + t], attr_offsets[start + t + 1]
+        rows_sum_into(u, w, attr_ids, attr_values, p0, p1, K)  # ``crfsdca.kernels.rowops``
 
 
 @njit(cache=True, nogil=True)
@@ -115,16 +95,12 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
         for l in range(K):
             m = max_num(m, u[l])
         exp_into(unary[t], m, exp_unary[t], 0, K)
-        for l in range(K):
-            alpha[t, l] = 0.0 if t > 0 else exp_unary[t, l]
-        if t > 0:
-            _vector_matrix(alpha[t - 1], exp_trans, alpha[t], K)
-        c, ok = 0.0, True
-        for l in range(K):
-            if t > 0:
-                alpha[t, l] *= exp_unary[t, l]
-            c += alpha[t, l]
-            ok &= TINY <= alpha[t, l] < HUGE  # False for NaN too
+        if t == 0:
+            alpha[0, :K] = exp_unary[0, :K]
+        else:  # alpha[t - 1] @ E, row by row (``rowops.rows_sum``), times e[t]
+            rows_sum(alpha[t], exp_trans.reshape(K * K), None, alpha[t - 1], 0, K, K)
+            _scale_by(alpha[t], exp_unary[t], K)
+        c, ok = _sum_in_range(alpha[t], K)
         if not ok:
             return np.nan, False
         inv_scale[t] = 1.0 / c
@@ -136,20 +112,21 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _vector_matrix(x, M, out, K):
-    """out[:K] += x[:K] @ M, four rows of M per pass over out (short rows: fewer passes)."""
-    k = 0
-    while k + 4 <= K:
-        a0, a1, a2, a3 = x[k], x[k + 1], x[k + 2], x[k + 3]
-        r0, r1, r2, r3 = M[k], M[k + 1], M[k + 2], M[k + 3]
-        for l in range(K):
-            out[l] += (a0 * r0[l] + a1 * r1[l]) + (a2 * r2[l] + a3 * r3[l])
-        k += 4
-    while k < K:
-        a, r = x[k], M[k]
-        for l in range(K):
-            out[l] += a * r[l]
-        k += 1
+def _scale_by(x, y, K):
+    """x[:K] *= y[:K]."""
+    for k in range(K):
+        x[k] *= y[k]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sum_in_range(x, K):
+    """(sum of x[:K], whether every entry lies in [TINY, HUGE)) -- False for NaN too."""
+    c = 0.0
+    n_out = 0.0  # a count, not a boolean: LLVM vectorizes it with the sum
+    for k in range(K):
+        c = add_reassoc(c, x[k])
+        n_out = add_reassoc(n_out, 0.0 if TINY <= x[k] < HUGE else 1.0)
+    return c, n_out == 0.0
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})

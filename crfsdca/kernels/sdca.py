@@ -51,6 +51,7 @@ from crfsdca.kernels.fastmath import (
     fast_log,
     fast_logf,
 )
+from crfsdca.kernels.rowops import scale_rows_into
 
 TINY = 1e-280  # below this, mix in log space to keep relative precision
 # a block whose log-marginals on the line-searched segments are all above this never meets TINY:
@@ -585,10 +586,11 @@ def primal_direction(seq, delta_src, dims, v_emit, v_rest):
     v_rest[:n_bias] = 0.0
     node0 = (T - 1) * K * K
     d = np.empty(K)
+    rows = v_emit.reshape(v_emit.shape[0] * K)
     for t in range(T):
         _difference(nu, mu, node0 + t * K, d, K)
-        for p in range(attr_offsets[t0 + t], attr_offsets[t0 + t + 1]):
-            _axpy(attr_values[p], d, v_emit[entry_slot[p]], K)
+        p0, p1 = attr_offsets[t0 + t], attr_offsets[t0 + t + 1]
+        scale_rows_into(d, rows, entry_slot, attr_values, p0, p1, K)  # ``crfsdca.kernels.rowops``
         if n_bias > 0:
             _axpy(1.0, d, v_rest[0], K)
             if t == 0:
