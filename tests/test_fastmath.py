@@ -262,6 +262,29 @@ def test_scalar_call_matches_vector_loop(name):
         assert np.array_equal(np.array([scalar(v) for v in x]), y, equal_nan=True)
 
 
+def test_log_positive_has_the_bits_of_log_on_positive_finite_inputs():
+    """fast_log_positive drops only the special-value selects: on every positive finite input
+    (subnormals, both sides of sqrt(2)/2 and sqrt(2), powers of two) it returns fast_log's bits,
+    and at 0 a finite value below log(5e-324) rather than -inf."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate(
+        [
+            np.exp(rng.uniform(-745.0, 709.0, 200_000)),
+            rng.uniform(0.5, 2.0, 100_000),
+            np.ldexp(1.0, np.arange(-1074, 1024)),
+            np.array([np.finfo(float).tiny, 5e-324, np.finfo(float).max, np.sqrt(0.5), np.sqrt(2)]),
+        ]
+    )
+    x = x[(x > 0) & np.isfinite(x)]
+    pos = fm.make_map(fm.fast_log_positive)
+    y = np.empty_like(x)
+    pos(x, y)
+    assert np.array_equal(y, apply("log", x))
+    at_zero = np.empty(1)
+    pos(np.zeros(1), at_zero)
+    assert np.isfinite(at_zero[0]) and at_zero[0] < np.log(5e-324)
+
+
 def test_in_place_and_strided():
     rng = np.random.default_rng(5)
     x = rng.uniform(0.1, 10, 1001)

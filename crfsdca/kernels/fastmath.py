@@ -108,6 +108,7 @@ __all__ = [
     "fast_expm1",
     "fast_log",
     "fast_log1p",
+    "fast_log_positive",
     "fast_logf",
     "log_inplace",
     "make_map",
@@ -391,15 +392,24 @@ def fast_log(x):
     Table-free and branch-free; see the module docstring for the method and for the loop shapes
     LLVM vectorizes. Measured maximum error: 0.87 ulp (``tests/test_fastmath.py``).
     """
+    r = fast_log_positive(x)
+    r = r if x < _INF else x  # +inf -> inf, nan -> nan
+    r = r if x >= 0.0 else _NAN  # negative (and nan) -> nan
+    return -_INF if x == 0.0 else r
+
+
+@njit(inline="always")
+def fast_log_positive(x):
+    """``fast_log`` of a positive finite float64 (subnormals included), without the selects for
+    the special values: the same bits as ``fast_log`` there, a few instructions fewer. Any
+    value (no trap) for 0, negatives, inf and nan, which the caller must discard.
+    """
     sub = x < _MIN_NORMAL
     xs = x * _TWO54 if sub else x
     k, f = _log_reduce(_as_int(xs))
     k = k - 54.0 if sub else k
     hfsq, sr = _log1pf_parts(f)
-    r = k * _LN2_HI - ((hfsq - (sr + k * _LN2_LO)) - f)
-    r = r if x < _INF else x  # +inf -> inf, nan -> nan
-    r = r if x >= 0.0 else _NAN  # negative (and nan) -> nan
-    return -_INF if x == 0.0 else r
+    return k * _LN2_HI - ((hfsq - (sr + k * _LN2_LO)) - f)
 
 
 @njit(inline="always")

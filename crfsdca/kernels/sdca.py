@@ -49,6 +49,7 @@ from crfsdca.kernels.fastmath import (
     exp_into,
     fast_exp,
     fast_log,
+    fast_log_positive,
     fast_logf,
 )
 from crfsdca.kernels.rowops import scale_rows_into
@@ -213,7 +214,7 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix):
         v = nu[p]
         d = v - m
         mg = one_minus * m + gamma * v
-        lg = fast_log(mg)
+        lg = fast_log_positive(mg)  # mg >= 0 finite; at mg = 0 a finite value below -745
         ok = mg > TINY
         lc = min(lg, 0.0)
         log_mix[p] = lc if ok else -np.inf
