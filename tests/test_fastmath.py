@@ -265,7 +265,8 @@ def test_scalar_call_matches_vector_loop(name):
 def test_log_positive_has_the_bits_of_log_on_positive_finite_inputs():
     """fast_log_positive drops only the special-value selects: on every positive finite input
     (subnormals, both sides of sqrt(2)/2 and sqrt(2), powers of two) it returns fast_log's bits,
-    and at 0 a finite value below log(5e-324) rather than -inf."""
+    and at 0 a finite value below log(5e-324) rather than -inf. fast_log_normal, which also
+    drops the subnormal scaling, returns them on every positive normal input."""
     rng = np.random.default_rng(11)
     x = np.concatenate(
         [
@@ -280,6 +281,10 @@ def test_log_positive_has_the_bits_of_log_on_positive_finite_inputs():
     y = np.empty_like(x)
     pos(x, y)
     assert np.array_equal(y, apply("log", x))
+    normal = x[x >= np.finfo(float).tiny]  # fast_log_normal: normal inputs only
+    y = np.empty_like(normal)
+    fm.make_map(fm.fast_log_normal)(normal, y)
+    assert np.array_equal(y, apply("log", normal))
     at_zero = np.empty(1)
     pos(np.zeros(1), at_zero)
     assert np.isfinite(at_zero[0]) and at_zero[0] < np.log(5e-324)

@@ -109,6 +109,7 @@ __all__ = [
     "fast_expm1",
     "fast_log",
     "fast_log1p",
+    "fast_log_normal",
     "fast_log_positive",
     "fast_logf",
     "log_inplace",
@@ -424,7 +425,20 @@ def fast_log_positive(x):
     sub = x < _MIN_NORMAL
     xs = x * _TWO54 if sub else x
     k, f = _log_reduce(_as_int(xs))
-    k = k - 54.0 if sub else k
+    return _log_from(k - 54.0 if sub else k, f)
+
+
+@njit(inline="always")
+def fast_log_normal(x):
+    """``fast_log`` of a positive normal finite float64, without the subnormal scaling either:
+    the same bits as ``fast_log`` there; any value (no trap) elsewhere."""
+    k, f = _log_reduce(_as_int(x))
+    return _log_from(k, f)
+
+
+@njit(inline="always")
+def _log_from(k, f):
+    """log(2**k (1 + f)) from ``_log_reduce``'s parts."""
     hfsq, sr = _log1pf_parts(f)
     return k * _LN2_HI - ((hfsq - (sr + k * _LN2_LO)) - f)
 

@@ -51,6 +51,7 @@ from crfsdca.kernels.fastmath import (
     exp_into,
     fast_exp,
     fast_log,
+    fast_log_normal,
     fast_log_positive,
 )
 from crfsdca.kernels.rowops import scale_rows_into
@@ -197,9 +198,11 @@ def block_gap(mu_src, nu_src, T, K, bufs, b32):
 
 
 @njit(**VEC)
-def _line_segment(gamma, bufs, lo, hi, second, log_mix):
+def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal=None):
     """(sum delta (log nu - log mu^g), sum delta^2 / mu^g, entropy) on [lo, hi); the second sum
     is left at 0 when ``second`` is None (decided at compile time: no division in that loop).
+    ``normal`` not None promises every mu^g normal (the in-place case: all stored logs above
+    ``IN_PLACE_LOG_MIN``), so the logarithm skips the subnormal scaling (same bits).
 
     Stores the new log-marginal min(log mu^g, 0) in log_mix (hi - lo entries: bufs' log_mix on
     [lo, hi), or the block's segment of the dual state), or -inf where mu^g <= TINY (those
@@ -215,7 +218,8 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix):
         v = nu[p]
         d = v - m
         mg = one_minus * m + gamma * v
-        lg = fast_log_positive(mg)  # mg >= 0 finite; at mg = 0 a finite value below -745
+        # mg >= 0 finite (at mg = 0 a finite value below -745, discarded)
+        lg = fast_log_positive(mg) if normal is None else fast_log_normal(mg)
         ok = mg > TINY
         lc = min(lg, 0.0)
         log_mix[p] = lc if ok else -np.inf
@@ -234,15 +238,17 @@ def line_derivatives(gamma, bufs, T, K, cb, outs=None):
 
     Leaves the new log-marginals of the edge and coefficient-carrying node segments (see
     ``_line_segment``) in bufs' log_mix, for ``update_block`` to copy, or, when given, in
-    ``outs`` = (edge segment, coefficient node segment) of the dual state (float64 or float32).
+    ``outs`` = (edge segment, coefficient node segment) of the dual state (float64 or float32):
+    only for a block whose stored logs there are all above ``IN_PLACE_LOG_MIN``, so that every
+    mixture is a normal number (``_line_segment``'s ``normal``).
     """
     E, lo, hi, _, coef = segments(T, K)
     if outs is None:  # decided at compile time
         d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, bufs[3][:E])
         n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, bufs[3][lo:hi])
     else:
-        d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, outs[0])
-        n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, outs[1])
+        d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, outs[0], True)
+        n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, outs[1], True)
     return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb, h1 + coef * h2
 
 
@@ -255,8 +261,8 @@ def line_slope(gamma, bufs, T, K, cb, outs=None):
         d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, bufs[3][:E])
         n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, bufs[3][lo:hi])
     else:
-        d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, outs[0])
-        n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, outs[1])
+        d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, outs[0], True)
+        n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, outs[1], True)
     return d1 + coef * n1 - gamma * cb, h1 + coef * h2
 
 
