@@ -168,8 +168,9 @@ def rows_sum_into(typingctx, out, src, rows, coefs, p0, p1, K):
     """out[:K] += sum_{p0 <= p < p1} coefs[p] * src[rows[p] K : rows[p] K + K].
 
     out, src, coefs: 1-d C-contiguous float64; rows: 1-d C-contiguous int64, or None for
-    rows[p] = p (then the sum is coefs[p0:p1] @ src viewed as (., K)). Each output element is
-    (out + even rows) + odd rows, both parts summed in row order. out must not overlap a row.
+    rows[p] = p (then the sum is coefs[p0:p1] @ src viewed as (., K)); p0 <= p1. Each output
+    element is (out + even rows) + odd rows, both parts summed in row order. out must not overlap
+    a row.
     """
     sig = _row_args(out, src, rows, coefs)
     return None if sig is None else (sig, _rows_sum_codegen(True))
@@ -204,8 +205,8 @@ def _scale_rows_codegen(context, builder, signature, args):
 def scale_rows_into(typingctx, x, dst, rows, coefs, p0, p1, K):
     """dst[rows[p] K : rows[p] K + K] += coefs[p] * x[:K] for p = p0, ..., p1 - 1.
 
-    x, dst, coefs: 1-d C-contiguous float64; rows: 1-d C-contiguous int64. A repeated row gets
-    its terms in order; x must not overlap a destination row.
+    x, dst, coefs: 1-d C-contiguous float64; rows: 1-d C-contiguous int64; p0 <= p1. A repeated
+    row gets its terms in order; x must not overlap a destination row.
     """
     if isinstance(rows, types.NoneType):
         return None
