@@ -89,6 +89,7 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
     exp_unary, alpha, _, inv_scale, log_scale = ws
     T, K = unary.shape
     log_z = (T - 1) * trans_max if T > 1 else 0.0
+    e_flat = exp_trans.reshape(K * K)
     for t in range(T):
         u = unary[t]
         m = u[0]
@@ -98,7 +99,7 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
         if t == 0:
             alpha[0, :K] = exp_unary[0, :K]
         else:  # alpha[t - 1] @ E, row by row (``rowops.rows_sum``), times e[t]
-            rows_sum(alpha[t], exp_trans.reshape(K * K), None, alpha[t - 1], 0, K, K)
+            rows_sum(alpha[t], e_flat, None, alpha[t - 1], 0, K, K)
             _scale_by(alpha[t], exp_unary[t], K)
         c, ok = _sum_in_range(alpha[t], K)
         if not ok:

@@ -218,7 +218,7 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal=None):
         v = nu[p]
         d = v - m
         mg = one_minus * m + gamma * v
-        # mg >= 0 finite (at mg = 0 a finite value below -745, discarded)
+        # mg >= 0 finite: the log is exact for mg > 0; at mg = 0 (so d = 0) it is discarded
         lg = fast_log_positive(mg) if normal is None else fast_log_normal(mg)
         ok = mg > TINY
         lc = min(lg, 0.0)
