@@ -71,7 +71,7 @@ def sdca_epochs(runner: _Runner, epochs: int) -> list[float]:
     out = []
     for _ in range(epochs):
         start = time.perf_counter()
-        runner.run_until_eval(None)
+        runner.run_until_eval()
         out.append(time.perf_counter() - start)
     return out
 

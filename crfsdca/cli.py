@@ -323,7 +323,6 @@ def _default(solver: str, field_name: str) -> Any:
 
 def _summary(model, inputs, model_path) -> dict[str, Any]:
     result = model.result_
-    last = result.trace.records[-1]
     scores = model.score(inputs.test) if inputs.test is not None else {}
     return {
         "solver": model.solver,
@@ -334,15 +333,7 @@ def _summary(model, inputs, model_path) -> dict[str, Any]:
         "n_attributes": model.feature_map_.n_attributes,
         "n_labels": model.feature_map_.n_labels,
         "lambda": model.regularization_,
-        "epochs": last.epoch,
-        "oracle_calls": last.oracle_calls,
-        "updates": last.updates,
-        "seconds": last.seconds,
-        "primal": last.primal,
-        "dual": last.dual,
-        "gap": last.gap,
-        "gap_estimate": last.gap_estimate,
-        "stop_reason": result.stop_reason,
+        **result.summary(),
         "test_token_accuracy": scores.get("token_accuracy"),
         "test_f1": scores.get("f1"),
         "model": model_path,

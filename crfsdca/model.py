@@ -7,6 +7,7 @@ Model files are one ``.npz`` (weights) with a JSON header (``crfsdca.modelfile``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.errors import ModelFormatError, NotFittedError
-from crfsdca.evaluation import evaluate_labels
+from crfsdca.evaluation import evaluate_data
 from crfsdca.features import FeatureMap
 from crfsdca.modelfile import load_model, save_model
 from crfsdca.monitor import Monitor
@@ -143,7 +144,7 @@ class CRF:
     def score(self, data: SequenceData) -> dict[str, Any]:
         """Token accuracy, and chunk precision / recall / F1 for chunk labels."""
         pred = self.predict(data)
-        return evaluate_labels(data.labels, pred, data.seq_offsets, data.label_names)
+        return evaluate_data(data, pred)
 
     # -- persistence -------------------------------------------------------------------------
     def save(self, path: str) -> None:
@@ -161,6 +162,11 @@ class CRF:
             "encoder": self.encoder,
             "meta": self.meta,
         }
+        if self.result_ is not None:
+            header["training"] = {
+                k: None if isinstance(v, float) and not math.isfinite(v) else v
+                for k, v in self.result_.summary().items()
+            }
         save_model(path, {"weights": self.weights_}, header)
 
     @classmethod

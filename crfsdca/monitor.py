@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.evaluation import evaluate_labels
+from crfsdca.evaluation import evaluate_data
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import SolverConfig
 from crfsdca.trace import Trace, TraceRecord
@@ -118,7 +118,7 @@ class Monitor:
         """Token error and (for chunk labels) F1 of Viterbi predictions on the test set."""
         test = self.problem.test
         pred = self.problem.test_oracle.predict(weights)
-        scores = evaluate_labels(test.labels, pred, test.seq_offsets, test.label_names)
+        scores = evaluate_data(test, pred)
         return scores
 
     def end_epoch(
@@ -156,6 +156,40 @@ class Monitor:
             while self._next_eval <= epoch + 1e-12:
                 self._next_eval += self.config.eval_every
         return self._should_stop(epoch, seconds, gap)
+
+    def is_recorded(self, oracle_calls: int, updates: int) -> bool:
+        """True when the last record is at these counters (the state has not moved since)."""
+        records = self.trace.records
+        return bool(records) and (records[-1].oracle_calls, records[-1].updates) == (
+            oracle_calls,
+            updates,
+        )
+
+    def finish(
+        self,
+        weights: NDArray[np.float64],
+        *,
+        oracle_calls: int,
+        updates: int,
+        dual: float = NAN,
+        gap_estimate: float = NAN,
+        primal: float | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> TraceRecord:
+        """Record the state a run returns, unless the last record already is that state.
+
+        Every stop calls this, so the last record (primal, dual, gap, counters) is always the
+        returned state, also when the run stopped between two scheduled evaluations.
+        """
+        if self.is_recorded(oracle_calls, updates):
+            return self.trace.records[-1]
+        epoch = self.epoch_of(oracle_calls)
+        self._epoch = epoch
+        seconds = self.seconds
+        with self.paused():
+            return self._record(
+                weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra
+            )
 
     def _record(
         self, weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra

@@ -56,6 +56,24 @@ class SolverResult:
     stop_reason: str
     counters: dict[str, float] = field(default_factory=dict)
 
+    def summary(self) -> dict[str, Any]:
+        """The returned state as reported everywhere (CLI summary, --json, model header).
+
+        Read from the last trace record, which every stop writes for the state it returns.
+        """
+        last = self.trace.records[-1]
+        return {
+            "epochs": last.epoch,
+            "oracle_calls": last.oracle_calls,
+            "updates": last.updates,
+            "seconds": last.seconds,
+            "primal": last.primal,
+            "dual": last.dual,
+            "gap": last.gap,
+            "gap_estimate": last.gap_estimate,
+            "stop_reason": self.stop_reason,
+        }
+
 
 RUN_FIELDS = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
 

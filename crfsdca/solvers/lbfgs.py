@@ -133,6 +133,18 @@ class LBFGS:
             "updates": iterations * n,
             "iterations": iterations,
         }
+        if not monitor.is_recorded(counters["oracle_calls"], counters["updates"]):
+            with monitor.paused():  # the returned iterate, with every evaluation spent
+                value, grad = problem.primal_and_gradient(w)
+            monitor.finish(
+                w,
+                oracle_calls=counters["oracle_calls"],
+                updates=counters["updates"],
+                primal=value,
+                dual=value - float(grad @ grad) / (2 * lam),
+                extra={"grad_norm": float(np.sqrt(grad @ grad))},
+            )
+        monitor.stop_reason = reason
         return SolverResult(
             weights=w, state=w.copy(), trace=monitor.trace, stop_reason=reason, counters=counters
         )

@@ -25,7 +25,8 @@ from crfsdca.dual import DualState, finish_state, smoothed_empirical
 from crfsdca.kernels import oeg, sdca_epoch
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
-from crfsdca.solvers.sag_nus import DRAW_BLOCK, chunk_budget, run_loop
+from crfsdca.solvers.loop import chunk_budget, run_loop
+from crfsdca.solvers.sag_nus import DRAW_BLOCK
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor

@@ -26,21 +26,18 @@ D(nu(w)) = P(w) - ||grad P(w)||^2 / (2 lambda) of the oracle marginals at w (Le 
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.errors import ConvergenceWarning
-from crfsdca.interrupts import deferred_interrupt
 from crfsdca.kernels import sag, sdca_epoch
 from crfsdca.kernels.trees import build
 from crfsdca.problem import Problem
 from crfsdca.samplers import tree_capacity
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.loop import chunk_budget, run_loop
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -198,57 +195,6 @@ class SAGNUSSkip(SAGNUS):
 
     name: ClassVar[str] = "sag-nus-skip"
     config_class: ClassVar[type[SolverConfig]] = SAGNUSSkipConfig
-
-
-def run_loop(solver: Any, runner: Any, monitor: Monitor) -> SolverResult:
-    """The evaluation loop shared by the baselines: run a stretch, report, checkpoint, stop.
-
-    ``runner`` provides ``n``, ``state`` (with ``oracle_calls``, ``seconds``, ``counters``),
-    ``weights``, ``run_until_eval()``, ``report(monitor)`` and ``counters``. The record at the
-    end of max_epochs is forced, even between two scheduled evaluations.
-    """
-    state = runner.state
-    monitor.start(elapsed=state.seconds)
-    if state.oracle_calls > 0:  # resumed: the last evaluation is already in the trace
-        monitor.resume_schedule(state.oracle_calls)
-        stop, reason = False, ""
-    else:
-        stop = monitor.end_epoch(runner.weights, **runner.report(monitor), force=True)
-        reason = monitor.stop_reason
-    try:
-        while not stop:
-            with deferred_interrupt():
-                runner.run_until_eval()
-                state.seconds = monitor.seconds
-                final = state.oracle_calls >= solver.config.max_epochs * runner.n - 1e-9
-                stop = monitor.end_epoch(runner.weights, **runner.report(monitor), force=final)
-                reason = monitor.stop_reason
-                state.counters = dict(runner.counters)
-                monitor.checkpoint(state, final=stop)
-    except KeyboardInterrupt:
-        reason = "interrupted"
-    state.seconds = monitor.seconds
-    state.counters = dict(runner.counters)
-    if reason in ("max_epochs", "time_limit"):
-        warnings.warn(
-            f"{solver.name} stopped by {reason} above tol={solver.config.tol:g}",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-    return SolverResult(
-        weights=runner.weights.copy(),
-        state=state,
-        trace=monitor.trace,
-        stop_reason=reason,
-        counters=dict(runner.counters),
-    )
-
-
-def chunk_budget(cfg: SolverConfig, n: int, oracle_calls: int) -> int:
-    """Oracle calls until the next evaluation (eval_every epochs), capped by max_epochs."""
-    budget = max(1, int(round(cfg.eval_every * n)))
-    remaining = int(math.ceil(cfg.max_epochs * n)) - oracle_calls
-    return max(1, min(budget, remaining))
 
 
 class _Runner:

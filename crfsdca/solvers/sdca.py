@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from crfsdca.dual import DualState, dual_state_bytes, smoothed_empirical
-from crfsdca.errors import ConvergenceWarning
-from crfsdca.interrupts import deferred_interrupt
 from crfsdca.kernels import sdca_epoch
 from crfsdca.problem import Problem
 from crfsdca.radii import importance_weights
 from crfsdca.samplers import SCHEMES, TreeSampler, check_scheme
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.loop import run_loop
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -129,42 +127,8 @@ class SDCA:
         self, problem: Problem, monitor: Monitor, state: SDCAState | None = None
     ) -> SolverResult:
         """Run SDCA from ``state`` (or the smoothed empirical initialisation)."""
-        cfg = self.config
         state = state or self.initial_state(problem)
-        runner = _Runner(problem, cfg, state)
-        monitor.start(elapsed=state.seconds)
-        if state.oracle_calls > 0:  # resumed: the last evaluation is already in the trace
-            monitor.resume_schedule(state.oracle_calls)
-            stop, reason = False, ""
-        else:
-            stop = monitor.end_epoch(state.dual.weights, **runner.report(), force=True)
-            reason = monitor.stop_reason
-        try:
-            while not stop:
-                with deferred_interrupt():
-                    runner.run_until_eval(monitor)
-                    state.seconds = monitor.seconds
-                    stop = monitor.end_epoch(state.dual.weights, **runner.report())
-                    reason = monitor.stop_reason
-                    if runner.certified:
-                        stop, reason = True, "tol"
-                    state.counters = dict(runner.counters)
-                    monitor.checkpoint(state, final=stop)
-        except KeyboardInterrupt:
-            reason = "interrupted"
-        state.seconds = monitor.seconds
-        state.counters = runner.counters
-        if reason in ("max_epochs", "time_limit"):
-            warnings.warn(
-                f"SDCA stopped by {reason} above tol={cfg.tol:g}", ConvergenceWarning, stacklevel=2
-            )
-        return SolverResult(
-            weights=state.dual.weights.copy(),
-            state=state,
-            trace=monitor.trace,
-            stop_reason=reason,
-            counters=dict(runner.counters),
-        )
+        return run_loop(self, _Runner(problem, self.config, state), monitor)
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
@@ -241,7 +205,11 @@ class _Runner:
             LINE_SEARCH_STARTS.index(cfg.line_search_start),
         )
 
-    def run_until_eval(self, monitor: Monitor) -> bool:
+    @property
+    def weights(self) -> np.ndarray:
+        return self.state.dual.weights
+
+    def run_until_eval(self) -> bool:
         """Run steps up to the next evaluation point; returns True after an exact gap pass."""
         cfg, st = self.cfg, self.state
         steps = max(1, int(round(cfg.eval_every * self.n)))
@@ -311,7 +279,7 @@ class _Runner:
                 " values? scale dense features"
             )
 
-    def report(self) -> dict[str, Any]:
+    def report(self, monitor: Monitor) -> dict[str, Any]:
         d, st = self.state.dual, self.state
         lam = self.problem.regularization
         wsq = float(d.weights @ d.weights)

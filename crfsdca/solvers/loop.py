@@ -1,0 +1,86 @@
+"""The evaluation loop shared by the stochastic solvers (SDCA, SAG-NUS, SAG-NUS*, OEG).
+
+A runner owns a solver's arrays and counters and provides:
+
+- ``n``, ``state`` (a :class:`~crfsdca.solvers.base.RunState`), ``weights``, ``counters``;
+- ``run_until_eval()``: run the steps up to the next evaluation point;
+- ``report(monitor)``: the keyword arguments of :meth:`Monitor.end_epoch` for the current state;
+- ``certified`` (optional): set by an exact gap pass whose mean gap is <= ``tol``; the loop
+  stops when the recorded gap P - D of that state is <= ``tol`` too, else it clears the flag.
+
+Whatever ends the run (tol, a certified exact pass, max_epochs, time_limit, Ctrl-C), the last
+trace record is the state the run returns (:meth:`Monitor.finish`), and it is written before
+the final checkpoint, so that summaries, checkpoints and traces all agree.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from crfsdca.errors import ConvergenceWarning
+from crfsdca.interrupts import deferred_interrupt
+from crfsdca.solvers.base import SolverConfig, SolverResult
+
+if TYPE_CHECKING:
+    from crfsdca.monitor import Monitor
+
+
+def run_loop(solver: Any, runner: Any, monitor: Monitor) -> SolverResult:
+    """Run a stretch, report, checkpoint, until a stopping rule fires; return the final state."""
+    state = runner.state
+    monitor.start(elapsed=state.seconds)
+    reason = ""
+    try:
+        if state.oracle_calls > 0:  # resumed: the last evaluation is already in the trace
+            monitor.resume_schedule(state.oracle_calls)
+            stop = False
+        else:
+            stop = monitor.end_epoch(runner.weights, **runner.report(monitor), force=True)
+            reason = monitor.stop_reason
+        while not stop:
+            with deferred_interrupt():
+                runner.run_until_eval()
+                state.seconds = monitor.seconds
+                stop = monitor.end_epoch(runner.weights, **runner.report(monitor))
+                reason = monitor.stop_reason
+                if getattr(runner, "certified", False):  # an exact pass found mean g_i <= tol
+                    runner.certified = False
+                    record = monitor.finish(runner.weights, **runner.report(monitor))
+                    if monitor.gap_reached(record.gap):  # P - D too (float32 duals may differ)
+                        stop, reason = True, "tol"
+                state.counters = dict(runner.counters)
+                if stop:
+                    monitor.finish(runner.weights, **runner.report(monitor))
+                    state.seconds = monitor.seconds
+                monitor.checkpoint(state, final=stop)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+        state.counters = dict(runner.counters)
+        monitor.finish(runner.weights, **runner.report(monitor))
+    state.seconds = monitor.seconds
+    monitor.stop_reason = reason
+    warn_above_tol(solver.name, reason, solver.config)
+    return SolverResult(
+        weights=runner.weights.copy(),
+        state=state,
+        trace=monitor.trace,
+        stop_reason=reason,
+        counters=dict(runner.counters),
+    )
+
+
+def warn_above_tol(name: str, reason: str, config: SolverConfig) -> None:
+    """ConvergenceWarning for a run that a budget stopped before it reached tol."""
+    if reason in ("max_epochs", "time_limit"):
+        warnings.warn(
+            f"{name} stopped by {reason} above tol={config.tol:g}", ConvergenceWarning, stacklevel=4
+        )
+
+
+def chunk_budget(cfg: SolverConfig, n: int, oracle_calls: int) -> int:
+    """Oracle calls until the next evaluation (eval_every epochs), capped by max_epochs."""
+    budget = max(1, int(round(cfg.eval_every * n)))
+    remaining = int(math.ceil(cfg.max_epochs * n)) - oracle_calls
+    return max(1, min(budget, remaining))
