@@ -323,6 +323,10 @@ class _Encoder:
         meta = {"encoder": self.kind, "source": corpus.path, **meta}
         meta["default_bias_rows"] = self.default_bias_rows
         meta["n_unknown_labels"] = int(np.count_nonzero(labels < 0))
+        unknown = ()
+        if meta["n_unknown_labels"]:
+            flat = chain.from_iterable(corpus.labels)
+            unknown = tuple(y for y in flat if y not in self._label_index)
         return SequenceData(
             seq_offsets=_offsets(np.asarray(lengths, INDEX)),
             attr_offsets=attr_offsets,
@@ -333,6 +337,7 @@ class _Encoder:
             label_names=self.label_names,
             name=str(corpus.path).rsplit("/", 1)[-1],
             meta=meta,
+            unknown_label_names=unknown,
         )
 
 

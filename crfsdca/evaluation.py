@@ -39,6 +39,7 @@ __all__ = [
     "ChunkReport",
     "TypeScores",
     "chunk_scores",
+    "evaluate_data",
     "evaluate_labels",
     "format_report",
     "looks_like_chunk_tags",
@@ -392,7 +393,8 @@ def evaluate_labels(
     -------
     dict
         ``token_accuracy`` (fraction in [0, 1]), ``precision``, ``recall``, ``f1`` (chunk
-        scores in percent, None without chunks), ``n_tokens``, ``chunk`` (bool), and
+        scores in percent, None without chunks), ``n_tokens``, ``chunk`` (bool), in chunk
+        mode ``n_gold_chunks``, ``n_pred_chunks``, ``n_correct_chunks``, and
         ``per_label``: name -> {precision, recall, f1 (percent), support, n_predicted,
         n_correct}, by chunk type in chunk mode and by label otherwise.
     """
@@ -414,6 +416,11 @@ def evaluate_labels(
         [gold_names[a:b] for a, b in bounds], [pred_names[a:b] for a, b in bounds], scheme
     )
     result.update(precision=report.precision, recall=report.recall, f1=report.f1)
+    result.update(
+        n_gold_chunks=report.n_gold_chunks,
+        n_pred_chunks=report.n_pred_chunks,
+        n_correct_chunks=report.n_correct_chunks,
+    )
     result["per_label"] = {k: asdict(v) for k, v in report.per_type.items()}
     return result
 
@@ -453,10 +460,33 @@ def format_report(report: ChunkReport | Mapping[str, Any]) -> str:
         return "\n".join(lines) + "\n"
     accuracy = 100.0 * report["token_accuracy"]
     head = f"processed {report['n_tokens']} tokens; accuracy: {accuracy:6.2f}%"
-    if report.get("f1") is not None:
+    if report.get("n_gold_chunks") is not None:  # conlleval's two lines
+        head = (
+            f"processed {report['n_tokens']} tokens with {report['n_gold_chunks']} phrases; "
+            f"found: {report['n_pred_chunks']} phrases; correct: {report['n_correct_chunks']}.\n"
+            f"accuracy: {accuracy:6.2f}%; precision: {report['precision']:6.2f}%; "
+            f"recall: {report['recall']:6.2f}%; FB1: {report['f1']:6.2f}"
+        )
+    elif report.get("f1") is not None:
         head += (
             f"; precision: {report['precision']:6.2f}%; recall: {report['recall']:6.2f}%; "
             f"FB1: {report['f1']:6.2f}"
         )
     lines = [head] + [_type_line(k, v) for k, v in report["per_label"].items()]
     return "\n".join(lines) + "\n"
+
+
+def evaluate_data(data: Any, pred_ids: NDArray[np.integer], **kwargs: Any) -> dict[str, Any]:
+    """:func:`evaluate_labels` of predictions for a :class:`SequenceData`'s gold labels.
+
+    Gold tags unknown to the model are scored under their own names (as ``conlleval`` reads the
+    file), so a test label never seen in training still forms its gold chunks.
+    """
+    return evaluate_labels(
+        data.labels,
+        pred_ids,
+        data.seq_offsets,
+        data.label_names,
+        data.gold_names_of_unknown(),
+        **kwargs,
+    )

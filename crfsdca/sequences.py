@@ -9,7 +9,9 @@ arrays (no per-sequence Python objects):
   are entries ``attr_offsets[t]`` to ``attr_offsets[t + 1]`` of
 - ``attr_ids`` (nnz,) int64 in ``[0, n_attributes)`` and ``attr_values`` (nnz,) float64;
 - ``labels`` (n_items,) int64 in ``[0, n_labels)``, or ``-1`` for a label the model does not know
-  (e.g. ``I-LST`` in the CoNLL-2000 test set): such a token always counts as an error.
+  (e.g. ``I-LST`` in the CoNLL-2000 test set): such a token always counts as an error;
+- ``unknown_label_names``: the original gold tag of every ``-1`` token, in token order (empty
+  when not known), so that chunk scores read the gold tags as ``conlleval`` does.
 
 Dense attributes (OCR pixels) use the same layout with their non-zero entries.
 """
@@ -37,6 +39,7 @@ class SequenceData:
     label_names: tuple[str, ...]
     name: str = ""
     meta: dict = field(default_factory=dict)
+    unknown_label_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seq_offsets", np.ascontiguousarray(self.seq_offsets, INDEX))
@@ -45,6 +48,7 @@ class SequenceData:
         object.__setattr__(self, "attr_values", np.ascontiguousarray(self.attr_values, FLOAT))
         object.__setattr__(self, "labels", np.ascontiguousarray(self.labels, LABEL))
         object.__setattr__(self, "label_names", tuple(self.label_names))
+        object.__setattr__(self, "unknown_label_names", tuple(self.unknown_label_names))
         self.validate()
 
     def validate(self) -> None:
@@ -69,6 +73,24 @@ class SequenceData:
             raise ValueError(f"labels must have length {n_items}; got {self.labels.shape}")
         if n_items and (self.labels.min() < -1 or self.labels.max() >= len(self.label_names)):
             raise ValueError(f"labels must lie in [-1, {len(self.label_names)})")
+        n_unknown = int(np.count_nonzero(self.labels < 0))
+        if self.unknown_label_names and len(self.unknown_label_names) != n_unknown:
+            raise ValueError(
+                f"unknown_label_names must name the {n_unknown} tokens labelled -1;"
+                f" got {len(self.unknown_label_names)} names"
+            )
+        if set(self.unknown_label_names) & set(self.label_names):
+            raise ValueError("unknown_label_names must not contain the model's labels")
+
+    def gold_names_of_unknown(self) -> list[str | None] | None:
+        """Per token: the original gold tag of a ``-1`` token, None elsewhere (None if unknown)."""
+        if not self.unknown_label_names:
+            return None
+        out: list[str | None] = [None] * self.n_items
+        unknown = np.flatnonzero(self.labels < 0).tolist()
+        for t, name in zip(unknown, self.unknown_label_names, strict=True):
+            out[t] = name
+        return out
 
     @property
     def n_sequences(self) -> int:
@@ -115,7 +137,15 @@ class SequenceData:
             label_names=self.label_names,
             name=self.name,
             meta=dict(self.meta),
+            unknown_label_names=self._unknown_names_at(tokens),
         )
+
+    def _unknown_names_at(self, tokens: NDArray[np.int64]) -> tuple[str, ...]:
+        if not self.unknown_label_names:
+            return ()
+        rank = np.cumsum(self.labels < 0) - 1  # index into unknown_label_names of a -1 token
+        chosen = tokens[self.labels[tokens] < 0]
+        return tuple(self.unknown_label_names[r] for r in rank[chosen].tolist())
 
     def head(self, n: int) -> SequenceData:
         """The first ``n`` sequences (all of them when ``n`` is larger)."""
