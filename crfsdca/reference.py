@@ -1,4 +1,4 @@
-"""Reference optimum P* by a long L-BFGS run, cached on disk (dataset + template + lambda + data).
+"""Reference optimum P* by a long L-BFGS run, cached on disk (data, template, lambda, version).
 
 Every comparison (tests, benchmarks, the figure script) measures sub-optimality against this P*.
 The L-BFGS run stops when the certified gap ||grad P||^2 / (2 lambda) <= tol, so P* is exact to
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from crfsdca import __version__
 from crfsdca.errors import ModelFormatError
 from crfsdca.modelfile import load_model, save_model
 from crfsdca.monitor import Monitor
@@ -29,7 +30,7 @@ def cache_dir() -> Path:
 
 
 def problem_key(problem: Problem, **labels: Any) -> str:
-    """A digest of the data arrays, the feature map, lambda and the given labels."""
+    """A digest of the data arrays, the feature map, lambda, crfsdca's version and the labels."""
     h = hashlib.sha256()
     for array in problem.train.arrays():
         h.update(np.ascontiguousarray(array).tobytes())
@@ -39,6 +40,7 @@ def problem_key(problem: Problem, **labels: Any) -> str:
         "K": fm.n_labels,
         "R": fm.n_bias_rows,
         "lambda": repr(problem.regularization),
+        "version": __version__,  # a new release recomputes P* rather than trusting an old one
         **labels,
     }
     h.update(json.dumps(meta, sort_keys=True).encode())
@@ -61,7 +63,7 @@ def reference_optimum(
     monitor = Monitor(problem, "lbfgs", config, evaluate_test=False)
     result = LBFGS(config).solve(problem, monitor)
     p_star = problem.primal(result.weights)
-    if use_cache:
+    if use_cache and result.stop_reason == "tol":  # only a certified optimum is stored
         path.parent.mkdir(parents=True, exist_ok=True)
         save_model(
             path,

@@ -246,13 +246,14 @@ def test_cli_offers_the_baselines_and_rejects_foreign_options(corpus):
 @pytest.mark.slow
 @pytest.mark.skipif(not DATA_DIR or not Path(DATA_DIR).is_dir(), reason="no CRFSDCA_DATA_DIR")
 @pytest.mark.parametrize("name", BASELINES)
-def test_baselines_reach_the_optimum_on_conll2000_head(name):
+def test_baselines_reach_the_optimum_on_conll2000_head(name, tmp_path, monkeypatch):
     import data_loaders
     from crfsdca.reference import reference_optimum
 
     encoder, train, _ = data_loaders.load_encoded("conll2000", data_dir=DATA_DIR, max_sequences=200)
     fm = FeatureMap(train.n_attributes, train.n_labels, encoder.default_bias_rows)
     problem = Problem(train=train, feature_map=fm, name="conll2000-head200")
+    monkeypatch.setenv("CRFSDCA_CACHE_DIR", str(tmp_path))  # computed here, not read from disk
     p_star, _ = reference_optimum(problem, template="conll", max_sequences=200)
     cls = SOLVERS[name]
     config = cls.config_class(tol=1e-7 * abs(p_star), max_epochs=600, eval_every=5)

@@ -56,7 +56,7 @@ def records_without_time(trace):
 
 
 @pytest.mark.parametrize("sampling", ["gap", "uniform"])
-def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling):
+def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling, monkeypatch):
     data = synthetic_conll(tmp_path / "train.txt")
     common = [
         data,
@@ -85,6 +85,14 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling):
     invoke("train", *common, "--epochs", "3", "--checkpoint", tmp_path / "ck")
     header = load_checkpoint(tmp_path / "ck")[1]
     assert header["state"]["oracle_calls"] == 3 * 60
+
+    def no_fresh_start(*args, **kwargs):
+        raise AssertionError("a resumed run must continue the saved state, not start afresh")
+
+    from crfsdca.solvers import sdca
+
+    monkeypatch.setattr(sdca.SDCA, "initial_state", no_fresh_start)
+    monkeypatch.setattr(sdca, "smoothed_empirical", no_fresh_start)
     invoke(
         "train",
         "--resume",
@@ -99,6 +107,11 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling):
     )
     a, b = load_model(tmp_path / "a.npz")[0], load_model(tmp_path / "b.npz")[0]
     np.testing.assert_array_equal(a["weights"], b["weights"])
+    # the resumed trace starts with the checkpoint's records, timings included: not re-run
+    resumed = [r.to_json() for r in read_trace(tmp_path / "b.jsonl").records]
+    saved = header["records"]
+    assert len(saved) == 4 and resumed[: len(saved)] == saved
+    assert resumed[len(saved)]["seconds"] > saved[-1]["seconds"]  # the clock continued
     assert records_without_time(read_trace(tmp_path / "a.jsonl")) == records_without_time(
         read_trace(tmp_path / "b.jsonl")
     )
@@ -231,9 +244,19 @@ def test_ctrl_c_writes_a_final_checkpoint_that_resumes(tmp_path):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     assert "interrupted" in err
-    done = load_checkpoint(ck)[1]["state"]["oracle_calls"]
+    header = load_checkpoint(ck)[1]
+    done = header["state"]["oracle_calls"]
     assert done >= first and done % 400 == 0  # the final checkpoint holds complete epochs only
-    invoke("train", "--resume", ck, "--epochs", str(done // 400 + 1), "-q")
+    assert header["records"][-1]["oracle_calls"] == done  # its trace ends at the saved state
+    assert header["state"]["counters"]["line_searches"] == 0  # --fixed-step: no line search
+    trace = tmp_path / "resumed.jsonl"
+    epochs = str(done // 400 + 1)
+    resumed = invoke("train", "--resume", ck, "--epochs", epochs, "-q", "--json", "--trace", trace)
+    out = json.loads(resumed.stdout.splitlines()[-1])
+    assert out["oracle_calls"] == done + 400 and out["stop_reason"] == "max_epochs"
+    records = [r.to_json() for r in read_trace(trace).records]  # went on from the saved state
+    assert records[: len(header["records"])] == header["records"]
+    assert len(records) == len(header["records"]) + 1
 
 
 @pytest.mark.parametrize("solver", ["sdca", "sag-nus", "oeg"])

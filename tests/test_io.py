@@ -325,7 +325,8 @@ def test_corpus_subset_and_head():
 
 
 TEXT_FILES = [
-    # path, reader kwargs, sequences, tokens, labels, distinct words
+    # path, reader kwargs, sequences, tokens, labels, distinct words: the numbers of
+    # ../shared/data/SOURCES.md (its words exclude -DOCSTART-; with "keep" it is one more word)
     ("conll2000/train.txt.gz", {}, 8936, 211727, 22, 19122),
     ("conll2000/test.txt.gz", {}, 2012, 47377, 19, 8118),
     ("conll2002_ned/ned.train.gz", {"docstart": "keep"}, 15806, 202931, 9, 27804),
@@ -344,6 +345,24 @@ def test_real_conll_counts(relpath, kwargs, n_seq, n_tok, n_lab, n_words):
     assert (len(corpus), corpus.n_tokens) == (n_seq, n_tok)
     assert len({y for s in corpus.labels for y in s}) == n_lab
     assert len({t[0] for s in corpus.tokens for t in s}) == n_words
+    keep = kwargs.get("docstart") == "keep"
+    assert plain_counts(Path(DATA_DIR) / relpath, keep) == (n_seq, n_tok, n_lab, n_words)
+
+
+def plain_counts(path, keep_docstart):
+    """(blocks of non-blank lines, tokens, distinct last columns, distinct first columns)."""
+    blocks, tokens, labels, words, in_block = 0, 0, set(), set(), False
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            fields = line.split()
+            blocks += bool(fields) and not in_block
+            in_block = bool(fields)
+            if not fields or (fields[0] == "-DOCSTART-" and not keep_docstart):
+                continue
+            tokens += 1
+            labels.add(fields[-1])
+            words.add(fields[0])
+    return blocks, tokens, len(labels), len(words)
 
 
 @pytest.mark.slow

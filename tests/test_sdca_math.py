@@ -195,11 +195,55 @@ def test_line_search_border_cases():
     _, lqn, lqe = random_chain(rng, T, K)
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
     assert K_sdca.rtsafe(bufs, T, K, 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
-    # mu on the simplex border (a zero entry): the mixing stays finite and exact
-    lpn2 = lpn.copy()
-    lpn2[0] = [0.0, -np.inf]
+    # one entry of a mixture that is zero on one side: exact in log space
     lm, m = K_sdca.mix_log(0.25, 0.0, 0.5, -np.inf, np.log(0.5))
     assert m == pytest.approx(0.125) and lm == pytest.approx(np.log(0.125))
+
+
+@pytest.mark.parametrize("gamma", [0.3, 1.0])
+def test_mu_on_the_simplex_border(gamma):
+    """mu with forbidden configurations (y_0 = 1 has probability 0, -inf logs): the gap is the
+    brute-force KL with 0 log 0 = 0, and the update mixes to the brute-force marginals of
+    (1 - gamma) p + gamma q with their junction-tree entropy, every log finite (q > 0)."""
+    T, K = 3, 2
+    rng = np.random.default_rng(5)
+    q, lqn, lqe = random_chain(rng, T, K)
+    p, _, _ = random_chain(rng, T, K)
+    ys = np.array(list(itertools.product(range(K), repeat=T)))
+    p = np.where(ys[:, 0] == 1, 0.0, p)
+    p /= p.sum()
+    with np.errstate(divide="ignore"):
+        lpn, lpe = (np.log(m) for m in joint_marginals(p, ys, T, K))
+    assert np.isneginf(lpn[0, 1]) and np.isneginf(lpe[0, 1]).all()
+    bufs = block_bufs(T, K)
+    node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
+    nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
+    gap, _ = K_sdca.block_gap((node, edge, 0, 0), nu_src, T, K, bufs, block_bufs32(T, K))
+    support = p > 0
+    assert gap == pytest.approx(np.sum(p[support] * np.log(p[support] / q[support])), rel=1e-10)
+    entropy = K_sdca.update_block(gamma, (node, edge, 0, 0), T, K, bufs, False, np.nan)
+    mixed = (1 - gamma) * p + gamma * q
+    expect_n, expect_e = joint_marginals(mixed, ys, T, K)
+    np.testing.assert_allclose(np.exp(node.reshape(T, K)), expect_n, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(np.exp(edge.reshape(lpe.shape)), expect_e, rtol=1e-12, atol=1e-300)
+    assert np.all(np.isfinite(node)) and np.all(np.isfinite(edge))  # q > 0 everywhere
+
+    # the junction-tree entropy of the mixed marginals: edges minus the inner nodes
+    def h(m):
+        return -np.sum(m * np.log(m))
+
+    expect_h = sum(h(e) for e in expect_e) - sum(h(n) for n in expect_n[1:-1])
+    assert entropy == pytest.approx(expect_h, rel=1e-12)
+
+
+def joint_marginals(p, ys, T, K):
+    """Node (T, K) and edge (T - 1, K, K) marginals of a joint p over the rows of ys."""
+    node, edge = np.zeros((T, K)), np.zeros((T - 1, K, K))
+    for y, py in zip(ys, p, strict=True):
+        node[np.arange(T), y] += py
+        for t in range(T - 1):
+            edge[t, y[t], y[t + 1]] += py
+    return node, edge
 
 
 @pytest.mark.parametrize("T,K,gamma", [(1, 3, 0.3), (2, 2, 0.7), (4, 3, 0.45), (4, 2, 1.0)])
