@@ -32,7 +32,8 @@ import data_loaders
 from crfsdca.features import FeatureMap
 from crfsdca.kernels.batch import set_threads
 from crfsdca.problem import Problem
-from crfsdca.solvers.sdca import SDCA, SDCAConfig, _Runner
+from crfsdca.solvers.local import LocalSDCA
+from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from bench_oracle import crfsuite_items, train_crfsuite  # noqa: E402
@@ -66,7 +67,7 @@ def crfsuite_iterations(items, labels, c2: float, iterations: int) -> list[float
     return run.wall[1:]
 
 
-def sdca_epochs(runner: _Runner, epochs: int) -> list[float]:
+def sdca_epochs(runner: LocalSDCA, epochs: int) -> list[float]:
     """Wall seconds of the next ``epochs`` epochs of the run (evaluation every epoch)."""
     out = []
     for _ in range(epochs):
@@ -100,7 +101,7 @@ def main() -> None:
     )
 
     cfg = SDCAConfig(sampling="gap", non_uniformity=0.8, eval_every=1.0, tol=0.0, seed=args.seed)
-    runner = _Runner(problem, cfg, SDCA(cfg).initial_state(problem))
+    runner = LocalSDCA(problem, cfg, SDCA(cfg).initial_state(problem))
     warm = sdca_epochs(runner, args.warm_epochs)  # includes the first compilation, if any
     print(f"SDCA warm-up: {args.warm_epochs} epochs in {sum(warm):.1f} s")
 

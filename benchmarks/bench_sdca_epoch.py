@@ -27,7 +27,8 @@ from crfsdca.features import FeatureMap
 from crfsdca.kernels import sdca as kernels
 from crfsdca.kernels import sdca_epoch
 from crfsdca.problem import Problem
-from crfsdca.solvers.sdca import SDCA, SDCAConfig, _Runner
+from crfsdca.solvers.local import LocalSDCA
+from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
 
 def cpu(fn, repeats: int = 1) -> float:
@@ -47,7 +48,7 @@ def epochs(
     phase, its share of the epoch's cycles (oracle, block gap, line search, and the rest: primal
     direction, update, sampling)."""
     state = copy.deepcopy(base)
-    runner = _Runner(problem, config, state)
+    runner = LocalSDCA(problem, config, state)
     n = problem.n_sequences
     times, evaluations, predictor = [], [], []
     shares: dict[str, list] = {name: [] for name in [*PHASES, "rest"]}

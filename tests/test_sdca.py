@@ -9,7 +9,8 @@ from crfsdca.dual import smoothed_empirical, weights_from_dual
 from crfsdca.kernels import sdca_epoch
 from crfsdca.monitor import Monitor
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
-from crfsdca.solvers.sdca import SDCA, SDCAConfig, _Runner
+from crfsdca.solvers.local import LocalSDCA
+from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
 
 def dual_value(problem, state):
@@ -20,7 +21,7 @@ def dual_value(problem, state):
 def runner_for(problem, **cfg):
     config = SDCAConfig(**cfg)
     state = SDCA(config).initial_state(problem)
-    return _Runner(problem, config, state), state
+    return LocalSDCA(problem, config, state), state
 
 
 def run_indices(runner, indices, tol=-1.0):

@@ -35,7 +35,8 @@ from crfsdca.features import FeatureMap
 from crfsdca.model import CRF
 from crfsdca.oracle import Oracle
 from crfsdca.sequences import SequenceData
-from crfsdca.solvers.sdca import SDCA, SDCAConfig, _Runner
+from crfsdca.solvers.local import LocalSDCA
+from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
 SOLVERS = ("sdca", "lbfgs")
 FLOOR = 1e-13  # absolute floor of the log-marginal comparison, relative to the potentials
@@ -302,7 +303,7 @@ def test_sdca_epoch_kernel_names_epoch_and_sequence():
     config = SDCAConfig(sampling="uniform")
     state = SDCA(config).initial_state(problem)
     state.dual.weights[:] = np.nan
-    runner = _Runner(problem, config, state)
+    runner = LocalSDCA(problem, config, state)
     pattern = r"non-finite values in SDCA at epoch 0, sequence \d+; attributes with huge values\?"
     with pytest.raises(FloatingPointError, match=pattern):
         runner.run_until_eval()

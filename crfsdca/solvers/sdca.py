@@ -13,28 +13,20 @@ replaced by the exact values and the run continues.
 
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from crfsdca.dual import DualState, dual_state_bytes, smoothed_empirical
-from crfsdca.kernels import sdca_epoch
 from crfsdca.problem import Problem
-from crfsdca.radii import importance_weights
-from crfsdca.samplers import SCHEMES, TreeSampler, check_scheme
+from crfsdca.samplers import SCHEMES, check_scheme
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
 from crfsdca.solvers.loop import run_loop
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
-
-
-LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
-# trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
-PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,14 +120,7 @@ class SDCA:
     ) -> SolverResult:
         """Run SDCA from ``state`` (or the smoothed empirical initialisation)."""
         state = state or self.initial_state(problem)
-        return run_loop(self, _Runner(problem, self.config, state), monitor)
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    """A flat view (never a copy: the kernels update the dual state in place)."""
-    if not a.flags.c_contiguous:
-        raise ValueError("the dual state arrays must be C-contiguous")
-    return a.reshape(-1)
+        return run_loop(self, LocalSDCA(problem, self.config, state), monitor)
 
 
 def _check_memory(need: int) -> None:
@@ -158,137 +143,3 @@ def _available_memory() -> int | None:
     except OSError:
         return None
     return None
-
-
-class _Runner:
-    """The per-run arrays handed to the epoch kernel, and the bookkeeping around it."""
-
-    def __init__(self, problem: Problem, cfg: SDCAConfig, state: SDCAState) -> None:
-        self.problem, self.cfg, self.state = problem, cfg, state
-        self.rng = np.random.default_rng()
-        self.rng.bit_generator.state = state.rng_state
-        data, fm = problem.train, problem.feature_map
-        self.n = data.n_sequences
-        self.layout = sdca_epoch.sequence_layout(data)
-        importance = None
-        if cfg.sampling.replace("_", "-") in ("importance", "gap-importance"):
-            importance = importance_weights(problem)
-        self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
-        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-        self.workspace = sdca_epoch.make_workspace(data.max_length, fm.n_labels, self.layout)
-        self.counters = dict(
-            state.counters
-            or {
-                "newton_iterations": 0.0,
-                "line_searches": 0.0,
-                "line_search_failures": 0.0,
-                "exact_passes": 0.0,
-            }
-        )
-        for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
-            self.counters.setdefault(key, 0.0)
-        self.certified = False
-        self._epochs_done = state.oracle_calls / self.n
-
-    def params(self, stop_gap: float) -> tuple:
-        cfg = self.cfg
-        lam_n = self.problem.regularization * self.n
-        step = cfg.fixed_step if cfg.fixed_step > 0 else -1.0
-        return (
-            lam_n,
-            1.0,
-            cfg.line_search_tol,
-            cfg.max_newton_iterations,
-            step,
-            float(cfg.non_uniformity),
-            float(stop_gap),
-            LINE_SEARCH_STARTS.index(cfg.line_search_start),
-        )
-
-    @property
-    def weights(self) -> np.ndarray:
-        return self.state.dual.weights
-
-    def run_until_eval(self) -> bool:
-        """Run steps up to the next evaluation point; returns True after an exact gap pass."""
-        cfg, st = self.cfg, self.state
-        steps = max(1, int(round(cfg.eval_every * self.n)))
-        steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls)
-        steps = max(steps, 1)
-        self.sampler.rebuild(st.dual.gap_estimates)  # fresh sums: a resumed run draws the same
-        draws = self.rng.random((steps, 2))
-        st.rng_state = self.rng.bit_generator.state
-        start = time.perf_counter()
-        done, status, stats = sdca_epoch.run_steps(self.kernel_args(draws, cfg.tol))
-        elapsed = time.perf_counter() - start
-        self._check_status(status)
-        st.oracle_calls += done
-        st.updates += done
-        self.counters["newton_iterations"] += stats[0]
-        self.counters["line_searches"] += stats[1]
-        self.counters["line_search_failures"] += stats[2]
-        self.counters["predictor_evaluations"] += stats[7]
-        # wall time of the steps, split by the kernel's cycle counts (timing, not state)
-        self.counters["step_seconds"] += elapsed
-        if stats[4] > 0:
-            for key, k in PHASE_SECONDS.items():
-                self.counters[key] += elapsed * min(stats[k] / stats[4], 1.0)
-        epoch = st.oracle_calls / self.n
-        refresh = (
-            cfg.refresh_every > 0
-            and int(epoch) // cfg.refresh_every > int(self._epochs_done) // cfg.refresh_every
-        )
-        self._epochs_done = epoch
-        if done < steps or refresh:
-            with_tol = done < steps
-            self.exact_pass(check=with_tol)
-            return True
-        return False
-
-    def kernel_args(self, draws: np.ndarray, stop_gap: float) -> tuple:
-        d = self.state.dual
-        return (
-            self.layout,
-            (_flat(d.log_node), _flat(d.log_edge), d.entropies, d.gap_estimates, d.step_sizes),
-            d.weights,
-            (self.sampler.code, self.sampler.tree, self.sampler.multipliers),
-            self.dims,
-            self.params(stop_gap),
-            draws,
-            self.workspace,
-        )
-
-    def exact_pass(self, check: bool) -> None:
-        """Recompute every g_i exactly (n oracle calls) and rebuild the sampler."""
-        d = self.state.dual
-        gaps = sdca_epoch.exact_gaps(self.layout, (d.log_node, d.log_edge), d.weights, self.dims)
-        self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
-        d.gap_estimates[:] = gaps
-        self.sampler.rebuild(gaps)
-        self.state.oracle_calls += self.n
-        self.counters["exact_passes"] += 1
-        if check and gaps.mean() <= self.cfg.tol:
-            self.certified = True
-
-    def _check_status(self, status: int) -> None:
-        if status != 0:
-            epoch = self.state.oracle_calls / self.n
-            where = f"sequence {status - 1}" if status > 0 else "the exact gap pass"
-            raise FloatingPointError(
-                f"non-finite values in SDCA at epoch {epoch:.3g}, {where}; attributes with huge"
-                " values? scale dense features"
-            )
-
-    def report(self, monitor: Monitor) -> dict[str, Any]:
-        d, st = self.state.dual, self.state
-        lam = self.problem.regularization
-        wsq = float(d.weights @ d.weights)
-        dual = float(d.entropies.sum()) / self.n - 0.5 * lam * wsq
-        extra = {k: float(v) for k, v in self.counters.items()}
-        return {
-            "oracle_calls": st.oracle_calls,
-            "updates": st.updates,
-            "dual": dual,
-            "gap_estimate": float(d.gap_estimates.mean()),
-            "extra": extra,
-        }

@@ -1,0 +1,242 @@
+"""The SDCA local step: one shard's dual state, gap estimates and RNG, and its steps.
+
+:class:`LocalSDCA` is the only implementation of the SDCA step in Python. Serial SDCA is one
+shard holding every sequence with ``scale = 1`` (``SDCA.solve`` runs it through the shared
+evaluation loop); a DisDCA partition is a shard with ``scale = P``, the number of partitions
+whose updates are summed (Yang 2013, practical variant; ``docs/sdca.md`` section 11).
+
+A shard's :class:`~crfsdca.problem.Problem` holds its own sequences, with the regularization
+rescaled so that ``regularization * n_shard`` is the *global* lambda n (:func:`shard_problem`):
+then ``w_hat`` of the shard's marginals is exactly its contribution to the global
+``w = (1 / (lambda n)) sum_i [F(x_i, y_i) - E_mu_i F]``, and the kernels' line search uses the
+global lambda n. The kernel's own stop test (running gap estimate <= tol) only makes sense on
+the whole data set: serial SDCA uses it, partitions never do (the driver decides).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.dual import weights_from_dual
+from crfsdca.kernels import sdca_epoch
+from crfsdca.problem import Problem
+from crfsdca.radii import importance_weights
+from crfsdca.samplers import TreeSampler
+
+if TYPE_CHECKING:
+    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.sdca import SDCAConfig, SDCAState
+
+LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
+# trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
+PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
+COUNTERS = ("newton_iterations", "line_searches", "line_search_failures", "exact_passes")
+VARIANTS = ("practical", "naive", "unscaled")
+
+
+def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Problem:
+    """The sequences at ``indices`` as a problem of their own with the global lambda n."""
+    train = problem.train.subset(indices)
+    lam_n = problem.regularization * problem.n_sequences
+    return Problem(
+        train=train,
+        feature_map=problem.feature_map,
+        regularization=lam_n / train.n_sequences,
+        name=problem.name,
+    )
+
+
+class LocalSDCA:
+    """SDCA steps on one shard (see the module docstring)."""
+
+    def __init__(
+        self, problem: Problem, cfg: SDCAConfig, state: SDCAState, *, scale: float = 1.0
+    ) -> None:
+        if not scale >= 1.0:
+            raise ValueError(f"scale must be >= 1 (the number of partitions); got {scale}")
+        self.problem, self.cfg, self.state, self.scale = problem, cfg, state, float(scale)
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = state.rng_state
+        data, fm = problem.train, problem.feature_map
+        self.n = data.n_sequences
+        self.lam_n = problem.regularization * self.n  # the global lambda n (see shard_problem)
+        self.layout = sdca_epoch.sequence_layout(data)
+        importance = None
+        if cfg.sampling.replace("_", "-") in ("importance", "gap-importance"):
+            importance = importance_weights(problem)
+        self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
+        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
+        self.workspace = sdca_epoch.make_workspace(data.max_length, fm.n_labels, self.layout)
+        self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
+        for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
+            self.counters.setdefault(key, 0.0)
+        self.certified = False
+        self._epochs_done = state.oracle_calls / self.n
+
+    @property
+    def weights(self) -> NDArray[np.float64]:
+        return self.state.dual.weights
+
+    def params(self, stop_gap: float, scale: float | None = None) -> tuple:
+        cfg = self.cfg
+        step = cfg.fixed_step if cfg.fixed_step > 0 else -1.0
+        return (
+            self.lam_n,
+            self.scale if scale is None else float(scale),
+            cfg.line_search_tol,
+            cfg.max_newton_iterations,
+            step,
+            float(cfg.non_uniformity),
+            float(stop_gap),
+            LINE_SEARCH_STARTS.index(cfg.line_search_start),
+        )
+
+    def kernel_args(self, draws: np.ndarray, stop_gap: float, scale: float | None = None) -> tuple:
+        d = self.state.dual
+        return (
+            self.layout,
+            (_flat(d.log_node), _flat(d.log_edge), d.entropies, d.gap_estimates, d.step_sizes),
+            d.weights,
+            (self.sampler.code, self.sampler.tree, self.sampler.multipliers),
+            self.dims,
+            self.params(stop_gap, scale),
+            draws,
+            self.workspace,
+        )
+
+    # -- steps -------------------------------------------------------------------------------
+    def run_steps(self, n_steps: int, stop_gap: float = -1.0, scale: float | None = None) -> int:
+        """Draw and run ``n_steps`` steps on ``state.dual.weights`` (fewer when the running gap
+        estimate falls to ``stop_gap``); returns the number of steps run."""
+        st = self.state
+        self.sampler.rebuild(st.dual.gap_estimates)  # fresh sums: a resumed run draws the same
+        draws = self.rng.random((n_steps, 2))
+        st.rng_state = self.rng.bit_generator.state
+        start = time.perf_counter()
+        done, status, stats = sdca_epoch.run_steps(self.kernel_args(draws, stop_gap, scale))
+        elapsed = time.perf_counter() - start
+        self._check_status(status)
+        st.oracle_calls += done
+        st.updates += done
+        self.counters["newton_iterations"] += stats[0]
+        self.counters["line_searches"] += stats[1]
+        self.counters["line_search_failures"] += stats[2]
+        self.counters["predictor_evaluations"] += stats[7]
+        # wall time of the steps, split by the kernel's cycle counts (timing, not state)
+        self.counters["step_seconds"] += elapsed
+        if stats[4] > 0:
+            for key, k in PHASE_SECONDS.items():
+                self.counters[key] += elapsed * min(stats[k] / stats[4], 1.0)
+        return done
+
+    def run_until_eval(self) -> bool:
+        """Serial SDCA: steps up to the next evaluation point; True after an exact gap pass."""
+        cfg, st = self.cfg, self.state
+        steps = max(1, int(round(cfg.eval_every * self.n)))
+        steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls)
+        steps = max(steps, 1)
+        done = self.run_steps(steps, stop_gap=cfg.tol)
+        epoch = st.oracle_calls / self.n
+        refresh = (
+            cfg.refresh_every > 0
+            and int(epoch) // cfg.refresh_every > int(self._epochs_done) // cfg.refresh_every
+        )
+        self._epochs_done = epoch
+        if done < steps or refresh:
+            self.exact_pass(check=done < steps)
+            return True
+        return False
+
+    def local_round(
+        self, w: NDArray[np.float64], n_steps: int, variant: str = "practical"
+    ) -> NDArray[np.float64]:
+        """DisDCA: ``n_steps`` steps from the global ``w``; returns this shard's Delta w.
+
+        ``practical``: the steps move a local copy u of w with the scale P, and Delta w =
+        (u - w) / P. ``naive``: every step starts from w itself with the scale m P (Yang 2013,
+        eq. 6). ``unscaled``: a local copy with scale 1, Delta w = u - w (plain summing, which
+        can overshoot). In every variant Delta w is the change of this shard's w_hat(mu), so
+        the driver's sum keeps w = w_hat(mu). ``w`` itself is never written.
+        """
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+        d = self.state.dual
+        if variant != "naive":
+            d.weights = np.array(w, dtype=np.float64, copy=True)
+            scale = self.scale if variant == "practical" else 1.0
+            self.run_steps(n_steps, scale=scale)
+            return (d.weights - w) / scale
+        scale, delta = n_steps * self.scale, np.zeros_like(w)
+        for _ in range(n_steps):
+            d.weights = np.array(w, dtype=np.float64, copy=True)
+            self.run_steps(1, scale=scale)
+            delta += (d.weights - w) / scale
+        return delta
+
+    def exact_pass(self, check: bool) -> None:
+        """Recompute every g_i exactly (n oracle calls) and rebuild the sampler."""
+        d = self.state.dual
+        gaps = sdca_epoch.exact_gaps(self.layout, (d.log_node, d.log_edge), d.weights, self.dims)
+        self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
+        d.gap_estimates[:] = gaps
+        self.sampler.rebuild(gaps)
+        self.state.oracle_calls += self.n
+        self.counters["exact_passes"] += 1
+        if check and gaps.mean() <= self.cfg.tol:
+            self.certified = True
+
+    def _check_status(self, status: int) -> None:
+        if status != 0:
+            epoch = self.state.oracle_calls / self.n
+            where = f"sequence {status - 1}" if status > 0 else "the exact gap pass"
+            raise FloatingPointError(
+                f"non-finite values in SDCA at epoch {epoch:.3g}, {where}; attributes with huge"
+                " values? scale dense features"
+            )
+
+    # -- reports -----------------------------------------------------------------------------
+    def report(self, monitor: Monitor | None = None) -> dict[str, Any]:
+        """Counters and the dual D(mu) for the monitor (serial: w is w_hat(mu))."""
+        d, st = self.state.dual, self.state
+        lam = self.problem.regularization
+        wsq = float(d.weights @ d.weights)
+        dual = float(d.entropies.sum()) / self.n - 0.5 * lam * wsq
+        return {
+            "oracle_calls": st.oracle_calls,
+            "updates": st.updates,
+            "dual": dual,
+            "gap_estimate": float(d.gap_estimates.mean()),
+            "extra": {k: float(v) for k, v in self.counters.items()},
+        }
+
+    def objective_terms(self, w: NDArray[np.float64]) -> dict[str, float]:
+        """Shard sums at the global w: sum_i loss_i(w), sum_i H~(mu_i), sum_i g_i (estimates).
+
+        With w = w_hat(mu): P(w) = lambda/2 |w|^2 + L / n, D(mu) = H / n - lambda/2 |w|^2.
+        """
+        oracle = self.problem.oracle
+        loss = float(oracle.log_partitions(w).sum() - w @ oracle.gold_features())
+        d = self.state.dual
+        return {
+            "loss": loss,
+            "entropy": float(d.entropies.sum()),
+            "gap_estimate": float(d.gap_estimates.sum()),
+            "n": float(self.n),
+        }
+
+    def primal_contribution(self) -> NDArray[np.float64]:
+        """(1 / (lambda n)) sum_{i in shard} [F(x_i, y_i) - E_mu_i F] (global lambda n)."""
+        d = self.state.dual
+        return weights_from_dual(self.problem, d.log_node, d.log_edge)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """A flat view (never a copy: the kernels update the dual state in place)."""
+    if not a.flags.c_contiguous:
+        raise ValueError("the dual state arrays must be C-contiguous")
+    return a.reshape(-1)

@@ -1,0 +1,187 @@
+"""Distributed SDCA (practical DisDCA) on a real Dask cluster started by the tests.
+
+The session fixture starts a LocalCluster of two worker processes on 127.0.0.1; every test has
+a timeout and every wait inside ``fit`` one too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _synthetic import random_problem
+
+from crfsdca.distributed import DatasetShard, WorkerLostError, fit, simulate
+from crfsdca.monitor import Monitor
+from crfsdca.solvers.sdca import SDCA, SDCAConfig
+
+distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.timeout(300)
+
+DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
+needs_conll = pytest.mark.skipif(
+    not DATA_DIR or not Path(DATA_DIR, "conll2000", "train.txt.gz").exists(),
+    reason="needs CRFSDCA_DATA_DIR with conll2000",
+)
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    simulate(random_problem(seed=0, n=4), 1, local_updates=2, max_rounds=1)  # warm numba
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            memory_limit="4GiB",
+        ) as cluster,
+        distributed.Client(cluster, direct_to_workers=True) as client,
+    ):
+        yield client
+
+
+def problem_for_tests(n=24, seed=3):
+    return random_problem(seed=seed, n=n, max_T=6, K=3, A=8)
+
+
+def records(result):
+    return [(r.oracle_calls, r.updates, r.primal, r.dual, r.gap) for r in result.trace.records]
+
+
+def test_one_partition_is_serial_sdca_with_the_same_draws():
+    problem = problem_for_tests()
+    n = problem.n_sequences
+    local = simulate(problem, 1, local_updates=n, max_rounds=5, tol=0.0, seed=7)
+    config = SDCAConfig(tol=0.0, max_epochs=5, seed=7)
+    state = SDCA(config).initial_state(problem)
+    state.rng_state = np.random.default_rng(
+        np.random.SeedSequence(7).spawn(1)[0]
+    ).bit_generator.state
+    serial = SDCA(config).solve(problem, Monitor(problem, "sdca", config), state)
+    np.testing.assert_allclose(local.weights, serial.weights, rtol=1e-12, atol=1e-14)
+    assert local.trace.records[-1].oracle_calls == serial.trace.records[-1].oracle_calls == 5 * n
+    assert local.trace.records[-1].gap == pytest.approx(serial.trace.records[-1].gap, rel=1e-9)
+
+
+def test_w_stays_the_sum_of_the_partitions_contributions():
+    problem = problem_for_tests()
+    result = simulate(problem, 3, local_updates=5, max_rounds=30, tol=0.0, keep_partitions=True)
+    total = np.add.reduce([p.primal_contribution() for p in result.partitions])
+    assert np.max(np.abs(result.weights - total)) < 1e-12
+    gaps = [r.gap for r in result.trace.records]
+    assert gaps[-1] < gaps[0] / 10 and min(gaps) >= -1e-12
+
+
+def test_practical_dual_never_decreases_and_beats_naive():
+    """DisDCA's practical variant (scale P on a local copy) is safe: the dual rises every round.
+    The naive variant (every step from the round's w, scale m P) needs more rounds."""
+    problem = problem_for_tests(n=40, seed=8)
+    opts = {"local_updates": 10, "max_rounds": 400, "tol": 1e-4, "seed": 2}
+    practical = simulate(problem, 2, **opts)
+    naive = simulate(problem, 2, variant="naive", **opts)
+    duals = [r.dual for r in practical.trace.records]
+    assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False))
+    assert practical.stop_reason == "tol"
+    assert naive.stop_reason != "tol" or naive.rounds > practical.rounds
+    print(f"rounds to gap 1e-4: practical {practical.rounds}, naive {naive.rounds}")
+
+
+def test_unscaled_summing_overshoots():
+    """Summing unscaled local updates (scale 1) is not safe: with every partition taking large
+    steps on its whole shard, the summed step overshoots and the dual falls."""
+    problem = problem_for_tests(n=40, seed=8)
+    unscaled = simulate(problem, 4, local_updates=10, max_rounds=6, tol=0.0, variant="unscaled")
+    duals = [r.dual for r in unscaled.trace.records]
+    assert any(b < a - 1e-9 for a, b in zip(duals, duals[1:], strict=False)), duals
+    practical = simulate(problem, 4, local_updates=10, max_rounds=6, tol=0.0)
+    duals = [r.dual for r in practical.trace.records]
+    assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False))
+
+
+def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client):
+    problem = problem_for_tests()
+    opts = {"local_updates": 7, "max_rounds": 6, "tol": 0.0, "seed": 4}
+    remote = fit(problem, dask_client, 2, round_timeout=60, **opts)
+    local = simulate(problem, 2, **opts)
+    np.testing.assert_array_equal(remote.weights, local.weights)
+    assert records(remote) == records(local)
+    assert {i["pid"] for i in remote.info} != {os.getpid()}  # the work ran in the workers
+
+
+@needs_conll
+def test_exact_gap_falls_on_a_conll_slice(dask_client):
+    spec = DatasetShard("conll2000", 0, 1, data_dir=DATA_DIR, max_sequences=300)
+    result = fit(spec, dask_client, 2, local_updates=150, max_rounds=8, tol=0.0, round_timeout=120)
+    gaps = [r.gap for r in result.trace.records]
+    assert result.rounds == 8 and len(gaps) == 9
+    assert gaps[-1] < gaps[1] / 10
+    assert all(g >= -1e-9 for g in gaps)
+
+
+def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tmp_path):
+    problem = problem_for_tests(n=30, seed=5)
+    opts = {"local_updates": 15, "tol": 1e-3, "seed": 1, "round_timeout": 30.0}
+    info = {}
+
+    def kill_partition_1(record):
+        if record.extra["rounds"] == 3:
+            pid = info["pids"][1]
+            os.kill(pid, signal.SIGKILL)
+
+    pids = dask_client.run(os.getpid)
+    workers = sorted(dask_client.scheduler_info()["workers"])
+    info["pids"] = [pids[a] for a in workers]
+    started = time.monotonic()
+    with pytest.raises(WorkerLostError, match="partition 1"):
+        fit(
+            problem,
+            dask_client,
+            2,
+            max_rounds=1000,
+            checkpoint_dir=str(tmp_path),
+            callback=kill_partition_1,
+            **opts,
+        )
+    assert time.monotonic() - started < opts["round_timeout"]
+    dask_client.wait_for_workers(2, timeout=60)
+    resumed = fit(
+        problem, dask_client, 2, max_rounds=1000, checkpoint_dir=str(tmp_path), resume=True, **opts
+    )
+    straight = simulate(
+        problem, 2, max_rounds=1000, **{k: opts[k] for k in opts if k != "round_timeout"}
+    )
+    assert resumed.stop_reason == straight.stop_reason == "tol"
+    assert resumed.trace.records[0].extra["rounds"] == 0  # the saved trace came back
+    p_resumed, p_straight = resumed.trace.records[-1].primal, straight.trace.records[-1].primal
+    assert abs(p_resumed - p_straight) <= 2e-3  # both within tol of the optimum
+
+
+def test_no_worker_processes_are_left_behind():
+    psutil = pytest.importorskip("psutil")
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}  # e.g. the module's cluster
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        assert len(client.scheduler_info()["workers"]) == 2
+        started = {p.pid for p in me.children(recursive=True)} - before
+        assert started  # the workers were processes of their own
+    deadline = time.monotonic() + 30
+    left = started
+    while left and time.monotonic() < deadline:
+        left = {p.pid for p in me.children(recursive=True)} & started
+        time.sleep(0.2)
+    assert not left
