@@ -7,6 +7,7 @@ pycrfsuite.Trainer (CRFsuite's C writer) are imported and must tag as pycrfsuite
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 
@@ -439,3 +440,18 @@ def test_conll2000_attribute_file_model_tags_identically_in_crfsuite(tmp_path):
     imported = import_crfsuite(trained)
     expected = _crfsuite_tags(trained, _items(test_corpus, bias=False))
     assert len(set(expected)) > 10 and _crfsdca_tags(imported, test_corpus) == expected
+
+
+def test_imported_model_evaluates_crfsuite_attribute_files(tmp_path):
+    trained = tmp_path / "m.crfsuite"
+    _pycrfsuite_model(trained, _random_corpus(11, n_sequences=200))
+    assert run("import-crfsuite", trained, tmp_path / "m.npz").exit_code == 0
+    test = _random_corpus(12, n_sequences=100)
+    test.attributes = [[[p for p in item if p[0]] for item in seq] for seq in test.attributes]
+    write_crfsuite(tmp_path / "test.txt", test)
+    result = run("evaluate", tmp_path / "m.npz", tmp_path / "test.txt", "--json")
+    assert result.exit_code == 0, result.output
+    tags = _crfsuite_tags(trained, _items(read_crfsuite(tmp_path / "test.txt"), bias=False))
+    gold = [label for seq in test.labels for label in seq]
+    accuracy = np.mean([a == b for a, b in zip(tags, gold, strict=True)])
+    assert json.loads(result.stdout)["token_accuracy"] == pytest.approx(accuracy, abs=1e-12)
