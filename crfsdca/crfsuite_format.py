@@ -233,7 +233,7 @@ def _references(begin: int, tag: bytes, counts: NDArray[np.int64], first_fid: in
     ``counts[r]`` feature ids, counting from ``first_fid``."""
     n, total = counts.size, int(counts.sum())
     # item r's list starts at word r + (features of the items before r) after the offset table
-    starts = np.arange(n) + np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    starts = np.arange(n) + np.cumsum(counts) - counts
     words = np.empty(n + total, "<u4")
     is_count = np.zeros(n + total, bool)
     is_count[starts] = True
@@ -312,7 +312,7 @@ def read_crfsuite_model(path: str | os.PathLike) -> CRFsuiteModel:
         buffer = f.read()
     try:
         return parse_crfsuite_model(buffer)
-    except (CQDBError, _Malformed) as err:
+    except _Malformed as err:
         raise ModelFormatError(f"{path}: {err}") from err
 
 
@@ -338,18 +338,16 @@ def parse_crfsuite_model(buffer: bytes) -> CRFsuiteModel:
     off_features, off_labels, off_attrs, off_labelrefs, off_attrrefs = offsets
     if n_labels < 1:
         raise _Malformed("the model has no labels")
-    try:
-        labels = read_cqdb(_chunk(buffer, off_labels, "labels"), n_labels)
-        attributes = read_cqdb(_chunk(buffer, off_attrs, "attributes"), n_attrs)
-    except CQDBError as err:
-        raise _Malformed(f"label or attribute dictionary: {err}") from err
+    labels = _dictionary(buffer, off_labels, n_labels, "labels")
+    attributes = _dictionary(buffer, off_attrs, n_attrs, "attributes")
     features = _features(buffer, off_features)
+    words = np.frombuffer(buffer, "<u4", len(buffer) // 4).astype(np.int64)
     state = np.zeros((n_attrs, n_labels), FLOAT)
-    owner, fids = _reference_lists(buffer, off_attrrefs, b"AFRF", n_attrs, features.size)
+    owner, fids = _reference_lists(words, off_attrrefs, b"AFRF", n_attrs, features.size)
     _check_features(features[fids], owner, STATE, n_labels, "state")
     np.add.at(state, (owner, features["dst"][fids]), features["weight"][fids])
     transition = np.zeros((n_labels, n_labels), FLOAT)
-    owner, fids = _reference_lists(buffer, off_labelrefs, b"LFRF", n_labels, features.size)
+    owner, fids = _reference_lists(words, off_labelrefs, b"LFRF", n_labels, features.size)
     _check_features(features[fids], owner, TRANSITION, n_labels, "transition")
     transition[owner, features["dst"][fids]] = features["weight"][fids]
     if not (np.all(np.isfinite(state)) and np.all(np.isfinite(transition))):
@@ -357,10 +355,17 @@ def parse_crfsuite_model(buffer: bytes) -> CRFsuiteModel:
     return CRFsuiteModel(tuple(labels), tuple(attributes), state, transition)
 
 
-def _chunk(buffer: memoryview, offset: int, what: str) -> memoryview:
+def _dictionary(buffer: memoryview, offset: int, n: int, what: str) -> list[str]:
+    """The ``n`` strings of the CQDB chunk at ``offset``, checked to be distinct."""
     if not _HEADER.size <= offset < len(buffer):
         raise _Malformed(f"{what} chunk offset {offset} is outside the file ({len(buffer)} bytes)")
-    return buffer[offset:]
+    try:
+        strings = read_cqdb(buffer[offset:], n)
+    except CQDBError as err:
+        raise _Malformed(f"{what} dictionary: {err}") from err
+    if len(set(strings)) != n:
+        raise _Malformed(f"{what} dictionary holds a name twice (corrupted)")
+    return strings
 
 
 def _chunk_header(buffer: memoryview, offset: int, tag: bytes) -> tuple[int, int]:
@@ -381,17 +386,22 @@ def _features(buffer: memoryview, offset: int) -> NDArray[Any]:
 
 
 def _reference_lists(
-    buffer: memoryview, offset: int, tag: bytes, n: int, n_features: int
+    words: NDArray[np.int64], offset: int, tag: bytes, n: int, n_features: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(owner item, feature id) of every reference of an ``LFRF``/``AFRF`` chunk."""
-    _, count = _chunk_header(buffer, offset, tag)
+    """(owner item, feature id) of every reference of an ``LFRF``/``AFRF`` chunk; ``words``
+    is the file as little-endian uint32."""
     name = tag.decode()
-    table = offset + _CHUNK.size
-    if count < n or table + 4 * n > len(buffer):
-        raise _Malformed(f"{name} chunk cannot hold {n} reference lists (truncated?)")
     if offset % 4:
         raise _Malformed(f"{name} chunk at offset {offset} is not 4-byte aligned")
-    words = np.frombuffer(buffer, "<u4", len(buffer) // 4).astype(np.int64)
+    if not _HEADER.size <= offset <= 4 * words.size - _CHUNK.size:
+        raise _Malformed(f"{name} chunk offset {offset} is outside the file (truncated?)")
+    found = words[offset // 4].astype("<u4").tobytes()
+    if found != tag:
+        raise _Malformed(f"expected a {name} chunk at offset {offset}, got {found!r}")
+    count = int(words[offset // 4 + 2])
+    table = offset + _CHUNK.size
+    if count < n or table + 4 * n > 4 * words.size:
+        raise _Malformed(f"{name} chunk cannot hold {n} reference lists (truncated?)")
     starts = words[table // 4 : table // 4 + n]
     if np.any(starts % 4) or np.any(starts < table) or np.any(starts >= 4 * words.size):
         raise _Malformed(f"{name} chunk has a list offset outside the file or misaligned")
@@ -400,8 +410,8 @@ def _reference_lists(
     if np.any(ends > words.size):
         raise _Malformed(f"{name} chunk has a list running past the end of the file (truncated)")
     owner = np.repeat(np.arange(n), counts)
-    first = np.repeat(starts // 4 + 1 - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    fids = words[first + np.arange(owner.size)] if owner.size else np.zeros(0, np.int64)
+    first = np.repeat(starts // 4 + 1 - (np.cumsum(counts) - counts), counts)
+    fids = words[first + np.arange(owner.size)]
     if np.any(fids >= n_features):
         raise _Malformed(f"{name} chunk refers to a feature id >= {n_features}, the feature count")
     return owner, fids

@@ -340,6 +340,43 @@ def test_corrupted_file_is_refused(tmp_path, offset, value, match):
         read_crfsuite_model(bad)
 
 
+def test_random_corruption_gives_a_model_or_a_model_format_error(tmp_path):
+    """Seeded byte flips anywhere in the file: parsed, or refused with ModelFormatError."""
+    good = _exported_bytes(tmp_path)
+    rng = np.random.default_rng(13)
+    bad = tmp_path / "bad.crfsuite"
+    outcomes = {"parsed": 0, "refused": 0}
+    for _ in range(400):
+        data = bytearray(good)
+        for position in rng.integers(0, len(data), size=int(rng.integers(1, 4))):
+            data[position] = int(rng.integers(0, 256))
+        bad.write_bytes(bytes(data))
+        try:
+            read_crfsuite_model(bad)
+            outcomes["parsed"] += 1
+        except ModelFormatError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0 and outcomes["parsed"] > 0
+
+
+def test_model_without_attributes_and_without_encoder(tmp_path):
+    model = CRF(n_bias_rows=3)
+    fm = FeatureMap(0, 2, 3)
+    w = np.random.default_rng(14).normal(size=fm.n_features)
+    model.weights_, model.feature_map_, model.label_names_ = w, fm, ("a", "b")
+    export_crfsuite(model, tmp_path / "m.crfsuite")
+    back = import_crfsuite(tmp_path / "m.crfsuite")
+    assert back.feature_map_ == fm and np.array_equal(back.weights_, w)
+    corpus = AttributeCorpus(attributes=[[[]] * 5, [[]]], labels=[["a"] * 5, ["b"]])
+    assert _crfsuite_tags(tmp_path / "m.crfsuite", _items(corpus, True)) == _crfsdca_tags(
+        back, corpus
+    )
+    # without an encoder, attributes are named by their ids
+    model.feature_map_ = FeatureMap(3, 2, 0)
+    model.weights_ = np.arange(model.feature_map_.n_features, dtype=float)
+    assert attribute_names(model) == ["0", "1", "2"]
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
