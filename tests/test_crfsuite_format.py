@@ -30,7 +30,13 @@ from crfsdca.crfsuite_format import (  # noqa: E402
 )
 from crfsdca.errors import ModelFormatError  # noqa: E402
 from crfsdca.features import FeatureMap  # noqa: E402
-from crfsdca.io import AttributeCorpus, TokenCorpus, read_crfsuite, write_crfsuite  # noqa: E402
+from crfsdca.io import (  # noqa: E402
+    AttributeCorpus,
+    TokenCorpus,
+    read_conll,
+    read_crfsuite,
+    write_crfsuite,
+)
 from crfsdca.model import CRF  # noqa: E402
 
 NAMES = ["w[0]=the", "w[0]=ünïcode", "pos[0]=NN", "a b", "x:y", "", "__BOS__", "suf=ing"]
@@ -397,6 +403,27 @@ def test_cli_export_then_import(tmp_path):
     assert np.array_equal(back.weights_, model.weights_)
 
 
+def test_cli_train_export_tag(tmp_path):
+    """A template model trained by the CLI, exported, tags its training file as crfsdca does."""
+    sentences = [
+        [("The", "DT", "B-NP"), ("cat", "NN", "I-NP"), ("sat", "VBD", "B-VP"), (".", ".", "O")],
+        [("A", "DT", "B-NP"), ("dog", "NN", "I-NP"), ("ran", "VBD", "B-VP")],
+        [("Dogs", "NNS", "B-NP"), ("bark", "VBP", "B-VP"), (".", ".", "O")],
+    ]
+    text = "\n\n".join("\n".join(" ".join(tok) for tok in s) for s in sentences * 4) + "\n"
+    (tmp_path / "train.txt").write_text(text)
+    args = ["--format", "conll", "--template", "crfsuite-chunking", "--bias", "--epochs", "5"]
+    result = run("train", tmp_path / "train.txt", *args, "-q", "--model", tmp_path / "m.npz")
+    assert result.exit_code == 0, result.output
+    assert run("export", tmp_path / "m.npz", tmp_path / "m.crfsuite").exit_code == 0
+    model = CRF.load(str(tmp_path / "m.npz"))
+    encoder = encoder_from_dict(model.encoder)
+    data = encoder.transform(read_conll(tmp_path / "train.txt"))
+    expected = [model.label_names_[k] for k in model.predict(data)]
+    assert _crfsuite_tags(tmp_path / "m.crfsuite", crfsuite_items(model, data)) == expected
+    assert "w[-1]|w[0]=The|cat" in read_crfsuite_model(tmp_path / "m.crfsuite").attributes
+
+
 def test_cli_export_of_a_non_model_fails_in_one_line(tmp_path):
     (tmp_path / "m.npz").write_bytes(b"lCRF not a crfsdca model")
     result = run("export", tmp_path / "m.npz", tmp_path / "m.crfsuite")
@@ -443,6 +470,7 @@ def _fit(train, n_bias_rows, encoder):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::crfsdca.errors.ConvergenceWarning")
 def test_conll2000_template_model_tags_identically_in_crfsuite(tmp_path):
     encoder = make_encoder("conll")  # per-template padding, lowercased words, bias rows
     train = encoder.fit_transform(_conll2000("train").head(N_TRAIN))
@@ -460,6 +488,7 @@ def test_conll2000_template_model_tags_identically_in_crfsuite(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::crfsdca.errors.ConvergenceWarning")
 def test_conll2000_attribute_file_model_tags_identically_in_crfsuite(tmp_path):
     write_crfsuite(tmp_path / "train.txt", _attribute_corpus(_conll2000("train").head(N_TRAIN)))
     write_crfsuite(tmp_path / "test.txt", _attribute_corpus(_conll2000("test")))
