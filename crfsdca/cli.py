@@ -415,7 +415,11 @@ def tag(model_path: str, path: str, verbose: int) -> None:
 @click.argument("out", metavar="OUT.crfsuite")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
 def export(model_path: str, out: str, verbose: int) -> None:
-    """Write MODEL in CRFsuite's binary format (for pycrfsuite.Tagger or crfsuite tag)."""
+    """Write MODEL as a CRFsuite binary model file.
+
+    pycrfsuite.Tagger and crfsuite tag load it; a model with bias rows needs the reserved
+    attributes __crfsdca_bias__, __crfsdca_first__, __crfsdca_last__ on the items (README).
+    """
     with _errors(verbose):
         from crfsdca.crfsuite_format import BIAS_ATTRIBUTES, export_crfsuite
         from crfsdca.model import CRF
@@ -436,7 +440,7 @@ def export(model_path: str, out: str, verbose: int) -> None:
 @click.argument("out", metavar="OUT.npz")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
 def import_crfsuite(crfsuite_path: str, out: str, verbose: int) -> None:
-    """Read a CRFsuite model file into a crfsdca model file (.npz)."""
+    """Convert a CRFsuite model file to a crfsdca model (.npz)."""
     with _errors(verbose):
         from crfsdca.crfsuite_format import import_crfsuite as read_model
 
