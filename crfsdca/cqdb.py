@@ -28,7 +28,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-__all__ = ["BYTEORDER", "CQDBError", "build_cqdb", "hashlittle", "read_cqdb"]
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["BYTEORDER", "CQDBError", "build_cqdb", "hashlittle", "hashlittle_many", "read_cqdb"]
 
 MAGIC = b"CQDB"
 BYTEORDER = 0x62445371
@@ -43,56 +46,64 @@ class CQDBError(ValueError):
     """A CQDB chunk is malformed; the message says what is wrong (no path)."""
 
 
-def _rot(x: int, k: int) -> int:
-    return ((x << k) | (x >> (32 - k))) & _MASK
+def _rot(x: NDArray[np.uint32], k: int) -> NDArray[np.uint32]:
+    return (x << np.uint32(k)) | (x >> np.uint32(32 - k))
 
 
-def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
-    # lookup3 mix(): reversible mixing of three 32-bit words
+def _mix(a: NDArray[np.uint32], b: NDArray[np.uint32], c: NDArray[np.uint32]) -> None:
+    """lookup3 ``mix()``, in place: reversible mixing of three 32-bit words."""
     for shift_a, shift_b, shift_c in ((4, 6, 8), (16, 19, 4)):
-        a = ((a - c) & _MASK) ^ _rot(c, shift_a)
-        c = (c + b) & _MASK
-        b = ((b - a) & _MASK) ^ _rot(a, shift_b)
-        a = (a + c) & _MASK
-        c = ((c - b) & _MASK) ^ _rot(b, shift_c)
-        b = (b + a) & _MASK
-    return a, b, c
+        a -= c
+        a ^= _rot(c, shift_a)
+        c += b
+        b -= a
+        b ^= _rot(a, shift_b)
+        a += c
+        c -= b
+        c ^= _rot(b, shift_c)
+        b += a
 
 
-def _final(a: int, b: int, c: int) -> int:
-    # lookup3 final(): xor then subtract a rotation, seven times, ending in c
-    c = ((c ^ b) - _rot(b, 14)) & _MASK
-    a = ((a ^ c) - _rot(c, 11)) & _MASK
-    b = ((b ^ a) - _rot(a, 25)) & _MASK
-    c = ((c ^ b) - _rot(b, 16)) & _MASK
-    a = ((a ^ c) - _rot(c, 4)) & _MASK
-    b = ((b ^ a) - _rot(a, 14)) & _MASK
-    return ((c ^ b) - _rot(b, 24)) & _MASK
+def _final(a: NDArray[np.uint32], b: NDArray[np.uint32], c: NDArray[np.uint32]) -> None:
+    """lookup3 ``final()``, in place: xor then subtract a rotation, seven times, into c."""
+    for x, y, shift in ((c, b, 14), (a, c, 11), (b, a, 25), (c, b, 16), (a, c, 4), (b, a, 14)):
+        x ^= y
+        x -= _rot(y, shift)
+    c ^= b
+    c -= _rot(b, 24)
+
+
+def hashlittle_many(keys: Sequence[bytes], seed: int = 0) -> NDArray[np.uint32]:
+    """Bob Jenkins' lookup3 ``hashlittle`` of every key, (len(keys),) uint32.
+
+    A key is read as little-endian 32-bit words, 12 bytes (a, b, c) per block: every block but
+    the last is added and mixed, the last (zero-padded, which adds nothing) is added and goes
+    through ``final``; an empty key gives the initial state ``0xdeadbeef + length + seed``.
+    Keys with the same number of blocks are hashed together, one numpy pass per block.
+    """
+    lengths = np.fromiter(map(len, keys), np.int64, len(keys))
+    initial = ((0xDEADBEEF + lengths + seed) & _MASK).astype(np.uint32)
+    out = initial.copy()
+    n_blocks = (lengths + 11) // 12
+    for n in np.unique(n_blocks[n_blocks > 0]).tolist():
+        rows = np.flatnonzero(n_blocks == n)
+        raw = b"".join(keys[i].ljust(12 * n, b"\0") for i in rows.tolist())
+        words = np.frombuffer(raw, "<u4").reshape(rows.size, 3 * n).astype(np.uint32)
+        a, b, c = (initial[rows].copy() for _ in range(3))
+        for block in range(n):
+            a += words[:, 3 * block]
+            b += words[:, 3 * block + 1]
+            c += words[:, 3 * block + 2]
+            if block < n - 1:
+                _mix(a, b, c)
+        _final(a, b, c)
+        out[rows] = c
+    return out
 
 
 def hashlittle(key: bytes, seed: int = 0) -> int:
-    """Bob Jenkins' lookup3 ``hashlittle`` of ``key`` (a 32-bit unsigned int).
-
-    The key is read as little-endian 32-bit words, 12 bytes per round; the last, partial
-    block is zero-padded (which adds nothing), and an empty key returns the initial state.
-    """
-    n = len(key)
-    a = b = c = (0xDEADBEEF + n + seed) & _MASK
-    if n == 0:
-        return c
-    padded = key + b"\0" * (-n % 12)
-    words = struct.unpack(f"<{len(padded) // 4}I", padded)
-    n_blocks = len(words) // 3
-    for i in range(n_blocks - 1):
-        a = (a + words[3 * i]) & _MASK
-        b = (b + words[3 * i + 1]) & _MASK
-        c = (c + words[3 * i + 2]) & _MASK
-        a, b, c = _mix(a, b, c)
-    last = 3 * (n_blocks - 1)
-    a = (a + words[last]) & _MASK
-    b = (b + words[last + 1]) & _MASK
-    c = (c + words[last + 2]) & _MASK
-    return _final(a, b, c)
+    """lookup3 ``hashlittle`` of one key (see :func:`hashlittle_many`)."""
+    return int(hashlittle_many([key], seed)[0])
 
 
 def _encode(strings: Sequence[str], what: str) -> list[bytes]:
@@ -120,10 +131,10 @@ def build_cqdb(strings: Sequence[str], what: str = "string") -> bytes:
     records = bytearray()
     offsets = []
     tables: list[list[tuple[int, int]]] = [[] for _ in range(N_TABLES)]
-    for i, key in enumerate(keys):
+    hashes = hashlittle_many([key + b"\0" for key in keys]).tolist()
+    for i, (key, h) in enumerate(zip(keys, hashes, strict=True)):
         offset = DATA_OFFSET + len(records)
         offsets.append(offset)
-        h = hashlittle(key + b"\0")
         tables[h % N_TABLES].append((h, offset))
         records += _RECORD.pack(i, len(key) + 1) + key + b"\0"
     refs = bytearray()

@@ -19,7 +19,7 @@ pycrfsuite = pytest.importorskip("pycrfsuite")
 
 from crfsdca.attributes import encoder_from_dict, make_encoder  # noqa: E402
 from crfsdca.cli import main  # noqa: E402
-from crfsdca.cqdb import build_cqdb, hashlittle, read_cqdb  # noqa: E402
+from crfsdca.cqdb import build_cqdb, hashlittle, hashlittle_many, read_cqdb  # noqa: E402
 from crfsdca.crfsuite_format import (  # noqa: E402
     BIAS_ATTRIBUTES,
     attribute_names,
@@ -136,6 +136,56 @@ def test_hashlittle_matches_lookup3_self_test():
     assert hashlittle(b"", 0xDEADBEEF) == 0xBD5B7DDE
     assert hashlittle(b"Four score and seven years ago") == 0x17770551
     assert hashlittle(b"Four score and seven years ago", 1) == 0xCD628161
+    assert _hashlittle_bytewise(b"Four score and seven years ago", 1) == 0xCD628161
+
+
+def _hashlittle_bytewise(key: bytes, seed: int = 0) -> int:
+    """lookup3's byte-at-a-time branch on Python ints: the NumPy version's twin."""
+    mask = 0xFFFFFFFF
+
+    def rot(x, k):
+        return ((x << k) | (x >> (32 - k))) & mask
+
+    a = b = c = (0xDEADBEEF + len(key) + seed) & mask
+    if not key:
+        return c
+    rest = key
+    while len(rest) > 12:
+        a = (a + int.from_bytes(rest[0:4], "little")) & mask
+        b = (b + int.from_bytes(rest[4:8], "little")) & mask
+        c = (c + int.from_bytes(rest[8:12], "little")) & mask
+        for sa, sb, sc in ((4, 6, 8), (16, 19, 4)):
+            a = ((a - c) & mask) ^ rot(c, sa)
+            c = (c + b) & mask
+            b = ((b - a) & mask) ^ rot(a, sb)
+            a = (a + c) & mask
+            c = ((c - b) & mask) ^ rot(b, sc)
+            b = (b + a) & mask
+        rest = rest[12:]
+    for i, byte in enumerate(rest):  # the switch's fall-through cases
+        word = byte << (8 * (i % 4))
+        if i < 4:
+            a = (a + word) & mask
+        elif i < 8:
+            b = (b + word) & mask
+        else:
+            c = (c + word) & mask
+    for x, y, k in (("c", "b", 14), ("a", "c", 11), ("b", "a", 25), ("c", "b", 16),
+                    ("a", "c", 4), ("b", "a", 14), ("c", "b", 24)):  # fmt: skip
+        v = {"a": a, "b": b, "c": c}
+        v[x] = ((v[x] ^ v[y]) - rot(v[y], k)) & mask
+        a, b, c = v["a"], v["b"], v["c"]
+    return c
+
+
+def test_hashlittle_many_equals_the_bytewise_reference():
+    rng = np.random.default_rng(15)
+    keys = [rng.integers(0, 256, size=n, dtype=np.uint8).tobytes() for n in range(60)] * 2
+    keys += ["ünïcode\0".encode(), b"\xff" * 13, b"\0"]
+    expected = [_hashlittle_bytewise(k, seed) for seed in (0, 7) for k in keys]
+    got = np.concatenate([hashlittle_many(keys, seed) for seed in (0, 7)]).tolist()
+    assert got == expected
+    assert len(set(expected)) > 100
 
 
 def test_hashlittle_matches_the_hashes_crfsuite_stores(tmp_path):
@@ -485,6 +535,13 @@ def test_conll2000_template_model_tags_identically_in_crfsuite(tmp_path):
     back = import_crfsuite(path)
     assert np.array_equal(back.weights_, model.weights_)
     assert back.encoder["vocabulary"] == encoder.attribute_names()
+    # half of the weights set to 0, so left out of the file: still the same labels
+    w = model.weights_
+    model.weights_ = np.where(np.abs(w) < np.median(np.abs(w)), 0.0, w)
+    export_crfsuite(model, path)
+    expected = [model.label_names_[k] for k in model.predict(test)]
+    assert _crfsuite_tags(path, crfsuite_items(model, test)) == expected
+    assert np.array_equal(import_crfsuite(path).weights_, model.weights_)
 
 
 @pytest.mark.slow
@@ -502,7 +559,7 @@ def test_conll2000_attribute_file_model_tags_identically_in_crfsuite(tmp_path):
     assert len(got) == 47377 and len(set(expected)) > 10 and got == expected
     # a model trained by CRFsuite itself, imported, tags as CRFsuite does
     trained = tmp_path / "pycrfsuite.crfsuite"
-    _pycrfsuite_model(trained, train_corpus, iterations=50)
+    _pycrfsuite_model(trained, train_corpus, iterations=20)
     imported = import_crfsuite(trained)
     expected = _crfsuite_tags(trained, _items(test_corpus, bias=False))
     assert len(set(expected)) > 10 and _crfsdca_tags(imported, test_corpus) == expected
