@@ -238,6 +238,8 @@ def test_exported_model_tags_as_crfsdca(tmp_path, n_bias_rows):
     data = encoder_from_dict(model.encoder).transform(corpus)
     assert _crfsuite_tags(path, crfsuite_items(model, data)) == expected
     assert len(set(expected)) > 2  # the check is not vacuous
+    if n_bias_rows:  # the reserved attributes are needed: without them the tags differ
+        assert _crfsuite_tags(path, _items(corpus, bias=False)) != expected
 
 
 @pytest.mark.parametrize("n_bias_rows", [0, 3])
