@@ -20,13 +20,13 @@ pycrfsuite = pytest.importorskip("pycrfsuite")
 from crfsdca.attributes import encoder_from_dict, make_encoder  # noqa: E402
 from crfsdca.cli import main  # noqa: E402
 from crfsdca.cqdb import build_cqdb, hashlittle, hashlittle_many, read_cqdb  # noqa: E402
+from crfsdca.crfsuite_file import read_crfsuite_model  # noqa: E402
 from crfsdca.crfsuite_format import (  # noqa: E402
     BIAS_ATTRIBUTES,
     attribute_names,
     crfsuite_items,
     export_crfsuite,
     import_crfsuite,
-    read_crfsuite_model,
 )
 from crfsdca.errors import ModelFormatError  # noqa: E402
 from crfsdca.features import FeatureMap  # noqa: E402
@@ -455,6 +455,7 @@ def test_cli_export_then_import(tmp_path):
     assert np.array_equal(back.weights_, model.weights_)
 
 
+@pytest.mark.filterwarnings("ignore::crfsdca.errors.ConvergenceWarning")
 def test_cli_train_export_tag(tmp_path):
     """A template model trained by the CLI, exported, tags its training file as crfsdca does."""
     sentences = [
