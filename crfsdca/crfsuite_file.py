@@ -52,6 +52,10 @@ _FEATURE = np.dtype([("type", "<u4"), ("src", "<u4"), ("dst", "<u4"), ("weight",
 STATE, TRANSITION = 0, 1
 
 
+class _Malformed(ValueError):
+    """What is wrong with the bytes; :func:`read_crfsuite_model` adds the path."""
+
+
 @dataclass(frozen=True, eq=False)
 class CRFsuiteModel:
     """The content of a CRFsuite model file, dense.
@@ -165,10 +169,6 @@ def read_crfsuite_model(path: str | os.PathLike) -> CRFsuiteModel:
         raise ModelFormatError(f"{path}: {err}") from err
 
 
-class _Malformed(ValueError):
-    pass
-
-
 def parse_crfsuite_model(buffer: bytes) -> CRFsuiteModel:
     """Parse the bytes of a CRFsuite model file (see :func:`read_crfsuite_model`)."""
     if buffer[:4] != MAGIC:
@@ -258,6 +258,8 @@ def _reference_lists(
     ends = starts // 4 + 1 + counts
     if np.any(ends > words.size):
         raise _Malformed(f"{name} chunk has a list running past the end of the file (truncated)")
+    if n + int(counts.sum()) > words.size:  # disjoint lists fit in the file
+        raise _Malformed(f"{name} chunk's lists overlap (corrupted)")
     owner = np.repeat(np.arange(n), counts)
     first = np.repeat(starts // 4 + 1 - (np.cumsum(counts) - counts), counts)
     fids = words[first + np.arange(owner.size)]
