@@ -401,6 +401,48 @@ def tag(model_path: str, path: str, verbose: int) -> None:
             click.echo(line)
 
 
+@main.command(epilog="Example: crfsdca export model.npz model.crfsuite")
+@click.argument("model_path", metavar="MODEL")
+@click.argument("out", metavar="OUT.crfsuite")
+@click.option("--verbose", "-v", count=True, help="tracebacks on errors")
+def export(model_path: str, out: str, verbose: int) -> None:
+    """Write MODEL as a CRFsuite binary model file.
+
+    pycrfsuite.Tagger and crfsuite tag load it; a model with bias rows needs the reserved
+    attributes __crfsdca_bias__, __crfsdca_first__, __crfsdca_last__ on the items (README).
+    """
+    with _errors(verbose):
+        from crfsdca.crfsuite_format import BIAS_ATTRIBUTES, export_crfsuite
+        from crfsdca.model import CRF
+
+        model = CRF.load(model_path)
+        export_crfsuite(model, out)
+        click.echo(f"CRFsuite model written to {out}")
+        if model.feature_map_.n_bias_rows:
+            click.echo(
+                "crfsdca: note: the bias rows are the attributes " + ", ".join(BIAS_ATTRIBUTES)
+                + "; add them (value 1) to every / the first / the last item when tagging",
+                err=True,
+            )  # fmt: skip
+
+
+@main.command("import-crfsuite", epilog="Example: crfsdca import-crfsuite m.crfsuite m.npz")
+@click.argument("crfsuite_path", metavar="MODEL.crfsuite")
+@click.argument("out", metavar="OUT.npz")
+@click.option("--verbose", "-v", count=True, help="tracebacks on errors")
+def import_crfsuite(crfsuite_path: str, out: str, verbose: int) -> None:
+    """Convert a CRFsuite model file to a crfsdca model (.npz)."""
+    with _errors(verbose):
+        from crfsdca.crfsuite_format import import_crfsuite as read_model
+
+        model = read_model(crfsuite_path)
+        model.save(out)
+        fm = model.feature_map_
+        click.echo(
+            f"{out}: {fm.n_labels} labels, {fm.n_attributes} attributes, {fm.n_bias_rows} bias rows"
+        )
+
+
 @main.group()
 def datasets() -> None:
     """List the registered datasets or describe one."""

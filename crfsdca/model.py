@@ -192,3 +192,9 @@ class CRF:
         model.encoder = header.get("encoder")
         model.meta = header.get("meta", {})
         return model
+
+    def export_crfsuite(self, path: str) -> None:
+        """Write the model in CRFsuite's binary format (:mod:`crfsdca.crfsuite_format`)."""
+        from crfsdca.crfsuite_format import export_crfsuite
+
+        export_crfsuite(self, path)
