@@ -27,3 +27,8 @@ class ConvergenceWarning(UserWarning):
 
 class ModelFormatError(ValueError):
     """A model file is truncated, corrupted, foreign or of an unsupported version."""
+
+
+class GraphError(ValueError):
+    """A graph that is not a tree or forest (or not a junction tree), or that does not fit its
+    example; the message names the example, the node and what was expected."""
