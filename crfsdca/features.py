@@ -17,6 +17,10 @@ The node score of label ``k`` at position ``t`` of a sequence of length ``T`` is
 ``sum_j phi_j(x, t) E[j, k] + B[0, k] + [t = 0] B[1, k] + [t = T-1] B[2, k]`` (bias rows only
 when ``n_bias_rows == 3``); the edge score of ``(k, l)`` is ``W[k, l]`` at every position.
 With ``n_bias_rows == 0`` the model is exactly CRFsuite's dense first-order CRF.
+
+Tree-structured models (:mod:`crfsdca.tree_oracle`) have ``n_edge_types`` transition blocks
+laid end to end, entry ``(A + R) * K + e * K * K + j * K + k`` for an edge of type ``e`` with
+label ``j`` at the parent and ``k`` at the child, and read the bias rows as (count, root, leaf).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class FeatureMap:
     n_attributes: int
     n_labels: int
     n_bias_rows: int = 3
+    n_edge_types: int = 1  # transition blocks (trees: one per edge type; chains: 1)
 
     def __post_init__(self) -> None:
         if self.n_attributes < 0:
@@ -46,11 +51,13 @@ class FeatureMap:
             raise ValueError(f"n_labels must be >= 1; got {self.n_labels}")
         if self.n_bias_rows not in (0, 3):
             raise ValueError(f"n_bias_rows must be 0 or 3; got {self.n_bias_rows}")
+        if self.n_edge_types < 1:
+            raise ValueError(f"n_edge_types must be >= 1; got {self.n_edge_types}")
 
     @property
     def n_features(self) -> int:
         K = self.n_labels
-        return (self.n_attributes + self.n_bias_rows) * K + K * K
+        return (self.n_attributes + self.n_bias_rows) * K + self.n_edge_types * K * K
 
     @property
     def transition_offset(self) -> int:
@@ -70,9 +77,15 @@ class FeatureMap:
         return w[A * K : self.transition_offset].reshape(self.n_bias_rows, K)
 
     def transition(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
-        """View (n_labels, n_labels) of the transition block."""
+        """View (n_labels, n_labels) of the transition block (of edge type 0)."""
         K = self.n_labels
-        return w[self.transition_offset :].reshape(K, K)
+        off = self.transition_offset
+        return w[off : off + K * K].reshape(K, K)
+
+    def transitions(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        """View (n_edge_types, n_labels, n_labels): one transition block per edge type."""
+        K = self.n_labels
+        return w[self.transition_offset :].reshape(self.n_edge_types, K, K)
 
     def check_weights(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
         w = np.ascontiguousarray(w, FLOAT)

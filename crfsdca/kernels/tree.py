@@ -190,3 +190,114 @@ def tree_kl_terms(log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, parents, d
                     if lp > -np.inf:
                         kl += np.exp(lp) * (lp - log_nu_edge[v, j, k])
     return kl
+
+
+# -- batches of examples: node scores, value and gradient, prediction --------------------------
+# ``data = (seq_offsets, attr_offsets, attr_ids, attr_values, labels)`` as in SequenceData (an
+# example's nodes are its items); ``graph = (parents, types, order, child_start, children)``
+# packed over all nodes: parents, order and children hold indices local to each example,
+# child_start (N + 1,) is a global CSR into children. ``dims = (A, K, n_bias, n_types)``.
+
+
+@njit(cache=True, nogil=True)
+def tree_unary(data, graph, s, e, w, dims, unary):
+    """Node scores of the example on nodes s..e-1 into unary[:e-s]: sum_j value_j E[j] + bias
+    rows (count on every node, root on roots, leaf on nodes without children)."""
+    _, attr_offsets, attr_ids, attr_values, _ = data
+    parents, _, _, child_start, _ = graph
+    A, K, n_bias, _ = dims
+    b = A * K
+    for v in range(e - s):
+        g = s + v
+        for k in range(K):
+            u = 0.0
+            if n_bias:
+                u = w[b + k]
+                if parents[g] < 0:
+                    u += w[b + K + k]
+                if child_start[g + 1] == child_start[g]:
+                    u += w[b + 2 * K + k]
+            unary[v, k] = u
+        for q in range(attr_offsets[g], attr_offsets[g + 1]):
+            row = attr_ids[q] * K
+            x = attr_values[q]
+            for k in range(K):
+                unary[v, k] += x * w[row + k]
+
+
+@njit(cache=True, nogil=True)
+def _example(data, graph, i, w, dims, ws, log_node, log_edge, root_z):
+    """log Z of example i; fills its log marginals (rows 0..n-1 of log_node, log_edge)."""
+    seq_offsets = data[0]
+    parents, types, order, child_start, children = graph
+    s, e = seq_offsets[i], seq_offsets[i + 1]
+    A, K, _, n_types = dims
+    unary = ws[5]
+    tree_unary(data, graph, s, e, w, dims, unary)
+    u = unary[: e - s]
+    off = (A + dims[2]) * K
+    log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
+    args = (u, log_pair, parents[s:e], types[s:e], order[s:e])
+    log_z = upward(*args, ws[:5])
+    downward(*args, (child_start[s : e + 1], children), ws[:5], root_z, log_node, log_edge)
+    return log_z, u, log_pair
+
+
+@njit(cache=True, nogil=True)
+def tree_value_and_gradient(data, graph, w, dims, ws, log_node, log_edge, root_z, grad):
+    """sum_i (log Z_i - w^T F(x_i, y_i)) and its gradient sum_i E_nu_i F - F_i (into grad,
+    zeroed here); returns (loss, index of the first example with a non-finite log Z or -1)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
+    parents, types, _, child_start, _ = graph
+    A, K, n_bias, _ = dims
+    grad[:] = 0.0
+    loss = 0.0
+    b, off = A * K, (A + n_bias) * K
+    for i in range(seq_offsets.size - 1):
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        log_z, u, log_pair = _example(data, graph, i, w, dims, ws, log_node, log_edge, root_z)
+        if not np.isfinite(log_z):
+            return loss, i
+        gold = 0.0
+        for v in range(e - s):
+            g = s + v
+            y = labels[g]
+            gold += u[v, y]
+            p = parents[g]
+            if p >= 0:
+                gold += log_pair[types[g], labels[s + p], y]
+            for k in range(K):
+                m = np.exp(log_node[v, k]) - (1.0 if k == y else 0.0)
+                if n_bias:
+                    grad[b + k] += m
+                    if p < 0:
+                        grad[b + K + k] += m
+                    if child_start[g + 1] == child_start[g]:
+                        grad[b + 2 * K + k] += m
+                for q in range(attr_offsets[g], attr_offsets[g + 1]):
+                    grad[attr_ids[q] * K + k] += attr_values[q] * m
+            if p >= 0:
+                t0 = off + types[g] * K * K
+                yp = labels[s + p]
+                for j in range(K):
+                    for k in range(K):
+                        grad[t0 + j * K + k] += np.exp(log_edge[v, j, k])
+                grad[t0 + yp * K + y] -= 1.0
+        loss += log_z - gold
+    return loss, -1
+
+
+@njit(cache=True, nogil=True)
+def tree_predict(data, graph, w, dims, ws, backptr, out):
+    """MAP labels of every node of every example into out (N,) int64."""
+    seq_offsets = data[0]
+    parents, types, order, _, _ = graph
+    A, K, n_bias, n_types = dims
+    off = (A + n_bias) * K
+    log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
+    for i in range(seq_offsets.size - 1):
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        unary = ws[5]
+        tree_unary(data, graph, s, e, w, dims, unary)
+        args = (unary[: e - s], log_pair, parents[s:e], types[s:e], order[s:e])
+        tree_viterbi(*args, ws[:5], backptr, out[s:e])
