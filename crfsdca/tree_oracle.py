@@ -138,6 +138,26 @@ class TreeOracle:
             raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
         return float(loss), grad
 
+    def gold_features(self) -> NDArray[np.float64]:
+        """Read-only sum_i F(x_i, y_i): the expected features of the gold labelling."""
+        if getattr(self, "_gold", None) is None:
+            from crfsdca.kernels.tree_sdca import expected_features
+
+            N, K = self.data.n_items, self.feature_map.n_labels
+            labels = self.data.labels
+            parents = self._graph[0]
+            starts = np.repeat(self.data.seq_offsets[:-1], self.data.lengths)
+            log_node = np.full((N, K), -np.inf)
+            log_node[np.arange(N), labels] = 0.0
+            log_edge = np.full((N, K, K), -np.inf)
+            child = np.flatnonzero(parents >= 0)
+            log_edge[child, labels[starts[child] + parents[child]], labels[child]] = 0.0
+            gold = self.feature_map.zeros()
+            expected_features(self._data, self._graph, log_node, log_edge, self._dims, gold)
+            gold.setflags(write=False)
+            self._gold = gold
+        return self._gold
+
     def predict(self, w: NDArray[np.float64]) -> NDArray[np.int64]:
         """MAP label of every node, packed like the data's labels."""
         w = self._weights(w)

@@ -131,3 +131,36 @@ def test_bad_tree_data_names_the_example():
         TreeData(nodes, tuple(trees))
     with pytest.raises(GraphError, match=r"example 1: node 1: lies on a cycle"):
         trees_from_parents([[-1], [-1, 2, 1]])
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "gap"])
+def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
+    """SDCA on forests with two edge types: the same optimum as L-BFGS (relative 1e-6), a true
+    gap <= 1e-6, the dual never above the primal, and P - D = mean block KL (exact gaps)."""
+    from crfsdca.kernels import tree_sdca
+    from crfsdca.solvers.sdca import SDCA, SDCAConfig
+
+    train = tree_data(seed=6, n=30, max_T=6)
+    problem = tree_problem(train)
+    lb = LBFGSConfig(tol=1e-12, max_epochs=3000)
+    p_star = problem.primal(LBFGS(lb).solve(problem, Monitor(problem, "lbfgs", lb)).weights)
+    config = SDCAConfig(sampling=sampling, tol=1e-7, max_epochs=500, seed=2, line_search_tol=1e-6)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol" and 0 <= last.gap <= 1e-7
+    primal = problem.primal(result.weights)
+    assert (primal - p_star) / abs(p_star) <= 1e-6 and primal - p_star <= last.gap + 1e-12
+    duals = np.array([r.dual for r in result.trace.records])
+    assert np.all(duals <= p_star + 1e-12) and np.all(np.diff(duals) >= -1e-12)
+    d = result.state.dual
+    gaps = tree_sdca.exact_gaps(
+        train.nodes.arrays(), train.packed, d.log_node, d.log_edge, d.weights,
+        (problem.feature_map.n_attributes, 3, 3, 2),
+        tree_sdca.make_workspace(6, 3, 40),
+    )  # fmt: skip
+    assert gaps.mean() == pytest.approx(last.gap, rel=1e-8, abs=1e-14)
+    from crfsdca.solvers.local_tree import tree_weights_from_dual
+
+    np.testing.assert_allclose(
+        d.weights, tree_weights_from_dual(problem, d.log_node, d.log_edge), rtol=1e-9, atol=1e-12
+    )

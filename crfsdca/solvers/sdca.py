@@ -23,7 +23,9 @@ from crfsdca.problem import Problem
 from crfsdca.samplers import SCHEMES, check_scheme
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
+from crfsdca.solvers.local_tree import TreeLocalSDCA, tree_smoothed_empirical
 from crfsdca.solvers.loop import run_loop
+from crfsdca.tree_oracle import TreeProblem
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -105,6 +107,10 @@ class SDCA:
         self.config = config or SDCAConfig()
 
     def initial_state(self, problem: Problem) -> SDCAState:
+        if isinstance(problem, TreeProblem):
+            dual = tree_smoothed_empirical(problem, self.config.init_epsilon)
+            rng = np.random.default_rng(self.config.seed)
+            return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
         dtype = np.dtype(self.config.dual_dtype)
         data = problem.train
         need = dual_state_bytes(
@@ -120,7 +126,8 @@ class SDCA:
     ) -> SolverResult:
         """Run SDCA from ``state`` (or the smoothed empirical initialisation)."""
         state = state or self.initial_state(problem)
-        return run_loop(self, LocalSDCA(problem, self.config, state), monitor)
+        runner = TreeLocalSDCA if isinstance(problem, TreeProblem) else LocalSDCA
+        return run_loop(self, runner(problem, self.config, state), monitor)
 
 
 def _check_memory(need: int) -> None:
