@@ -2,28 +2,73 @@
 
 stdout carries results (a short summary, or one JSON object with ``--json``); progress bars and
 messages go to stderr. Exit codes: 0 success, 1 data or runtime error (one line, no traceback
-unless ``-v``), 2 usage error.
+unless ``-v``), 2 usage error, 130 after Ctrl-C, 141 when stdout was closed early (``| head``).
+
+``train`` builds its options from the solver configs, whose modules load the numba kernels: it
+is imported only when it runs, so ``crfsdca --help`` and the other commands start quickly.
 """
 
 from __future__ import annotations
 
 import json
+from importlib import import_module
 
 import click
+from click.utils import make_default_short_help
 
 from crfsdca import __version__
-from crfsdca.cli_common import errors_to_exit
+from crfsdca.cli_common import errors_to_exit, interrupted, quiet_broken_pipe
 from crfsdca.cli_predict import evaluate, tag
-from crfsdca.cli_train import train
+
+#: subcommands imported on first use: name -> (module, attribute, short help)
+LAZY_COMMANDS = {
+    "train": (
+        "crfsdca.cli_train",
+        "train",
+        "Train a CRF on DATASET (a registered name or a file) and report test scores.",
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The top-level group: lazy subcommands; a closed stdout or Ctrl-C ends quietly."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            module, attribute, _ = LAZY_COMMANDS[cmd_name]
+            return getattr(import_module(module), attribute)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = []
+        for name in names:
+            if name in LAZY_COMMANDS:
+                rows.append((name, make_default_short_help(LAZY_COMMANDS[name][2], limit)))
+            elif not self.commands[name].hidden:
+                rows.append((name, self.commands[name].get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            quiet_broken_pipe()
+        except KeyboardInterrupt:
+            interrupted()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="crfsdca")
 def main() -> None:
     """Train and use conditional random fields with adaptive SDCA."""
 
 
-main.add_command(train)
 main.add_command(evaluate)
 main.add_command(tag)
 
@@ -53,8 +98,10 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
 
     with errors_to_exit(verbose):
         if name not in data_loaders.DATASETS:
-            raise ValueError(f"unknown dataset {name!r}; known: {', '.join(data_loaders.DATASETS)}")
-        click.echo(json.dumps(data_loaders.dataset_info(name), indent=2, default=str))
+            from crfsdca.cli_data import unknown_source_message
+
+            raise ValueError(unknown_source_message(name, file_too=False))
+        click.echo(json.dumps(data_loaders.dataset_info(name, data_dir), indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import click
 
-from crfsdca.cli_common import errors_to_exit, json_value
-from crfsdca.cli_options import config_options, solver_options
+from crfsdca.cli_common import (
+    EXIT_INTERRUPTED,
+    check_output_path,
+    errors_to_exit,
+    json_value,
+    plain_warnings,
+)
+from crfsdca.cli_data import FORMATS, TEMPLATES
+from crfsdca.cli_options import config_options, flag_text, solver_options
+from crfsdca.errors import ConvergenceWarning
 from crfsdca.solvers import SOLVERS
 
 EXAMPLE = "Example: crfsdca train conll2000 --solver sdca --sampling gap --epochs 30"
@@ -45,6 +55,12 @@ def _progress(total: float, quiet: bool):
     return bar, callback
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"expected a finite number > 0, got {value}")
+    return value
+
+
 @click.command(epilog=EXAMPLE)
 @click.argument("dataset", required=False)
 @click.option(
@@ -59,13 +75,30 @@ def _progress(total: float, quiet: bool):
     "--format",
     "fmt",
     default=None,
-    type=click.Choice(["conll", "conllu", "ocr", "crfsuite"]),
-    help="format of DATASET when it is a file path",
+    type=click.Choice(FORMATS),
+    help="format of DATASET and --test files [from the name: .conll, .conllu, .attr,"
+    " .crfsuite, .data]",
 )
 @click.option(
-    "--template", default=None, help="attribute template (conll, ner, pos, crfsuite-chunking)"
+    "--label",
+    default=None,
+    type=click.Choice(["xpos", "upos"]),
+    help="CoNLL-U column to learn [xpos]",
 )
-@click.option("--lambda", "regularization", type=float, default=None, help="regularization [1/n]")
+@click.option(
+    "--template",
+    default=None,
+    type=click.Choice(TEMPLATES),
+    help="attribute template [the dataset's; none for .attr and .data files]",
+)
+@click.option(
+    "--lambda",
+    "regularization",
+    type=float,
+    default=None,
+    callback=_finite,
+    help="regularization > 0 [1/n]",
+)
 @click.option(
     "--bias/--no-bias", default=None, help="count/first/last bias rows [on for templates]"
 )
@@ -88,7 +121,8 @@ def _progress(total: float, quiet: bool):
 )
 @click.option(
     "--checkpoint-every",
-    type=click.FloatRange(min=0, min_open=True),
+    type=float,
+    callback=_finite,
     default=1.0,
     show_default=True,
     help="epochs between checkpoints",
@@ -97,17 +131,21 @@ def _progress(total: float, quiet: bool):
     "--resume",
     "resume_dir",
     default=None,
-    help="continue the run saved in this checkpoint folder (DATASET is not needed)",
+    help="continue the run saved in this checkpoint folder: the same command with --resume DIR"
+    " appended, or --resume DIR alone",
 )
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-@click.option("--quiet", "-q", is_flag=True, help="no progress bar")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
 @solver_options
+@click.pass_context
 def train(
+    ctx: click.Context,
     dataset: str | None,
     solver: str,
     test: str | None,
     fmt: str | None,
+    label: str | None,
     template: str | None,
     regularization: float | None,
     bias: bool | None,
@@ -126,13 +164,13 @@ def train(
     **given: Any,
 ) -> None:
     """Train a CRF on DATASET (a registered name or a file) and report test scores."""
-    options = config_options(solver, given)
     run = {
         "dataset": dataset,
         "solver": solver,
-        "options": options,
+        "options": config_options(solver, given),
         "test": test,
         "fmt": fmt,
+        "label": label,
         "template": template,
         "regularization": regularization,
         "bias": bias,
@@ -142,48 +180,107 @@ def train(
     }
     if resume_dir is None and dataset is None:
         raise click.UsageError("missing argument DATASET (or give --resume DIR)")
-    if (checkpoint_dir or resume_dir) and solver != "sdca" and resume_dir is None:
+    if checkpoint_dir and solver != "sdca" and resume_dir is None:
         raise click.UsageError("--checkpoint is supported by --solver sdca")
-    with errors_to_exit(verbose):
+    check_output_path(model_path, "--model")
+    check_output_path(trace_path, "--trace")
+    check_output_path(checkpoint_dir, "--checkpoint", folder=True)
+    with errors_to_exit(verbose, flag_text):
+        resume = None
+        if resume_dir is not None:
+            resume = _load_resume(resume_dir, run, _typed(ctx, run))
+            run = resume["run"]
+            checkpoint_dir = checkpoint_dir or resume_dir
+        _check_config(run)
         if threads:
             from crfsdca.kernels.batch import set_threads
 
             set_threads(threads)
-        resume = _load_resume(resume_dir, options) if resume_dir else None
-        if resume is not None:
-            run = resume["run"]
-            checkpoint_dir = checkpoint_dir or resume_dir
-        _train(
-            run,
-            resume,
-            checkpoint_dir=checkpoint_dir,
-            checkpoint_every=checkpoint_every,
-            model_path=model_path,
-            trace_path=trace_path,
-            as_json=as_json,
-            quiet=quiet,
-        )
+        with plain_warnings(quiet):
+            warnings.simplefilter("ignore", ConvergenceWarning)  # said in plain words below
+            _train(
+                run,
+                resume,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=checkpoint_every,
+                model_path=model_path,
+                trace_path=trace_path,
+                as_json=as_json,
+                quiet=quiet,
+            )
 
 
+#: solver options a resumed run may change
 RESUME_OVERRIDES = ("max_epochs", "time_limit", "tol", "eval_every")
+_RUN_FLAGS = {
+    "dataset": "DATASET",
+    "fmt": "--format",
+    "regularization": "--lambda",
+    "bias": "--bias/--no-bias",
+}
 
 
-def _load_resume(resume_dir: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The saved run arguments (with allowed overrides), solver state and trace records."""
+def _typed(ctx: click.Context, run: dict[str, Any]) -> set[str]:
+    """The run keys and solver options the user typed (not left at their defaults)."""
+    typed = {
+        name
+        for name in run
+        if name != "options"
+        and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    }
+    return typed | set(run["options"])
+
+
+def _check_config(run: dict[str, Any]) -> None:
+    """Build the solver config now, so that a bad value fails before any data is read."""
+    try:
+        SOLVERS[run["solver"]].config_class(seed=run["seed"], **run["options"])
+    except (TypeError, ValueError) as err:
+        raise click.UsageError(flag_text(str(err))) from None
+
+
+def _same(key: str, saved: Any, given: Any) -> bool:
+    if saved == given:
+        return True
+    paths = key in ("dataset", "test", "data_dir") and isinstance(saved, str)
+    if paths and isinstance(given, str) and os.path.exists(saved) and os.path.exists(given):
+        return os.path.samefile(saved, given)
+    return False
+
+
+def _load_resume(resume_dir: str, run: dict[str, Any], typed: set[str]) -> dict[str, Any]:
+    """The saved run (with allowed overrides), solver state and trace records.
+
+    What the user typed must equal the saved run, except the options in RESUME_OVERRIDES.
+    """
     from crfsdca.checkpoint import load_checkpoint
     from crfsdca.solvers.sdca import SDCAState
 
-    other = sorted(set(options) - set(RESUME_OVERRIDES))
-    if other:
-        raise click.UsageError(
-            f"--resume continues the saved run; only --epochs, --time-limit,"
-            f" --tol and --eval-every may change (got {', '.join(other)})"
-        )
     arrays, header = load_checkpoint(resume_dir)
-    run = dict(header["run"])
-    run["options"] = {**run["options"], **options}
+    saved = dict(header["run"])
+    for key in sorted(typed):
+        option = key in run["options"]
+        if option:
+            old = saved.get("options", {}).get(key, _default(saved["solver"], key))
+        else:
+            old = saved.get(key)
+        new = run["options"][key] if option else run[key]
+        if option and key in RESUME_OVERRIDES or _same(key, old, new):
+            continue
+        flag = flag_text(key) if option else _RUN_FLAGS.get(key, "--" + key.replace("_", "-"))
+        raise click.UsageError(
+            f"{flag}: the run saved in {resume_dir} has {_shown(old)}, this command"
+            f" {_shown(new)}; --resume continues the saved run: only --epochs, --time-limit,"
+            " --tol and --eval-every may change"
+        )
+    overrides = {k: v for k, v in run["options"].items() if k in RESUME_OVERRIDES}
+    saved["options"] = {**saved["options"], **overrides}
     state = SDCAState.from_checkpoint(arrays, header["state"])
-    return {"run": run, "state": state, "records": header["records"]}
+    return {"run": saved, "state": state, "records": header["records"]}
+
+
+def _shown(value: Any) -> str:
+    return "(not set)" if value is None else str(value)
 
 
 def _train(
@@ -199,6 +296,7 @@ def _train(
 ) -> None:
     from crfsdca.checkpoint import save_checkpoint
     from crfsdca.cli_data import load_inputs, train_fingerprint
+    from crfsdca.cli_predict import check_labels
     from crfsdca.model import CRF
 
     inputs = load_inputs(
@@ -208,11 +306,14 @@ def _train(
         test=run["test"],
         data_dir=run["data_dir"],
         max_sequences=run["max_sequences"],
+        label=run.get("label"),
     )
+    if run["test"] is not None and inputs.test is not None:
+        check_labels(inputs.test, f"--test {run['test']}", inputs.train.label_names, quiet)
     fingerprint = train_fingerprint(inputs.train)
     if resume is not None and resume["run"].get("fingerprint") != fingerprint:
         raise ValueError("the training data differs from the checkpointed run's; cannot resume")
-    run = {**run, "fingerprint": fingerprint}
+    run = {**run, "fmt": inputs.fmt, "fingerprint": fingerprint}
     bias = run["bias"]
     n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     model = CRF(
@@ -244,7 +345,12 @@ def _train(
         )
     finally:
         bar.close()
-    model.meta = {"dataset": inputs.name, "template": run["template"], "format": run["fmt"]}
+    model.meta = {
+        "dataset": inputs.name,
+        "template": run["template"],
+        "format": inputs.fmt,
+        "label": run.get("label") or "xpos",
+    }
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:
         checkpointer(result.state, result.trace)
@@ -259,9 +365,33 @@ def _train(
         click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
     else:
         _print_summary(summary)
+    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
+        click.echo(f"crfsdca: {_stopped_early(model)}", err=True)
     if result.stop_reason == "interrupted":
         click.echo("crfsdca: interrupted; the last complete state was saved", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _stopped_early(model) -> str:
+    """One line: the run ended at --epochs or --time-limit, above --tol."""
+    result = model.result_
+    last = result.trace.records[-1]
+    config = _config(model)
+    if result.stop_reason == "max_epochs":
+        where = f"--epochs {config.max_epochs:g}"
+    else:
+        where = f"--time-limit {config.time_limit:g} s ({last.epoch:.1f} epochs)"
+    gap = last.gap if math.isfinite(last.gap) else last.gap_estimate
+    measure = f" (duality gap {gap:.3g})" if math.isfinite(gap) else ""
+    return (
+        f"stopped at {where} before reaching --tol {config.tol:g}{measure};"
+        " train longer or raise --tol"
+    )
+
+
+def _config(model):
+    """The solver config ``model`` was trained with."""
+    return SOLVERS[model.solver].config_class(**model.solver_options)
 
 
 def _default(solver: str, field_name: str) -> Any:
@@ -269,9 +399,8 @@ def _default(solver: str, field_name: str) -> Any:
 
     from crfsdca.solvers import SOLVERS
 
-    return next(
-        f.default for f in dataclasses.fields(SOLVERS[solver].config_class) if f.name == field_name
-    )
+    fields = dataclasses.fields(SOLVERS[solver].config_class)
+    return next((f.default for f in fields if f.name == field_name), None)
 
 
 def _summary(model, inputs, model_path) -> dict[str, Any]:
