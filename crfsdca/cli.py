@@ -14,7 +14,6 @@ import json
 from importlib import import_module
 
 import click
-from click.utils import make_default_short_help
 
 from crfsdca import __version__
 from crfsdca.cli_common import errors_to_exit, interrupted, quiet_broken_pipe
@@ -48,7 +47,8 @@ class _Group(click.Group):
         rows = []
         for name in names:
             if name in LAZY_COMMANDS:
-                rows.append((name, make_default_short_help(LAZY_COMMANDS[name][2], limit)))
+                short = click.Command(name, help=LAZY_COMMANDS[name][2]).get_short_help_str(limit)
+                rows.append((name, short))
             elif not self.commands[name].hidden:
                 rows.append((name, self.commands[name].get_short_help_str(limit)))
         with formatter.section("Commands"):
