@@ -9,6 +9,7 @@ warns with their count when only some are unknown (they count as errors).
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -20,6 +21,7 @@ from crfsdca.cli_common import (
     plain_warnings,
     warn,
 )
+from crfsdca.errors import ModelFormatError
 
 FORMATS = ("conll", "conllu", "ocr", "crfsuite")
 MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
@@ -32,17 +34,39 @@ def _load_model(model_path: str):
     from crfsdca.model import CRF
 
     check_input_file(model_path, MODEL_FILE)
-    model = CRF.load(model_path)
+    try:
+        model = CRF.load(model_path)
+    except ModelFormatError:
+        _refuse_checkpoint(model_path)
+        raise
     return model, encoder_from_model(model.encoder)
 
 
-def _source(model_path: str, model, encoder, text: str, fmt: str | None):
+def _refuse_checkpoint(path: str) -> None:
+    """A clearer error than a model's missing fields for a checkpoint given as a model."""
+    from crfsdca.modelfile import load_model
+
+    try:
+        header = load_model(path)[1]
+    except (ModelFormatError, OSError, ValueError):
+        return
+    if header.get("kind") == "crfsdca-checkpoint":
+        folder = os.path.dirname(path) or "."
+        raise ModelFormatError(
+            f"{path}: a training checkpoint, not a model; continue it with crfsdca train"
+            f" --resume {folder} --model FILE"
+        )
+
+
+def _source(model_path: str, model, encoder, text: str, fmt: str | None, label=None):
     """The resolved data argument, checked to be of the kind the model reads."""
     from crfsdca.cli_data import check_kind, encoder_kind, format_of, resolve
 
     trained_on = model.meta.get("format") or format_of(encoder)
     source = resolve(text, fmt, trained_on)
     check_kind(source, encoder_kind(encoder), f"the model {model_path}")
+    if label is not None and (source.registered or source.fmt != "conllu"):
+        raise ValueError(f"--label applies to CoNLL-U files; {text} is not one")
     return source
 
 
@@ -109,7 +133,7 @@ def evaluate(
         from crfsdca.evaluation import format_report
 
         model, encoder = _load_model(model_path)
-        resolved = _source(model_path, model, encoder, source, fmt)
+        resolved = _source(model_path, model, encoder, source, fmt, label)
         data = encode_eval(resolved, encoder, data_dir, label or model.meta.get("label"))
         check_labels(data, source, model.label_names_, quiet)
         scores = model.score(data)

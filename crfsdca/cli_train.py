@@ -108,7 +108,9 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     default=None,
     help="train on the first N sequences only",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="random seed")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="random seed"
+)
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="numba threads [all]")
 @click.option("--data-dir", default=None, help="folder with the corpora [$CRFSDCA_DATA_DIR]")
 @click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
@@ -185,6 +187,13 @@ def train(
     check_output_path(model_path, "--model")
     check_output_path(trace_path, "--trace")
     check_output_path(checkpoint_dir, "--checkpoint", folder=True)
+    if resume_dir is not None and os.path.isfile(resume_dir):
+        raise click.BadParameter(
+            f"{resume_dir} is a file; expected the folder given to --checkpoint",
+            param_hint="--resume",
+        )
+    if threads:
+        _set_threads(threads)
     with errors_to_exit(verbose, flag_text):
         resume = None
         if resume_dir is not None:
@@ -192,10 +201,6 @@ def train(
             run = resume["run"]
             checkpoint_dir = checkpoint_dir or resume_dir
         _check_config(run)
-        if threads:
-            from crfsdca.kernels.batch import set_threads
-
-            set_threads(threads)
         with plain_warnings(quiet):
             warnings.simplefilter("ignore", ConvergenceWarning)  # said in plain words below
             _train(
@@ -229,6 +234,17 @@ def _typed(ctx: click.Context, run: dict[str, Any]) -> set[str]:
         and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     }
     return typed | set(run["options"])
+
+
+def _set_threads(threads: int) -> None:
+    from crfsdca.kernels.batch import set_threads
+
+    try:
+        set_threads(threads)
+    except ValueError as err:
+        raise click.BadParameter(
+            str(err).replace("n_threads ", ""), param_hint="--threads"
+        ) from None
 
 
 def _check_config(run: dict[str, Any]) -> None:
@@ -368,7 +384,10 @@ def _train(
     if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
         click.echo(f"crfsdca: {_stopped_early(model)}", err=True)
     if result.stop_reason == "interrupted":
-        click.echo("crfsdca: interrupted; the last complete state was saved", err=True)
+        saved = [f"checkpoint in {checkpoint_dir}"] if checkpointer is not None else []
+        saved += [f"model in {model_path}"] if model_path else []
+        what = f"; the last complete epoch's {' and '.join(saved)}" if saved else ""
+        click.echo(f"crfsdca: interrupted{what}", err=True)
         sys.exit(EXIT_INTERRUPTED)
 
 

@@ -443,3 +443,28 @@ def test_ctrl_c_while_reading_is_one_line_and_exit_130():
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     assert err.decode() == "crfsdca: interrupted\n" and out == b""
+
+
+def test_more_misuses_found_by_walking_the_cli(work, tmp_path):
+    line = usage_error(cli("train", work / "items.attr", "--threads", "100000"))
+    assert line.startswith("Error: Invalid value for --threads: must lie in [1, ")
+    line = usage_error(cli("train", work / "items.attr", "--seed", "-1"))
+    assert "Invalid value for '--seed': -1 is not in the range x>=0" in line
+    line = usage_error(cli("train", "--resume", work / "items.attr"))
+    assert f"--resume: {work}/items.attr is a file; expected the folder given to --checkpoint" in (
+        line
+    )
+    ck = tmp_path / "ck"
+    trained = cli("train", work / "items.attr", "--epochs", "1", "-q", "--checkpoint", ck)
+    assert trained.exit_code == 0, trained.output
+    line = one_error_line(cli("evaluate", ck / "checkpoint.npz", work / "items.attr"))
+    assert line == (
+        f"crfsdca: error: {ck}/checkpoint.npz: a training checkpoint, not a model; continue it"
+        f" with crfsdca train --resume {ck} --model FILE"
+    )
+    line = one_error_line(
+        cli("evaluate", work / "attr.npz", work / "items.attr", "--label", "upos")
+    )
+    assert line.endswith(f"--label applies to CoNLL-U files; {work}/items.attr is not one")
+    line = one_error_line(cli("evaluate", work / "tree.npz", "ewt-pos", "--label", "upos"))
+    assert line.endswith("--label applies to CoNLL-U files; ewt-pos is not one")
