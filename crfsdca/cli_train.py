@@ -329,7 +329,10 @@ def _train(
     fingerprint = train_fingerprint(inputs.train)
     if resume is not None and resume["run"].get("fingerprint") != fingerprint:
         raise ValueError("the training data differs from the checkpointed run's; cannot resume")
-    run = {**run, "fmt": inputs.fmt, "fingerprint": fingerprint}
+    # what a checkpoint records: the resolved format, and files by absolute path so that the
+    # run can be resumed from another folder
+    files = {k: os.path.abspath(run[k]) for k in ("dataset", "test") if _is_file(run[k])}
+    run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
     bias = run["bias"]
     n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     model = CRF(
@@ -389,6 +392,10 @@ def _train(
         what = f"; the last complete epoch's {' and '.join(saved)}" if saved else ""
         click.echo(f"crfsdca: interrupted{what}", err=True)
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _is_file(text: str | None) -> bool:
+    return text is not None and text != "-" and os.path.isfile(text)
 
 
 def _stopped_early(model) -> str:

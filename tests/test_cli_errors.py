@@ -371,7 +371,7 @@ def test_stopping_at_epochs_above_tol_is_one_plain_line(work):
 # ----------------------------------------------------------------------------- resume
 
 
-def test_resume_by_appending_to_the_same_command(work, tmp_path):
+def test_resume_by_appending_to_the_same_command(work, tmp_path, monkeypatch):
     common = ["train", work / "chunk.txt", "--format", "conll", "--template", "conll",
               "--sampling", "uniform", "--tol", "0", "--seed", "3", "-q"]  # fmt: skip
     straight = cli(*common, "--epochs", "4", "--model", tmp_path / "a.npz")
@@ -387,6 +387,9 @@ def test_resume_by_appending_to_the_same_command(work, tmp_path):
     np.testing.assert_array_equal(
         load_model(tmp_path / "a.npz")[0]["weights"], load_model(tmp_path / "b.npz")[0]["weights"]
     )
+    monkeypatch.chdir(work)  # the same file by another name, from another folder
+    relative = cli("train", "chunk.txt", *common[2:], "--epochs", "5", "--resume", ck)
+    assert relative.exit_code == 0, relative.output
     changed = cli(*common[:-2], "4", "-q", "--resume", ck)  # --seed 4 instead of 3
     line = usage_error(changed)
     assert f"--seed: the run saved in {ck} has 3, this command 4" in line
@@ -468,3 +471,24 @@ def test_more_misuses_found_by_walking_the_cli(work, tmp_path):
     assert line.endswith(f"--label applies to CoNLL-U files; {work}/items.attr is not one")
     line = one_error_line(cli("evaluate", work / "tree.npz", "ewt-pos", "--label", "upos"))
     assert line.endswith("--label applies to CoNLL-U files; ewt-pos is not one")
+
+
+DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not DATA_DIR
+    or not Path(DATA_DIR, "conll2000", "train.txt.gz").exists()
+    or not Path(DATA_DIR, "ud_english_ewt", "en_ewt-ud-test.conllu.gz").exists(),
+    reason="needs CRFSDCA_DATA_DIR with conll2000 and ud_english_ewt",
+)
+def test_chunk_model_on_the_pos_dataset_is_refused(tmp_path):
+    model = tmp_path / "chunk.npz"
+    trained = cli("train", "conll2000", "--max-sequences", "30", "--epochs", "1", "-q",
+                  "--model", model)  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    line = one_error_line(cli("evaluate", model, "ewt-pos"))
+    assert line.startswith("crfsdca: error: ewt-pos: none of its gold labels is a label of the")
+    known = cli("evaluate", model, "conll2000", "--json")  # I-LST is not in 30 sentences
+    assert known.exit_code == 0 and "labels the model does not know" in known.stderr
