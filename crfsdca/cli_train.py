@@ -184,14 +184,7 @@ def train(
         raise click.UsageError("missing argument DATASET (or give --resume DIR)")
     if checkpoint_dir and solver != "sdca" and resume_dir is None:
         raise click.UsageError("--checkpoint is supported by --solver sdca")
-    check_output_path(model_path, "--model")
-    check_output_path(trace_path, "--trace")
-    check_output_path(checkpoint_dir, "--checkpoint", folder=True)
-    if resume_dir is not None and os.path.isfile(resume_dir):
-        raise click.BadParameter(
-            f"{resume_dir} is a file; expected the folder given to --checkpoint",
-            param_hint="--resume",
-        )
+    _check_paths(model_path, trace_path, checkpoint_dir, resume_dir)
     if threads:
         _set_threads(threads)
     with errors_to_exit(verbose, flag_text):
@@ -234,6 +227,18 @@ def _typed(ctx: click.Context, run: dict[str, Any]) -> set[str]:
         and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     }
     return typed | set(run["options"])
+
+
+def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
+    """Usage errors for paths that cannot be written or resumed, before any work."""
+    check_output_path(model_path, "--model")
+    check_output_path(trace_path, "--trace")
+    check_output_path(checkpoint_dir, "--checkpoint", folder=True)
+    if resume_dir is not None and os.path.isfile(resume_dir):
+        raise click.BadParameter(
+            f"{resume_dir} is a file; expected the folder given to --checkpoint",
+            param_hint="--resume",
+        )
 
 
 def _set_threads(threads: int) -> None:
@@ -368,7 +373,7 @@ def _train(
         "dataset": inputs.name,
         "template": run["template"],
         "format": inputs.fmt,
-        "label": run.get("label") or "xpos",
+        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
     }
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:
