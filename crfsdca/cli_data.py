@@ -259,7 +259,9 @@ def load_inputs(
     """Encoded train and test data for ``crfsdca train``."""
     import data_loaders
 
-    source = resolve(dataset, fmt)
+    # a name that tells nothing (train.txt) with --template conll is a CoNLL file
+    by_template = {"token": "conll", "dense": "ocr", "attribute": "crfsuite"}
+    source = resolve(dataset, fmt, by_template[template_kind(template)] if template else None)
     test_source = resolve(test, fmt, source.fmt) if test is not None else None
     check_train_sources(source, template, test_source, label)
     if source.registered:

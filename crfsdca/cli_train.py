@@ -77,7 +77,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     default=None,
     type=click.Choice(FORMATS),
     help="format of DATASET and --test files [from the name: .conll, .conllu, .attr,"
-    " .crfsuite, .data]",
+    " .crfsuite, .data; else conll with a token --template]",
 )
 @click.option(
     "--label",

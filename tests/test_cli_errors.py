@@ -278,8 +278,10 @@ def test_format_is_guessed_from_the_file_name(work, tmp_path):
     assert cli("train", gz, "--epochs", "1", "-q").exit_code == 0
     unknown = tmp_path / "corpus.xyz"
     unknown.write_text("the DT B-NP\n")
-    line = one_error_line(cli("train", unknown, "--template", "conll"))
+    line = one_error_line(cli("train", unknown))
     assert f"{unknown}: cannot tell the format from the name; give --format" in line
+    # a token template says the file is CoNLL
+    assert cli("train", unknown, "--template", "conll", "--epochs", "1", "-q").exit_code == 0
 
 
 def test_conllu_label_column(work):
