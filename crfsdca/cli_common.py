@@ -1,7 +1,8 @@
 """The error and warning policy every crfsdca command shares.
 
 - An expected failure (bad data, a bad model file, a file that cannot be read or written) is one
-  line ``crfsdca: error: ...`` on stderr and exit status 1; ``-v`` adds the traceback.
+  line ``crfsdca: error: ...`` on stderr and exit status 1; ``-v`` adds the traceback. Any other
+  exception is a bug: one line ``crfsdca: internal error: ...``, status 1, the traceback with -v.
 - A warning is one line ``crfsdca: warning: ...`` (no source line); ``--quiet`` drops them all.
 - A closed stdout (``crfsdca tag ... | head -1``) ends the command silently with status 141,
   as a process killed by SIGPIPE would (see ``quiet_broken_pipe``); Ctrl-C outside a training
@@ -64,6 +65,15 @@ def errors_to_exit(verbose: int, translate: Callable[[str], str] | None = None) 
         if translate is not None:
             message = translate(message)
         click.echo(f"crfsdca: error: {message}", err=True)
+        sys.exit(1)
+    except Exception as err:  # a bug: still one line, the traceback on request
+        if verbose:
+            traceback.print_exc()
+        click.echo(
+            f"crfsdca: internal error: {type(err).__name__}: {err} (a bug; please report it with"
+            " the traceback that -v prints)",
+            err=True,
+        )
         sys.exit(1)
 
 

@@ -494,3 +494,31 @@ def test_chunk_model_on_the_pos_dataset_is_refused(tmp_path):
     assert line.startswith("crfsdca: error: ewt-pos: none of its gold labels is a label of the")
     known = cli("evaluate", model, "conll2000", "--json")  # I-LST is not in 30 sentences
     assert known.exit_code == 0 and "labels the model does not know" in known.stderr
+
+
+def test_an_unexpected_exception_is_one_line_and_the_traceback_needs_v(capsys):
+    from crfsdca.cli_common import errors_to_exit
+
+    for verbose in (0, 1):
+        with pytest.raises(SystemExit) as exit_info, errors_to_exit(verbose):
+            raise TypeError("unsupported operand")
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err
+        assert err.endswith(
+            "crfsdca: internal error: TypeError: unsupported operand (a bug; please report it"
+            " with the traceback that -v prints)\n"
+        )
+        assert ("Traceback" in err) == bool(verbose)
+
+
+def test_warnings_are_plain_lines_and_quiet_drops_them(capsys):
+    import warnings
+
+    from crfsdca.cli_common import plain_warnings
+
+    with plain_warnings(quiet=False):
+        warnings.warn("watch out", RuntimeWarning, stacklevel=1)
+    assert capsys.readouterr().err == "crfsdca: warning: watch out\n"
+    with plain_warnings(quiet=True):
+        warnings.warn("watch out", RuntimeWarning, stacklevel=1)
+    assert capsys.readouterr().err == ""
