@@ -29,11 +29,11 @@ from crfsdca.attributes import (
     encoder_from_dict,
     make_encoder,
 )
+from crfsdca.cli_common import FORMATS
 from crfsdca.errors import DataFormatError
 from crfsdca.sequences import SequenceData
 from crfsdca.textfile import quote
 
-FORMATS = ("conll", "conllu", "ocr", "crfsuite")
 #: file name endings (after removing ``.gz``) and the format they stand for
 EXTENSIONS = {
     ".conll": "conll",

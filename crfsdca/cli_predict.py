@@ -15,6 +15,7 @@ import sys
 import click
 
 from crfsdca.cli_common import (
+    FORMATS,
     check_input_file,
     check_output_path,
     errors_to_exit,
@@ -23,7 +24,6 @@ from crfsdca.cli_common import (
 )
 from crfsdca.errors import ModelFormatError
 
-FORMATS = ("conll", "conllu", "ocr", "crfsuite")
 MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
 _SHOWN_LABELS = 5
 
@@ -91,9 +91,8 @@ def check_labels(data, what: str, model_labels: tuple[str, ...], quiet: bool = F
     if quiet:
         return
     warn(
-        f"{what}: {n_unknown} of {n_items} tokens ({100 * n_unknown / n_items:.2f}%) have"
-        f" {len(unknown)} labels the model does not know ({_label_list(by_count)}); they count"
-        " as errors"
+        f"{what}: {n_unknown} of {n_items} tokens ({100 * n_unknown / n_items:.2f}%) have gold"
+        f" labels the model does not know ({_label_list(by_count)}); they count as errors"
     )
 
 

@@ -150,8 +150,8 @@ def test_labels_unknown_to_the_model_are_an_error_or_a_counted_warning(work):
     result = cli("evaluate", work / "chunk.npz", partly, "--format", "conll", "--json")
     assert result.exit_code == 0, result.output
     assert result.stderr == (
-        f"crfsdca: warning: {partly}: 1 of 3 tokens (33.33%) have 1 labels the model does not"
-        " know (B-XX); they count as errors\n"
+        f"crfsdca: warning: {partly}: 1 of 3 tokens (33.33%) have gold labels the model does"
+        " not know (B-XX); they count as errors\n"
     )
     assert json.loads(result.stdout)["token_accuracy"] <= 2 / 3
     quiet = cli("evaluate", work / "chunk.npz", partly, "--format", "conll", "-q")
