@@ -112,19 +112,22 @@ def unknown_source_message(text: str, *, file_too: bool = True) -> str:
     return f"{text}: {what} ({', '.join(names)}){hint}"
 
 
-def resolve(text: str, fmt: str | None, default_fmt: str | None = None) -> Source:
-    """Resolve a DATASET | PATH argument without reading it.
+def resolve(
+    text: str, fmt: str | None, default_fmt: str | None = None, *, datasets: bool = True
+) -> Source:
+    """Resolve a DATASET | PATH argument (only a PATH unless ``datasets``) without reading it.
 
     A registered name wins over ``fmt``; a file's format is ``fmt``, else its name's
     (:func:`guess_format`), else ``default_fmt``.
     """
     import data_loaders
 
-    if registered(text):
+    if datasets and registered(text):
         return Source(text, data_loaders.DATASETS[text].format, True)
     if text != STDIN:
         if not os.path.exists(text):
-            raise FileNotFoundError(unknown_source_message(text))
+            message = unknown_source_message(text) if datasets else f"{text}: no such file"
+            raise FileNotFoundError(message)
         if os.path.isdir(text):
             raise IsADirectoryError(f"{text}: is a directory; expected a data file")
     fmt = fmt or (guess_format(text) if text != STDIN else None) or default_fmt

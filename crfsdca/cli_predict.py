@@ -58,12 +58,12 @@ def _refuse_checkpoint(path: str) -> None:
         )
 
 
-def _source(model_path: str, model, encoder, text: str, fmt: str | None, label=None):
+def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True):
     """The resolved data argument, checked to be of the kind the model reads."""
     from crfsdca.cli_data import check_kind, encoder_kind, format_of, resolve
 
     trained_on = model.meta.get("format") or format_of(encoder)
-    source = resolve(text, fmt, trained_on)
+    source = resolve(text, fmt, trained_on, datasets=datasets)
     check_kind(source, encoder_kind(encoder), f"the model {model_path}")
     if label is not None and (source.registered or source.fmt != "conllu"):
         raise ValueError(f"--label applies to CoNLL-U files; {text} is not one")
@@ -158,7 +158,7 @@ def evaluate(
     "--output",
     "-o",
     default=None,
-    help="write the tagged data here (atomically) instead of stdout",
+    help="write the tagged data here (atomically) [-: stdout]",
 )
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
 def tag(model_path: str, path: str, fmt: str | None, output: str | None, verbose: int) -> None:
@@ -168,13 +168,15 @@ def tag(model_path: str, path: str, fmt: str | None, output: str | None, verbose
     attribute files, OCR letters and CoNLL-U: one predicted label per line, a blank line after
     each sequence.
     """
+    if output == "-":
+        output = None
     check_output_path(output, "--output")
     with errors_to_exit(verbose):
         from crfsdca.cli_data import local_path, read_corpus
         from crfsdca.tagging import tag_conll, tag_corpus
 
         model, encoder = _load_model(model_path)
-        source = _source(model_path, model, encoder, path, fmt)
+        source = _source(model_path, model, encoder, path, fmt, datasets=False)
         if source.fmt == "conll":
             with local_path(path) as local:
                 lines = list(tag_conll(model, encoder, local))

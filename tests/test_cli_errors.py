@@ -522,3 +522,13 @@ def test_warnings_are_plain_lines_and_quiet_drops_them(capsys):
     with plain_warnings(quiet=True):
         warnings.warn("watch out", RuntimeWarning, stacklevel=1)
     assert capsys.readouterr().err == ""
+
+
+def test_tag_takes_files_only_and_output_dash_is_stdout(work, tmp_path):
+    line = one_error_line(cli("tag", work / "chunk.npz", "conll2000"))
+    assert line == "crfsdca: error: conll2000: no such file"
+    line = one_error_line(cli("tag", work / "chunk.npz", tmp_path / "nope.txt"))
+    assert line == f"crfsdca: error: {tmp_path}/nope.txt: no such file"
+    to_stdout = cli("tag", work / "attr.npz", work / "items.attr", "--output", "-")
+    assert to_stdout.exit_code == 0 and len(to_stdout.stdout.split()) == 3
+    assert not Path("-").exists()
