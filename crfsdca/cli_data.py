@@ -42,7 +42,7 @@ EXTENSIONS = {
     ".crfsuite": "crfsuite",
     ".data": "ocr",
 }
-#: templates (``--template``) besides the TEMPLATE_SETS, and the corpus kind each reads
+#: every ``--template``: the TEMPLATE_SETS, and the encoders of OCR pixels and CRFsuite attributes
 TEMPLATES = (*TEMPLATE_SETS, "ocr", "dense", "crfsuite")
 STDIN = "-"
 STDIN_NAME = "<stdin>"
