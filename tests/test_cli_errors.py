@@ -407,11 +407,16 @@ def test_resume_by_appending_to_the_same_command(work, tmp_path, monkeypatch):
 def test_importing_the_cli_does_not_import_numba():
     code = "import sys, crfsdca.cli; assert 'numba' not in sys.modules, 'numba imported'"
     subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
+    for args in (["--help"], ["tag", "--help"], ["evaluate", "--help"], ["datasets", "list"]):
+        code = (
+            "import sys\nfrom crfsdca.cli import main\n"
+            f"try:\n    main({args!r})\nexcept SystemExit as e:\n    assert not e.code\n"
+            "assert 'numba' not in sys.modules, 'numba imported'"
+        )
+        result = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True)
+        assert result.returncode == 0, (args, result.stderr)
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from crfsdca.cli import main; main()", "--help"],
-        env=ENV,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "crfsdca.cli", "--help"], env=ENV, capture_output=True, text=True
     )
     assert result.returncode == 0 and "train" in result.stdout
 
