@@ -45,6 +45,8 @@ def describe_error(err: BaseException) -> str:
     if isinstance(err, OSError) and err.filename is not None and err.strerror:
         reason = err.strerror[0].lower() + err.strerror[1:]
         return f"{err.filename}: {reason}"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror[0].lower() + err.strerror[1:]
     if isinstance(err, KeyError):
         return f"missing key {err}"
     return str(err) or type(err).__name__
@@ -119,14 +121,32 @@ def json_value(x: Any) -> Any:
     return x
 
 
-def check_output_path(path: str | None, flag: str, *, folder: bool = False) -> None:
+def is_special(path: str | os.PathLike) -> bool:
+    """True for an existing path that is neither a regular file nor a folder (/dev/stdout, a pipe).
+
+    Such a path is written in place: an atomic write would rename a file over it.
+    """
+    target = Path(path)
+    return target.exists() and not target.is_file() and not target.is_dir()
+
+
+def check_output_path(
+    path: str | None, flag: str, *, folder: bool = False, special_ok: bool = False
+) -> None:
     """BadParameter (naming ``flag``) unless ``path`` can be written (missing folders are made).
 
-    Checked before any work, so that a long run does not end on an unwritable path.
+    Checked before any work, so that a long run does not end on an unwritable path. A device or
+    pipe is refused unless ``special_ok``.
     """
     if path is None:
         return
     target = Path(path)
+    if is_special(target):
+        if special_ok:
+            return
+        raise click.BadParameter(
+            f"{path} is a device or pipe; expected a file name", param_hint=flag
+        )
     if not folder and target.is_dir():
         raise click.BadParameter(f"{path} is a directory; expected a file name", param_hint=flag)
     if folder and target.exists() and not target.is_dir():

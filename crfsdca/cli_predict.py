@@ -19,6 +19,7 @@ from crfsdca.cli_common import (
     check_input_file,
     check_output_path,
     errors_to_exit,
+    is_special,
     plain_warnings,
     warn,
 )
@@ -170,7 +171,7 @@ def tag(model_path: str, path: str, fmt: str | None, output: str | None, verbose
     """
     if output == "-":
         output = None
-    check_output_path(output, "--output")
+    check_output_path(output, "--output", special_ok=True)
     with errors_to_exit(verbose):
         from crfsdca.cli_data import local_path, read_corpus
         from crfsdca.tagging import tag_conll, tag_corpus
@@ -195,6 +196,10 @@ def _write_lines(lines: list[str], output: str | None) -> None:
         for start in range(0, len(lines), 4096):
             sys.stdout.write("".join(f"{line}\n" for line in lines[start : start + 4096]))
         sys.stdout.flush()
+        return
+    if is_special(output):  # /dev/stdout, a named pipe: written in place, never replaced
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.writelines(f"{line}\n" for line in lines)
         return
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(output, "w") as handle:

@@ -537,3 +537,21 @@ def test_tag_takes_files_only_and_output_dash_is_stdout(work, tmp_path):
     to_stdout = cli("tag", work / "attr.npz", work / "items.attr", "--output", "-")
     assert to_stdout.exit_code == 0 and len(to_stdout.stdout.split()) == 3
     assert not Path("-").exists()
+
+
+def test_a_pipe_as_output_is_written_in_place_never_replaced(work, tmp_path):
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    result = cli("tag", work / "attr.npz", work / "items.attr", "--output", fifo)
+    reader.join(timeout=60)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # an atomic rename would have replaced it
+    assert len(received[0].split()) == 3
+    line = usage_error(cli("train", work / "items.attr", "--model", fifo))
+    assert f"Invalid value for --model: {fifo} is a device or pipe; expected a file name" in line
