@@ -90,7 +90,7 @@ def datasets_list() -> None:
 
 @datasets.command("info")
 @click.argument("name")
-@click.option("--data-dir", default=None)
+@click.option("--data-dir", default=None, type=click.Path(exists=True, file_okay=False))
 @click.option("--verbose", "-v", count=True)
 def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
     """Describe dataset NAME: files, splits, template, where it was found."""

@@ -113,7 +113,12 @@ def check_labels(data, what: str, model_labels: tuple[str, ...], quiet: bool = F
     type=click.Choice(["xpos", "upos"]),
     help="CoNLL-U column holding the gold labels [the model's]",
 )
-@click.option("--data-dir", default=None, help="folder with the corpora [$CRFSDCA_DATA_DIR]")
+@click.option(
+    "--data-dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="folder with the corpora [$CRFSDCA_DATA_DIR]",
+)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no warnings")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")

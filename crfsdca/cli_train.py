@@ -112,7 +112,12 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="random seed"
 )
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="numba threads [all]")
-@click.option("--data-dir", default=None, help="folder with the corpora [$CRFSDCA_DATA_DIR]")
+@click.option(
+    "--data-dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="folder with the corpora [$CRFSDCA_DATA_DIR]",
+)
 @click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
 @click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
 @click.option(

@@ -555,3 +555,12 @@ def test_a_pipe_as_output_is_written_in_place_never_replaced(work, tmp_path):
     assert len(received[0].split()) == 3
     line = usage_error(cli("train", work / "items.attr", "--model", fifo))
     assert f"Invalid value for --model: {fifo} is a device or pipe; expected a file name" in line
+
+
+def test_a_missing_data_dir_is_a_usage_error(work, tmp_path):
+    for args in (["train", "conll2000"], ["evaluate", work / "chunk.npz", "conll2000"],
+                 ["datasets", "info", "ocr"]):  # fmt: skip
+        line = usage_error(cli(*args, "--data-dir", tmp_path / "nowhere"))
+        assert f"Invalid value for '--data-dir': Directory '{tmp_path}/nowhere' does not exist" in (
+            line
+        )
