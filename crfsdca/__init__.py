@@ -2,14 +2,41 @@
 
 __version__ = "0.1.0"
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from crfsdca.errors import ConvergenceWarning, DataFormatError, ModelFormatError, NotFittedError
 from crfsdca.features import FeatureMap
-from crfsdca.model import CRF
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
-from crfsdca.solvers import SOLVERS
 from crfsdca.trace import Trace, TraceRecord, read_trace
+
+if TYPE_CHECKING:
+    from crfsdca.model import CRF
+    from crfsdca.monitor import Monitor
+    from crfsdca.problem import Problem
+    from crfsdca.solvers import SOLVERS
+
+# names whose modules import the numba kernels: loaded on first use, so that the command line
+# (``crfsdca --help``, ``crfsdca datasets list``) starts without compiling or loading them
+_LAZY = {
+    "CRF": "crfsdca.model",
+    "Monitor": "crfsdca.monitor",
+    "Problem": "crfsdca.problem",
+    "SOLVERS": "crfsdca.solvers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'crfsdca' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "CRF",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,8 @@ from crfsdca.solvers import SOLVERS
 RENAMED = {"max_epochs": "epochs"}
 #: Fields set by the command itself, not by an option.
 HIDDEN = {"seed"}
+#: Names in the library's messages for values the train command's own options set.
+OWN_FLAGS = {"regularization": "--lambda", "seed": "--seed"}
 
 
 def _option_name(field_name: str) -> str:
@@ -81,3 +84,14 @@ def config_options(solver: str, given: dict[str, Any]) -> dict[str, Any]:
             raise click.UsageError(f"--{_option_name(name)} does not apply to --solver {solver}")
         options[name] = value
     return options
+
+
+def flag_text(message: str) -> str:
+    """``message`` with config field names replaced by the flags that set them.
+
+    The library checks ``max_epochs`` or ``fixed_step``; the user typed ``--epochs`` and
+    ``--fixed-step``, and an error must name what they typed.
+    """
+    flags = {name: "--" + _option_name(name) for name in solver_fields()} | OWN_FLAGS
+    words = "|".join(sorted(map(re.escape, flags), key=len, reverse=True))
+    return re.sub(rf"(?<![\w-])({words})\b", lambda m: flags[m[1]], message)

@@ -1,8 +1,11 @@
-"""Tag a CoNLL-style file with a trained model: each token line gets the predicted label appended.
+"""Tag data with a trained model.
 
-Token lines hold the fields the model's template reads (e.g. ``word POS``); a line with one more
-column (a gold label) is accepted and the extra column ignored. Blank lines separate sentences
-and are echoed; ``-DOCSTART-`` lines are echoed untouched.
+- CoNLL-style files (:func:`tag_conll`): each token line gets the predicted label appended.
+  Token lines hold the fields the model's template reads (e.g. ``word POS``); a line with one
+  more column (a gold label) is accepted and the extra column ignored. Blank lines separate
+  sentences and are echoed; ``-DOCSTART-`` lines are echoed untouched.
+- Any corpus (:func:`tag_corpus`: CRFsuite attribute files, OCR letters, CoNLL-U): one predicted
+  label per line, a blank line after each sequence, as ``crfsuite tag`` prints them.
 """
 
 from __future__ import annotations
@@ -60,3 +63,14 @@ def tag_conll(model, encoder, path: str) -> Iterator[str]:
         for _, text, _ in block:
             yield f"{text} {names[pred[k]]}"
             k += 1
+
+
+def tag_corpus(model, encoder, corpus) -> Iterator[str]:
+    """One predicted label per item of ``corpus``, an empty string after each sequence."""
+    data = encoder.transform(corpus)
+    pred = model.predict(data)
+    names = model.label_names_
+    offsets = data.seq_offsets.tolist()
+    for start, stop in zip(offsets[:-1], offsets[1:], strict=True):
+        yield from (names[k] for k in pred[start:stop].tolist())
+        yield ""

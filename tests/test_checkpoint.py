@@ -120,8 +120,14 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling, monkeypatch):
 def test_resume_refuses_changed_options_and_missing_checkpoint(tmp_path):
     result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path / "none")])
     assert result.exit_code == 1 and "no checkpoint" in result.stderr
-    result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path), "--sampling", "max"])
-    assert result.exit_code == 2 and "only --epochs" in result.stderr
+    data = synthetic_conll(tmp_path / "train.txt", n=10)
+    ck = tmp_path / "ck"
+    invoke("train", data, "--template", "conll", "--format", "conll", "--epochs", "1", "-q",
+           "--checkpoint", ck)  # fmt: skip
+    result = CliRunner().invoke(main, ["train", "--resume", str(ck), "--sampling", "max"])
+    assert result.exit_code == 2
+    assert f"--sampling: the run saved in {ck} has gap, this command max" in result.stderr
+    assert "only --epochs" in result.stderr
 
 
 @pytest.mark.slow

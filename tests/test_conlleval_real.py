@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from crfsdca.cli import main
-from crfsdca.cli_data import encode_eval, encoder_from_model
+from crfsdca.cli_data import encode_eval, encoder_from_model, resolve
 from crfsdca.model import CRF
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
@@ -93,7 +93,8 @@ def test_evaluate_prints_conllevals_numbers(tmp_path):
     trained = runner.invoke(main, args)
     assert trained.exit_code == 0, trained.output
     crf = CRF.load(str(model))
-    data = encode_eval("conll2000", encoder_from_model(crf.encoder), None, DATA_DIR)
+    source = resolve("conll2000", None)
+    data = encode_eval(source, encoder_from_model(crf.encoder), DATA_DIR)
     ids, offsets = crf.predict(data).tolist(), data.seq_offsets.tolist()
     names = crf.label_names_
     pred = [[names[k] for k in ids[a:b]] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]

@@ -62,9 +62,9 @@ class SDCAConfig(SolverConfig):
         check_scheme(self.sampling)
         if not 0.0 <= self.non_uniformity <= 1.0:
             raise ValueError(f"non_uniformity must be in [0, 1]; got {self.non_uniformity}")
-        if not self.line_search and not 0.0 < self.fixed_step <= 1.0:
+        if (self.fixed_step != 0.0 or not self.line_search) and not 0.0 < self.fixed_step <= 1.0:
             raise ValueError(
-                f"fixed_step must be in (0, 1] without line search; got {self.fixed_step}"
+                f"fixed_step must be in (0, 1] (or 0 with line search); got {self.fixed_step}"
             )
         if not self.line_search_tol > 0:
             raise ValueError(f"line_search_tol must be > 0; got {self.line_search_tol}")

@@ -1,0 +1,211 @@
+"""``crfsdca evaluate`` and ``crfsdca tag``: apply a trained model to data.
+
+The data's format is ``--format``, else the one its file name tells, else the one the model was
+trained on; data of another kind than the model reads (OCR pixels for a CoNLL model, ...) is
+refused before it is read. ``evaluate`` refuses gold labels none of which the model knows, and
+warns with their count when only some are unknown (they count as errors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from crfsdca.cli_common import (
+    FORMATS,
+    check_input_file,
+    check_output_path,
+    errors_to_exit,
+    is_special,
+    plain_warnings,
+    warn,
+)
+from crfsdca.errors import ModelFormatError
+
+MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
+_SHOWN_LABELS = 5
+
+
+def _load_model(model_path: str):
+    """(model, encoder) of a model file; one clear line if it is missing or not a model."""
+    from crfsdca.cli_data import encoder_from_model
+    from crfsdca.model import CRF
+
+    check_input_file(model_path, MODEL_FILE)
+    try:
+        model = CRF.load(model_path)
+    except ModelFormatError:
+        _refuse_checkpoint(model_path)
+        raise
+    return model, encoder_from_model(model.encoder)
+
+
+def _refuse_checkpoint(path: str) -> None:
+    """A clearer error than a model's missing fields for a checkpoint given as a model."""
+    from crfsdca.modelfile import load_model
+
+    try:
+        header = load_model(path)[1]
+    except (ModelFormatError, OSError, ValueError):
+        return
+    if header.get("kind") == "crfsdca-checkpoint":
+        folder = os.path.dirname(path) or "."
+        raise ModelFormatError(
+            f"{path}: a training checkpoint, not a model; continue it with crfsdca train"
+            f" --resume {folder} --model FILE"
+        )
+
+
+def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True):
+    """The resolved data argument, checked to be of the kind the model reads."""
+    from crfsdca.cli_data import check_kind, encoder_kind, format_of, resolve
+
+    trained_on = model.meta.get("format") or format_of(encoder)
+    source = resolve(text, fmt, trained_on, datasets=datasets)
+    check_kind(source, encoder_kind(encoder), f"the model {model_path}")
+    if label is not None and (source.registered or source.fmt != "conllu"):
+        raise ValueError(f"--label applies to CoNLL-U files; {text} is not one")
+    return source
+
+
+def _label_list(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOWN_LABELS])
+    return shown + (", ..." if len(names) > _SHOWN_LABELS else "")
+
+
+def check_labels(data, what: str, model_labels: tuple[str, ...], quiet: bool = False) -> None:
+    """Refuse data whose gold labels are all unknown to the model; warn when some are."""
+    unknown: dict[str, int] = data.meta.get("unknown_labels", {})
+    n_unknown, n_items = sum(unknown.values()), data.n_items
+    if not n_unknown:
+        return
+    by_count = sorted(unknown, key=lambda k: (-unknown[k], k))
+    if n_unknown == n_items:
+        raise ValueError(
+            f"{what}: none of its gold labels is a label of the model (data: "
+            f"{_label_list(by_count)}; model: {_label_list(list(model_labels))}); a model"
+            " for other data?"
+        )
+    if quiet:
+        return
+    warn(
+        f"{what}: {n_unknown} of {n_items} tokens ({100 * n_unknown / n_items:.2f}%) have gold"
+        f" labels the model does not know ({_label_list(by_count)}); they count as errors"
+    )
+
+
+@click.command()
+@click.argument("model_path", metavar="MODEL")
+@click.argument("source", metavar="DATASET|PATH")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    type=click.Choice(FORMATS),
+    help="format of PATH [from its name, else the model's]",
+)
+@click.option(
+    "--label",
+    default=None,
+    type=click.Choice(["xpos", "upos"]),
+    help="CoNLL-U column holding the gold labels [the model's]",
+)
+@click.option(
+    "--data-dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="folder with the corpora [$CRFSDCA_DATA_DIR]",
+)
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+@click.option("--quiet", "-q", is_flag=True, help="no warnings")
+@click.option("--verbose", "-v", count=True, help="tracebacks on errors")
+def evaluate(
+    model_path: str,
+    source: str,
+    fmt: str | None,
+    label: str | None,
+    data_dir: str | None,
+    as_json: bool,
+    quiet: bool,
+    verbose: int,
+) -> None:
+    """Score MODEL on a registered dataset's test split or on a labelled file (- for stdin)."""
+    with errors_to_exit(verbose), plain_warnings(quiet):
+        from crfsdca.cli_data import encode_eval
+        from crfsdca.evaluation import format_report
+
+        model, encoder = _load_model(model_path)
+        resolved = _source(model_path, model, encoder, source, fmt, label)
+        data = encode_eval(resolved, encoder, data_dir, label or model.meta.get("label"))
+        check_labels(data, source, model.label_names_, quiet)
+        scores = model.score(data)
+        if as_json:
+            click.echo(json.dumps({"model": model_path, "data": source, **scores}, default=float))
+            return
+        click.echo(f"token accuracy {100 * scores['token_accuracy']:.2f}%")
+        if scores.get("f1") is not None:
+            click.echo(format_report(scores))
+
+
+@click.command()
+@click.argument("model_path", metavar="MODEL")
+@click.argument("path", metavar="PATH")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    type=click.Choice(FORMATS),
+    help="format of PATH [from its name, else the model's]",
+)
+@click.option(
+    "--output",
+    "-o",
+    default=None,
+    help="write the tagged data here (atomically) [-: stdout]",
+)
+@click.option("--verbose", "-v", count=True, help="tracebacks on errors")
+def tag(model_path: str, path: str, fmt: str | None, output: str | None, verbose: int) -> None:
+    """Tag PATH (- for stdin) with MODEL.
+
+    CoNLL files (word POS ... per line): each line with the predicted label appended. CRFsuite
+    attribute files, OCR letters and CoNLL-U: one predicted label per line, a blank line after
+    each sequence.
+    """
+    if output == "-":
+        output = None
+    check_output_path(output, "--output", special_ok=True)
+    with errors_to_exit(verbose):
+        from crfsdca.cli_data import local_path, read_corpus
+        from crfsdca.tagging import tag_conll, tag_corpus
+
+        model, encoder = _load_model(model_path)
+        source = _source(model_path, model, encoder, path, fmt, datasets=False)
+        if source.fmt == "conll":
+            with local_path(path) as local:
+                lines = list(tag_conll(model, encoder, local))
+        else:
+            corpus = read_corpus(path, source.fmt, model.meta.get("label") or "xpos")
+            lines = list(tag_corpus(model, encoder, corpus))
+        _write_lines(lines, output)
+
+
+def _write_lines(lines: list[str], output: str | None) -> None:
+    from pathlib import Path
+
+    from crfsdca.io import atomic_open
+
+    if output is None:
+        for start in range(0, len(lines), 4096):
+            sys.stdout.write("".join(f"{line}\n" for line in lines[start : start + 4096]))
+        sys.stdout.flush()
+        return
+    if is_special(output):  # /dev/stdout, a named pipe: written in place, never replaced
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.writelines(f"{line}\n" for line in lines)
+        return
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(output, "w") as handle:
+        handle.writelines(f"{line}\n" for line in lines)

@@ -1,0 +1,473 @@
+"""``crfsdca train``: fit a CRF with one of the registered solvers, checkpoint and resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+
+from crfsdca.cli_common import (
+    EXIT_INTERRUPTED,
+    check_output_path,
+    errors_to_exit,
+    json_value,
+    plain_warnings,
+)
+from crfsdca.cli_data import FORMATS, TEMPLATES
+from crfsdca.cli_options import config_options, flag_text, solver_options
+from crfsdca.errors import ConvergenceWarning
+from crfsdca.solvers import SOLVERS
+
+EXAMPLE = "Example: crfsdca train conll2000 --solver sdca --sampling gap --epochs 30"
+
+
+def _progress(total: float, quiet: bool):
+    from tqdm import tqdm
+
+    disable = quiet or not sys.stderr.isatty()
+    bar = tqdm(
+        total=total,
+        unit="epoch",
+        file=sys.stderr,
+        disable=disable,
+        leave=False,
+        bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} epochs [{elapsed}<{remaining}]{postfix}",
+    )
+
+    def callback(record) -> None:
+        bar.n = min(record.epoch, total)
+        post = {"primal": f"{record.primal:.6g}"}
+        if math.isfinite(record.gap):
+            post["gap"] = f"{record.gap:.2e}"
+        if "test_f1" in record.extra:
+            post["F1"] = f"{record.extra['test_f1']:.2f}"
+        elif math.isfinite(record.test_error):
+            post["err"] = f"{record.test_error:.4f}"
+        bar.set_postfix(post, refresh=False)
+        bar.refresh()
+
+    return bar, callback
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"expected a finite number > 0, got {value}")
+    return value
+
+
+@click.command(epilog=EXAMPLE)
+@click.argument("dataset", required=False)
+@click.option(
+    "--solver",
+    default="sdca",
+    show_default=True,
+    type=click.Choice(sorted(SOLVERS)),
+    help="training algorithm",
+)
+@click.option("--test", "test", default=None, help="test set: registered name or file path")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    type=click.Choice(FORMATS),
+    help="format of DATASET and --test files [from the name: .conll, .conllu, .attr,"
+    " .crfsuite, .data; else conll with a token --template]",
+)
+@click.option(
+    "--label",
+    default=None,
+    type=click.Choice(["xpos", "upos"]),
+    help="CoNLL-U column to learn [xpos]",
+)
+@click.option(
+    "--template",
+    default=None,
+    type=click.Choice(TEMPLATES),
+    help="attribute template [the dataset's; none for .attr and .data files]",
+)
+@click.option(
+    "--lambda",
+    "regularization",
+    type=float,
+    default=None,
+    callback=_finite,
+    help="regularization > 0 [1/n]",
+)
+@click.option(
+    "--bias/--no-bias", default=None, help="count/first/last bias rows [on for templates]"
+)
+@click.option(
+    "--max-sequences",
+    type=click.IntRange(min=1),
+    default=None,
+    help="train on the first N sequences only",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="random seed"
+)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="numba threads [all]")
+@click.option(
+    "--data-dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="folder with the corpora [$CRFSDCA_DATA_DIR]",
+)
+@click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
+@click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
+@click.option(
+    "--checkpoint",
+    "checkpoint_dir",
+    default=None,
+    help="save the run's state here every --checkpoint-every epochs and on Ctrl-C",
+)
+@click.option(
+    "--checkpoint-every",
+    type=float,
+    callback=_finite,
+    default=1.0,
+    show_default=True,
+    help="epochs between checkpoints",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    default=None,
+    help="continue the run saved in this checkpoint folder: the same command with --resume DIR"
+    " appended, or --resume DIR alone",
+)
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")
+@click.option("--verbose", "-v", count=True, help="tracebacks on errors")
+@solver_options
+@click.pass_context
+def train(
+    ctx: click.Context,
+    dataset: str | None,
+    solver: str,
+    test: str | None,
+    fmt: str | None,
+    label: str | None,
+    template: str | None,
+    regularization: float | None,
+    bias: bool | None,
+    max_sequences: int | None,
+    seed: int,
+    threads: int | None,
+    data_dir: str | None,
+    model_path: str | None,
+    trace_path: str | None,
+    checkpoint_dir: str | None,
+    checkpoint_every: float,
+    resume_dir: str | None,
+    as_json: bool,
+    quiet: bool,
+    verbose: int,
+    **given: Any,
+) -> None:
+    """Train a CRF on DATASET (a registered name or a file) and report test scores."""
+    run = {
+        "dataset": dataset,
+        "solver": solver,
+        "options": config_options(solver, given),
+        "test": test,
+        "fmt": fmt,
+        "label": label,
+        "template": template,
+        "regularization": regularization,
+        "bias": bias,
+        "max_sequences": max_sequences,
+        "seed": seed,
+        "data_dir": data_dir,
+    }
+    if resume_dir is None and dataset is None:
+        raise click.UsageError("missing argument DATASET (or give --resume DIR)")
+    if checkpoint_dir and solver != "sdca" and resume_dir is None:
+        raise click.UsageError("--checkpoint is supported by --solver sdca")
+    _check_paths(model_path, trace_path, checkpoint_dir, resume_dir)
+    if threads:
+        _set_threads(threads)
+    with errors_to_exit(verbose, flag_text):
+        resume = None
+        if resume_dir is not None:
+            resume = _load_resume(resume_dir, run, _typed(ctx, run))
+            run = resume["run"]
+            checkpoint_dir = checkpoint_dir or resume_dir
+        _check_config(run)
+        with plain_warnings(quiet):
+            warnings.simplefilter("ignore", ConvergenceWarning)  # said in plain words below
+            _train(
+                run,
+                resume,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=checkpoint_every,
+                model_path=model_path,
+                trace_path=trace_path,
+                as_json=as_json,
+                quiet=quiet,
+            )
+
+
+#: solver options a resumed run may change
+RESUME_OVERRIDES = ("max_epochs", "time_limit", "tol", "eval_every")
+_RUN_FLAGS = {
+    "dataset": "DATASET",
+    "fmt": "--format",
+    "regularization": "--lambda",
+    "bias": "--bias/--no-bias",
+}
+
+
+def _typed(ctx: click.Context, run: dict[str, Any]) -> set[str]:
+    """The run keys and solver options the user typed (not left at their defaults)."""
+    typed = {
+        name
+        for name in run
+        if name != "options"
+        and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    }
+    return typed | set(run["options"])
+
+
+def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
+    """Usage errors for paths that cannot be written or resumed, before any work."""
+    check_output_path(model_path, "--model")
+    check_output_path(trace_path, "--trace")
+    check_output_path(checkpoint_dir, "--checkpoint", folder=True)
+    if resume_dir is not None and os.path.isfile(resume_dir):
+        raise click.BadParameter(
+            f"{resume_dir} is a file; expected the folder given to --checkpoint",
+            param_hint="--resume",
+        )
+
+
+def _set_threads(threads: int) -> None:
+    from crfsdca.kernels.batch import set_threads
+
+    try:
+        set_threads(threads)
+    except ValueError as err:
+        raise click.BadParameter(
+            str(err).replace("n_threads ", ""), param_hint="--threads"
+        ) from None
+
+
+def _check_config(run: dict[str, Any]) -> None:
+    """Build the solver config now, so that a bad value fails before any data is read."""
+    try:
+        SOLVERS[run["solver"]].config_class(seed=run["seed"], **run["options"])
+    except (TypeError, ValueError) as err:
+        raise click.UsageError(flag_text(str(err))) from None
+
+
+def _same(key: str, saved: Any, given: Any) -> bool:
+    if saved == given:
+        return True
+    paths = key in ("dataset", "test", "data_dir") and isinstance(saved, str)
+    if paths and isinstance(given, str) and os.path.exists(saved) and os.path.exists(given):
+        return os.path.samefile(saved, given)
+    return False
+
+
+def _load_resume(resume_dir: str, run: dict[str, Any], typed: set[str]) -> dict[str, Any]:
+    """The saved run (with allowed overrides), solver state and trace records.
+
+    What the user typed must equal the saved run, except the options in RESUME_OVERRIDES.
+    """
+    from crfsdca.checkpoint import load_checkpoint
+    from crfsdca.solvers.sdca import SDCAState
+
+    arrays, header = load_checkpoint(resume_dir)
+    saved = dict(header["run"])
+    for key in sorted(typed):
+        option = key in run["options"]
+        if option:
+            old = saved.get("options", {}).get(key, _default(saved["solver"], key))
+        else:
+            old = saved.get(key)
+        new = run["options"][key] if option else run[key]
+        if option and key in RESUME_OVERRIDES or _same(key, old, new):
+            continue
+        flag = flag_text(key) if option else _RUN_FLAGS.get(key, "--" + key.replace("_", "-"))
+        raise click.UsageError(
+            f"{flag}: the run saved in {resume_dir} has {_shown(old)}, this command"
+            f" {_shown(new)}; --resume continues the saved run: only --epochs, --time-limit,"
+            " --tol and --eval-every may change"
+        )
+    overrides = {k: v for k, v in run["options"].items() if k in RESUME_OVERRIDES}
+    saved["options"] = {**saved["options"], **overrides}
+    state = SDCAState.from_checkpoint(arrays, header["state"])
+    return {"run": saved, "state": state, "records": header["records"]}
+
+
+def _shown(value: Any) -> str:
+    return "(not set)" if value is None else str(value)
+
+
+def _train(
+    run: dict[str, Any],
+    resume: dict[str, Any] | None,
+    *,
+    checkpoint_dir,
+    checkpoint_every,
+    model_path,
+    trace_path,
+    as_json,
+    quiet,
+) -> None:
+    from crfsdca.checkpoint import save_checkpoint
+    from crfsdca.cli_data import load_inputs, train_fingerprint
+    from crfsdca.cli_predict import check_labels
+    from crfsdca.model import CRF
+
+    inputs = load_inputs(
+        run["dataset"],
+        fmt=run["fmt"],
+        template=run["template"],
+        test=run["test"],
+        data_dir=run["data_dir"],
+        max_sequences=run["max_sequences"],
+        label=run.get("label"),
+    )
+    if run["test"] is not None and inputs.test is not None:
+        check_labels(inputs.test, f"--test {run['test']}", inputs.train.label_names, quiet)
+    fingerprint = train_fingerprint(inputs.train)
+    if resume is not None and resume["run"].get("fingerprint") != fingerprint:
+        raise ValueError("the training data differs from the checkpointed run's; cannot resume")
+    # what a checkpoint records: the resolved format, and files by absolute path so that the
+    # run can be resumed from another folder
+    files = {k: os.path.abspath(run[k]) for k in ("dataset", "test") if _is_file(run[k])}
+    run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
+    bias = run["bias"]
+    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+    model = CRF(
+        solver=run["solver"],
+        regularization=run["regularization"],
+        n_bias_rows=n_bias,
+        seed=run["seed"],
+        **run["options"],
+    )
+    max_epochs = model.solver_options.get("max_epochs") or _default(run["solver"], "max_epochs")
+    checkpointer = None
+    if checkpoint_dir:
+
+        def checkpointer(state, trace):
+            save_checkpoint(checkpoint_dir, state, trace, run)
+
+    bar, callback = _progress(max_epochs, quiet)
+    try:
+        model.fit(
+            inputs.train,
+            inputs.test,
+            encoder=inputs.encoder.to_dict(),
+            name=inputs.name,
+            callback=callback,
+            checkpointer=checkpointer,
+            checkpoint_every=checkpoint_every,
+            state=resume["state"] if resume else None,
+            records=resume["records"] if resume else None,
+        )
+    finally:
+        bar.close()
+    model.meta = {
+        "dataset": inputs.name,
+        "template": run["template"],
+        "format": inputs.fmt,
+        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
+    }
+    result = model.result_
+    if result.stop_reason == "interrupted" and checkpointer is not None:
+        checkpointer(result.state, result.trace)
+    if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        result.trace.to_jsonl(trace_path)
+    if model_path:
+        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
+        model.save(model_path)
+    summary = _summary(model, inputs, model_path)
+    if as_json:
+        click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
+    else:
+        _print_summary(summary)
+    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
+        click.echo(f"crfsdca: {_stopped_early(model)}", err=True)
+    if result.stop_reason == "interrupted":
+        saved = [f"checkpoint in {checkpoint_dir}"] if checkpointer is not None else []
+        saved += [f"model in {model_path}"] if model_path else []
+        what = f"; the last complete epoch's {' and '.join(saved)}" if saved else ""
+        click.echo(f"crfsdca: interrupted{what}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _is_file(text: str | None) -> bool:
+    return text is not None and text != "-" and os.path.isfile(text)
+
+
+def _stopped_early(model) -> str:
+    """One line: the run ended at --epochs or --time-limit, above --tol."""
+    result = model.result_
+    last = result.trace.records[-1]
+    config = _config(model)
+    if result.stop_reason == "max_epochs":
+        where = f"--epochs {config.max_epochs:g}"
+    else:
+        where = f"--time-limit {config.time_limit:g} s ({last.epoch:.1f} epochs)"
+    gap = last.gap if math.isfinite(last.gap) else last.gap_estimate
+    measure = f" (duality gap {gap:.3g})" if math.isfinite(gap) else ""
+    return (
+        f"stopped at {where} before reaching --tol {config.tol:g}{measure};"
+        " train longer or raise --tol"
+    )
+
+
+def _config(model):
+    """The solver config ``model`` was trained with."""
+    return SOLVERS[model.solver].config_class(**model.solver_options)
+
+
+def _default(solver: str, field_name: str) -> Any:
+    import dataclasses
+
+    from crfsdca.solvers import SOLVERS
+
+    fields = dataclasses.fields(SOLVERS[solver].config_class)
+    return next((f.default for f in fields if f.name == field_name), None)
+
+
+def _summary(model, inputs, model_path) -> dict[str, Any]:
+    result = model.result_
+    scores = model.score(inputs.test) if inputs.test is not None else {}
+    return {
+        "solver": model.solver,
+        "dataset": inputs.name,
+        "n": inputs.train.n_sequences,
+        "n_test": inputs.test.n_sequences if inputs.test is not None else 0,
+        "d": model.feature_map_.n_features,
+        "n_attributes": model.feature_map_.n_attributes,
+        "n_labels": model.feature_map_.n_labels,
+        "lambda": model.regularization_,
+        **result.summary(),  # the last trace record: the returned state
+        "test_token_accuracy": scores.get("token_accuracy"),
+        "test_f1": scores.get("f1"),
+        "model": model_path,
+    }
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    click.echo(f"{s['solver']} on {s['dataset']}: n={s['n']}, d={s['d']}, lambda={s['lambda']:.3g}")
+    gap = "" if s["gap"] is None or not math.isfinite(s["gap"]) else f", gap {s['gap']:.3e}"
+    click.echo(
+        f"  {s['epochs']:.1f} epochs, {s['seconds']:.1f} s, primal {s['primal']:.8f}{gap}"
+        f" ({s['stop_reason']})"
+    )
+    if s["test_token_accuracy"] is not None:
+        click.echo(f"  test token accuracy {100 * s['test_token_accuracy']:.2f}%")
+    if s["test_f1"] is not None:
+        click.echo(f"  test F1 {s['test_f1']:.2f}")
+    if s["model"]:
+        click.echo(f"  model written to {s['model']}")
