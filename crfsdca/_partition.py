@@ -69,6 +69,7 @@ class DatasetShard:
     max_sequences: int | None = None
     n_bias_rows: int | None = None
     regularization: float | None = None  # None: 1/n
+    label: str | None = None  # CoNLL-U column (xpos, upos)
 
     def load(self) -> Problem:
         from crfsdca.cli_data import load_inputs
@@ -80,6 +81,7 @@ class DatasetShard:
             test=None,
             data_dir=self.data_dir,
             max_sequences=self.max_sequences,
+            label=self.label,
             with_test=False,
         )
         train = inputs.train

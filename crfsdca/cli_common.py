@@ -23,11 +23,14 @@ from typing import Any
 
 import click
 
-from crfsdca.errors import DataFormatError, ModelFormatError
+from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, WorkerLostError
 
 EXPECTED_ERRORS = (
     DataFormatError,
     ModelFormatError,
+    GraphError,
+    WorkerLostError,
+    ImportError,
     ValueError,
     OSError,
     MemoryError,

@@ -141,6 +141,36 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     help="continue the run saved in this checkpoint folder: the same command with --resume DIR"
     " appended, or --resume DIR alone",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="distributed SDCA (DisDCA) on a local Dask cluster of this many processes x 1 thread"
+    " (with --scheduler: wait for this many workers)",
+)
+@click.option(
+    "--scheduler", default=None, help="distributed SDCA on the Dask cluster at tcp://HOST:PORT"
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="distributed: number of partitions [one per worker]",
+)
+@click.option(
+    "--local-updates",
+    type=click.IntRange(min=1),
+    default=None,
+    help="distributed: SDCA steps per partition and round [one pass over the shard]",
+)
+@click.option(
+    "--round-timeout",
+    type=float,
+    callback=_finite,
+    default=600.0,
+    show_default=True,
+    help="distributed: seconds to wait for a partition before calling it lost",
+)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
@@ -165,6 +195,11 @@ def train(
     checkpoint_dir: str | None,
     checkpoint_every: float,
     resume_dir: str | None,
+    workers: int | None,
+    scheduler: str | None,
+    partitions: int | None,
+    local_updates: int | None,
+    round_timeout: float,
     as_json: bool,
     quiet: bool,
     verbose: int,
@@ -190,6 +225,27 @@ def train(
     if checkpoint_dir and solver != "sdca" and resume_dir is None:
         raise click.UsageError("--checkpoint is supported by --solver sdca")
     _check_paths(model_path, trace_path, checkpoint_dir, resume_dir)
+    cluster = {
+        "workers": workers,
+        "scheduler": scheduler,
+        "partitions": partitions,
+        "local_updates": local_updates,
+        "round_timeout": round_timeout,
+    }
+    if workers or scheduler:
+        if solver != "sdca":
+            raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                _train_distributed(
+                    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
+                )
+        return
+    for name in ("partitions", "local_updates"):
+        if cluster[name] is not None:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} applies to distributed runs (--workers or --scheduler)")
     if threads:
         _set_threads(threads)
     with errors_to_exit(verbose, flag_text):
@@ -471,3 +527,82 @@ def _print_summary(s: dict[str, Any]) -> None:
         click.echo(f"  test F1 {s['test_f1']:.2f}")
     if s["model"]:
         click.echo(f"  model written to {s['model']}")
+
+
+def _train_distributed(
+    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
+) -> None:
+    """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
+    from crfsdca.cli_data import load_inputs
+    from crfsdca.cli_distributed import progress, require_dask, train_distributed
+    from crfsdca.features import FeatureMap
+    from crfsdca.model import CRF
+
+    require_dask()
+    inputs = load_inputs(
+        run["dataset"],
+        fmt=run["fmt"],
+        template=run["template"],
+        test=run["test"],
+        data_dir=run["data_dir"],
+        max_sequences=run["max_sequences"],
+        label=run.get("label"),
+    )
+    bias = run["bias"]
+    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+    run = {**run, "fmt": inputs.fmt, "n_bias_rows": n_bias}
+    if resume_dir is not None:
+        checkpoint_dir = resume_dir
+    result, extra = train_distributed(
+        run,
+        inputs,
+        **cluster,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume_dir is not None,
+        callback_factory=lambda total: progress(total, quiet),
+    )
+    train = inputs.train
+    fm = FeatureMap(train.n_attributes, train.n_labels, n_bias)
+    model = CRF(solver="sdca", regularization=run["regularization"], n_bias_rows=n_bias)
+    model.weights_, model.feature_map_, model.label_names_ = result.weights, fm, train.label_names
+    model.regularization_ = result.trace.header["regularization"]
+    model.encoder = inputs.encoder.to_dict()
+    model.meta = {"dataset": inputs.name, "template": run["template"], "format": inputs.fmt,
+                  "label": run.get("label"), "distributed": extra}  # fmt: skip
+    if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        result.trace.to_jsonl(trace_path)
+    if model_path:
+        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
+        model.save(model_path)
+    scores = model.score(inputs.test) if inputs.test is not None else {}
+    summary = {
+        "solver": "sdca",
+        "dataset": inputs.name,
+        "n": train.n_sequences,
+        "n_test": inputs.test.n_sequences if inputs.test is not None else 0,
+        "d": fm.n_features,
+        "n_attributes": fm.n_attributes,
+        "n_labels": fm.n_labels,
+        "lambda": model.regularization_,
+        **result.summary(),
+        **extra,
+        "test_token_accuracy": scores.get("token_accuracy"),
+        "test_f1": scores.get("f1"),
+        "model": model_path,
+    }
+    if as_json:
+        click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
+        return
+    _print_summary(summary)
+    click.echo(
+        f"  {extra['partitions']} partitions on {extra['workers']} workers, {extra['rounds']}"
+        f" rounds of {extra['local_updates']} steps, {extra['seconds_communication']:.1f} s"
+        " communicating"
+    )
+    if result.stop_reason != "tol" and not quiet:
+        click.echo(
+            f"crfsdca: stopped after {result.rounds} rounds ({summary['epochs']:.1f} epochs) before"
+            f" reaching --tol (duality gap {summary['gap']:.3g}); train longer or raise --tol",
+            err=True,
+        )

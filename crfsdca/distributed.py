@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca._partition import ArrayShard, DatasetShard, PartitionSolver, shard_indices
+from crfsdca.errors import WorkerLostError
 from crfsdca.modelfile import atomic_write_text
 from crfsdca.problem import Problem
 from crfsdca.solvers.local import VARIANTS
@@ -35,18 +36,6 @@ from crfsdca.solvers.sdca import SDCAConfig
 from crfsdca.trace import Trace, TraceRecord
 
 __all__ = ["DatasetShard", "DistributedResult", "WorkerLostError", "fit", "simulate"]
-
-
-class WorkerLostError(RuntimeError):
-    """A partition's worker died or stopped answering within the round timeout."""
-
-    def __init__(self, partition: int, detail: str) -> None:
-        super().__init__(
-            f"partition {partition} was lost ({detail}); its dual state is gone. Re-run with"
-            " checkpoint_dir=... and resume=True (CLI: --checkpoint DIR --resume DIR) to rebuild"
-            " it from its last checkpoint"
-        )
-        self.partition = partition
 
 
 @dataclass

@@ -32,3 +32,15 @@ class ModelFormatError(ValueError):
 class GraphError(ValueError):
     """A graph that is not a tree or forest (or not a junction tree), or that does not fit its
     example; the message names the example, the node and what was expected."""
+
+
+class WorkerLostError(RuntimeError):
+    """A partition's worker died or stopped answering within the round timeout."""
+
+    def __init__(self, partition: int, detail: str) -> None:
+        super().__init__(
+            f"partition {partition} was lost ({detail}); its dual state is gone. Re-run with"
+            " checkpoint_dir=... and resume=True (CLI: --checkpoint DIR, then --resume DIR) to"
+            " rebuild it from its last checkpoint"
+        )
+        self.partition = partition

@@ -185,3 +185,62 @@ def test_no_worker_processes_are_left_behind():
         left = {p.pid for p in me.children(recursive=True)} & started
         time.sleep(0.2)
     assert not left
+
+
+def test_cli_trains_on_a_local_cluster_and_reports_the_distributed_fields(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+    from test_checkpoint import synthetic_conll
+
+    from crfsdca.cli import main
+    from crfsdca.trace import read_trace
+
+    data = synthetic_conll(tmp_path / "train.txt", n=60, seed=2)
+    args = ["train", str(data), "--format", "conll", "--template", "conll", "--workers", "2"]
+    args += [
+        "--tol",
+        "1e-3",
+        "--epochs",
+        "200",
+        "--json",
+        "-q",
+        "--trace",
+        str(tmp_path / "t.jsonl"),
+    ]
+    args += ["--model", str(tmp_path / "m.npz")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.splitlines()[-1])
+    assert (out["workers"], out["partitions"]) == (2, 2) and out["rounds"] >= 1
+    assert out["stop_reason"] == "tol" and out["gap"] <= 1e-3
+    assert out["seconds_communication"] >= 0 and out["local_updates"] == 30
+    last = read_trace(tmp_path / "t.jsonl").records[-1]
+    assert (last.gap, last.oracle_calls) == (out["gap"], out["oracle_calls"])
+    evaluated = CliRunner().invoke(main, ["evaluate", str(tmp_path / "m.npz"), str(data), "--json"])
+    assert evaluated.exit_code == 0, evaluated.output
+
+
+def test_cli_distributed_misuse_is_one_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from test_checkpoint import synthetic_conll
+
+    from crfsdca import cli_distributed
+    from crfsdca.cli import main
+
+    data = str(synthetic_conll(tmp_path / "train.txt", n=10))
+    common = ["train", data, "--format", "conll", "--template", "conll"]
+    result = CliRunner().invoke(main, [*common, "--partitions", "2"])
+    assert result.exit_code == 2 and "--partitions applies to distributed runs" in result.stderr
+    result = CliRunner().invoke(main, [*common, "--workers", "2", "--solver", "lbfgs"])
+    assert result.exit_code == 2 and "--workers and --scheduler run --solver sdca" in result.stderr
+
+    def missing():
+        raise ImportError(cli_distributed.INSTALL_HINT)
+
+    monkeypatch.setattr(cli_distributed, "require_dask", missing)
+    result = CliRunner().invoke(main, [*common, "--workers", "2"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "crfsdca: error: distributed training needs Dask: pip install 'crfsdca[distributed]'"
+    )
