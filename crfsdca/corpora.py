@@ -59,7 +59,8 @@ class TokenCorpus(_ListCorpus):
 
     ``tokens[i][t]`` is the tuple of fields of token ``t`` of sequence ``i`` (label excluded),
     named by ``field_names``; ``labels[i][t]`` its label; ``lines[i]`` the 1-based line of the
-    first token of sequence ``i`` in ``path``.
+    first token of sequence ``i`` in ``path``; ``heads[i][t]`` (CoNLL-U only, else empty) the
+    0-based index of token t's syntactic head, -1 for the root.
     """
 
     tokens: list[list[tuple[str, ...]]]
@@ -67,7 +68,8 @@ class TokenCorpus(_ListCorpus):
     field_names: tuple[str, ...]
     path: str = ""
     lines: list[int] = field(default_factory=list)
-    _per_sequence = ("tokens", "labels", "lines")
+    heads: list[list[int]] = field(default_factory=list)
+    _per_sequence = ("tokens", "labels", "lines", "heads")
 
 
 @dataclass(eq=False)

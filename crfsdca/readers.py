@@ -152,6 +152,8 @@ def read_conllu(path: str | os.PathLike, tag: Literal["xpos", "upos"] = "xpos") 
     ``#`` comment lines, multiword-token ranges (id ``n-m``) and empty nodes (id ``n.m``) are
     skipped; word ids must run 1, 2, ... in each sentence. Token fields are ``(form, other
     tag)``, named ``("w", "upos")`` when labelling with XPOS and ``("w", "xpos")`` otherwise.
+    The HEAD column gives ``corpus.heads`` (0-based, -1 for the root) when every word has an
+    integer head; a head out of range is caught when a tree is built from it.
 
     Parameters
     ----------
@@ -164,9 +166,11 @@ def read_conllu(path: str | os.PathLike, tag: Literal["xpos", "upos"] = "xpos") 
         raise ValueError(f"tag must be 'xpos' or 'upos'; got {tag!r}")
     label_col, other_col = (4, 3) if tag == "xpos" else (3, 4)
     corpus = TokenCorpus([], [], ("w", "upos" if tag == "xpos" else "xpos"), str(path), [])
+    all_heads = True  # HEAD is an integer on every word line (else no heads are kept)
     for block in _blocks(path, comment="#"):
         seq_tokens: list[tuple[str, ...]] = []
         seq_labels: list[str] = []
+        seq_heads: list[int] = []
         for lineno, line in block:
             cols = line.split("\t")
             if len(cols) != 10:
@@ -181,11 +185,16 @@ def read_conllu(path: str | os.PathLike, tag: Literal["xpos", "upos"] = "xpos") 
                 corpus.lines.append(lineno)
             seq_tokens.append((cols[1], cols[other_col]))
             seq_labels.append(cols[label_col])
+            all_heads = all_heads and cols[6].isdigit()
+            seq_heads.append(int(cols[6]) - 1 if all_heads else -1)
         if seq_tokens:
             corpus.tokens.append(seq_tokens)
             corpus.labels.append(seq_labels)
+            corpus.heads.append(seq_heads)
     if not corpus.tokens:
         raise DataFormatError(path, None, "expected at least one word line, got none")
+    if not all_heads:
+        corpus.heads = []
     return corpus
 
 

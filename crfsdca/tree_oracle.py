@@ -27,6 +27,7 @@ from crfsdca.errors import GraphError
 from crfsdca.features import FeatureMap
 from crfsdca.graphs import Tree
 from crfsdca.kernels import tree as kernels
+from crfsdca.kernels import tree_scaled
 from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
 
@@ -98,6 +99,7 @@ class TreeOracle:
         self._ws = tuple(np.empty((n, K)) for _ in range(4)) + (np.empty(K), np.empty((n, K)))
         self._log_node, self._log_edge = np.empty((n, K)), np.empty((n, K, K))
         self._root_z = np.empty(n)
+        self._sws = tuple(np.empty((n, K)) for _ in range(4)) + (np.empty(n),)
 
     @property
     def n_sequences(self) -> int:
@@ -130,9 +132,9 @@ class TreeOracle:
         """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
         w = self._weights(w)
         grad = np.empty(self.feature_map.n_features, FLOAT)
-        loss, bad = kernels.tree_value_and_gradient(
-            self._data, self._graph, w, self._dims, self._ws, self._log_node, self._log_edge,
-            self._root_z, grad,
+        loss, bad = tree_scaled.batch_value_and_gradient(
+            self._data, self._graph, w, self._dims, self._ws, self._sws, self._log_node,
+            self._log_edge, self._root_z, grad,
         )  # fmt: skip
         if bad >= 0 or not math.isfinite(loss):
             raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")

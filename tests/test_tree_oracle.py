@@ -164,3 +164,24 @@ def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     np.testing.assert_allclose(
         d.weights, tree_weights_from_dual(problem, d.log_node, d.log_edge), rtol=1e-9, atol=1e-12
     )
+
+
+@pytest.mark.parametrize("scale", [1.0, 300.0])
+def test_scaled_batch_equals_the_log_space_batch(scale):
+    """The fast scaled-space value and gradient equal the log-space kernels; with potentials of
+    hundreds the scaled pass underflows and the example is redone in log space."""
+    from crfsdca.kernels import tree as kt
+
+    data = tree_data(seed=9, n=12, max_T=7)
+    fm = FeatureMap(data.n_attributes, data.n_labels, 3, 2)
+    w = scale * np.random.default_rng(3).normal(size=fm.n_features)
+    oracle = TreeOracle(data, fm)
+    value, grad = oracle.value_and_gradient(w)
+    ref = np.empty(fm.n_features)
+    ref_value, bad = kt.tree_value_and_gradient(
+        data.nodes.arrays(), data.packed, w, oracle._dims, oracle._ws, oracle._log_node,
+        oracle._log_edge, oracle._root_z, ref,
+    )  # fmt: skip
+    assert bad == -1
+    assert value == pytest.approx(ref_value, rel=1e-12)
+    np.testing.assert_allclose(grad, ref, rtol=1e-9, atol=1e-9)

@@ -1,0 +1,201 @@
+"""Tree sum-product in scaled probability space: the fast path of the tree oracle's batch value
+and gradient (the log-space kernels of :mod:`crfsdca.kernels.tree` are the exact fallback).
+
+As for chains (``kernels/chain.py``), potentials are exponentiated once: e[v, k] =
+exp(unary[v, k] - max_k unary[v]) per node and E_t = exp(W_t - max W_t) per edge type. Upward
+(children first), with every vector normalised to sum 1 and its log scale kept:
+
+    in[v] = e[v] * prod_{c child of v} msg[c] / c_v,   L_v = max u[v] + log c_v + sum_c Lm_c,
+    msg[v][j] = sum_k E[j, k] in[v, k] / s_v,          Lm_v = L_v + max W + log s_v,
+
+so log Z = sum over roots of L_root. Downward (parents first): rest[j] = out[p, j] in[p, j] /
+msg[v, j] (the parent's belief without v's message) and out[v, k] ~ sum_j rest[j] E[j, k];
+p(y_v = k) ~ in[v, k] out[v, k] and p(y_p = j, y_v = k) ~ rest[j] E[j, k] in[v, k], each
+normalised to sum 1. An example whose scaled entries fall below ``TINY`` (or are not finite) is
+redone in log space by the caller.
+
+Workspace ``sws = (e, inside, outside, msg, scale)``: four (>=n, K) and one (>=n,) float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from crfsdca.kernels.tree import _example, tree_unary
+
+TINY = 1e-280
+
+
+@njit(cache=True, nogil=True)
+def scaled_upward(unary, exp_pair, pair_max, parents, types, order, sws):
+    """Fill e, inside, msg and the message log scales; return (log Z, ok)."""
+    e, inside, _, msg, lscale = sws
+    n, K = unary.shape
+    for v in range(n):
+        m = unary[v, 0]
+        for k in range(1, K):
+            m = max(m, unary[v, k])
+        lscale[v] = m  # the node's log scale, to which the children's message scales are added
+        for k in range(K):
+            e[v, k] = np.exp(unary[v, k] - m)
+            inside[v, k] = e[v, k]
+    log_z = 0.0
+    for idx in range(n - 1, -1, -1):
+        v = order[idx]
+        c = 0.0
+        for k in range(K):
+            c += inside[v, k]
+        if not (c > TINY and c < np.inf):
+            return 0.0, False
+        inv = 1.0 / c
+        for k in range(K):
+            inside[v, k] *= inv
+        lv = lscale[v] + np.log(c)
+        p = parents[v]
+        if p < 0:
+            log_z += lv
+            continue
+        table = exp_pair[types[v]]
+        s = 0.0
+        for j in range(K):
+            acc = 0.0
+            for k in range(K):
+                acc += table[j, k] * inside[v, k]
+            msg[v, j] = acc
+            s += acc
+        if not (s > TINY and s < np.inf):
+            return 0.0, False
+        inv = 1.0 / s
+        for j in range(K):
+            msg[v, j] *= inv
+            if msg[v, j] < TINY:
+                return 0.0, False  # the downward pass divides by it
+            inside[p, j] *= msg[v, j]
+        lscale[p] += lv + pair_max[types[v]] + np.log(s)
+    return log_z, True
+
+
+@njit(cache=True, nogil=True)
+def scaled_downward(exp_pair, parents, types, order, sws, node, edge_sum):
+    """Node marginals into node (n, K); edge marginals added into edge_sum[type] (n_types, K, K).
+
+    Returns False when an entry underflowed (the caller redoes the example in log space).
+    """
+    _, inside, outside, msg, _ = sws
+    n, K = order.shape[0], inside.shape[1]
+    rest = np.empty(K)
+    for idx in range(n):
+        v = order[idx]
+        p = parents[v]
+        if p < 0:
+            for k in range(K):
+                outside[v, k] = 1.0
+        else:
+            table = exp_pair[types[v]]
+            for j in range(K):
+                rest[j] = outside[p, j] * inside[p, j] / msg[v, j]
+            z = 0.0
+            for k in range(K):
+                acc = 0.0
+                for j in range(K):
+                    acc += rest[j] * table[j, k]
+                outside[v, k] = acc
+                z += acc * inside[v, k]
+            if not (z > TINY and z < np.inf):
+                return False
+            inv = 1.0 / z
+            out = edge_sum[types[v]]
+            for j in range(K):
+                r = rest[j] * inv
+                for k in range(K):
+                    out[j, k] += r * table[j, k] * inside[v, k]
+        z = 0.0
+        for k in range(K):
+            node[v, k] = inside[v, k] * outside[v, k]
+            z += node[v, k]
+        if not (z > TINY and z < np.inf):
+            return False
+        inv = 1.0 / z
+        for k in range(K):
+            node[v, k] *= inv
+            outside[v, k] *= inv  # keeps the outside vectors O(1) down the tree
+    return True
+
+
+@njit(cache=True, nogil=True)
+def batch_value_and_gradient(data, graph, w, dims, ws, sws, log_node, log_edge, root_z, grad):
+    """sum_i (log Z_i - w^T F_i) and its gradient (into grad, zeroed here), scaled space with
+    the log-space fallback per example; returns (loss, first non-finite example or -1)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
+    parents, types, order, child_start, _ = graph
+    A, K, n_bias, n_types = dims
+    grad[:] = 0.0
+    off = (A + n_bias) * K
+    log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
+    pair_max = np.empty(n_types)
+    exp_pair = np.empty((n_types, K, K))
+    for t in range(n_types):
+        pair_max[t] = log_pair[t].max()
+        for j in range(K):
+            for k in range(K):
+                exp_pair[t, j, k] = np.exp(log_pair[t, j, k] - pair_max[t])
+    edge_sum = np.zeros((n_types, K, K))
+    example_edges = np.zeros((n_types, K, K))
+    node = ws[1]  # probabilities of the node marginals (the log-space work arrays are free)
+    unary = ws[5]
+    loss = 0.0
+    b = A * K
+    for i in range(seq_offsets.size - 1):
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        n = e - s
+        tree_unary(data, graph, s, e, w, dims, unary)
+        u = unary[:n]
+        args = (parents[s:e], types[s:e], order[s:e])
+        log_z, ok = scaled_upward(u, exp_pair, pair_max, *args, sws)
+        if ok:
+            example_edges[:] = 0.0
+            ok = scaled_downward(exp_pair, *args, sws, node, example_edges)
+            if ok:
+                edge_sum += example_edges
+        if not ok:
+            log_z, _, _ = _example(data, graph, i, w, dims, ws, log_node, log_edge, root_z)
+            if not np.isfinite(log_z):
+                return loss, i
+            for v in range(n):
+                for k in range(K):
+                    node[v, k] = np.exp(log_node[v, k])
+                if parents[s + v] >= 0:
+                    t = types[s + v]
+                    for j in range(K):
+                        for k in range(K):
+                            edge_sum[t, j, k] += np.exp(log_edge[v, j, k])
+        gold = 0.0
+        for v in range(n):
+            g = s + v
+            y = labels[g]
+            gold += u[v, y]
+            p = parents[g]
+            if p >= 0:
+                gold += log_pair[types[g], labels[s + p], y]
+                grad[off + types[g] * K * K + labels[s + p] * K + y] -= 1.0
+            leaf = child_start[g + 1] == child_start[g]
+            for k in range(K):
+                m = node[v, k] - (1.0 if k == y else 0.0)
+                if n_bias:
+                    grad[b + k] += m
+                    if p < 0:
+                        grad[b + K + k] += m
+                    if leaf:
+                        grad[b + 2 * K + k] += m
+            for q in range(attr_offsets[g], attr_offsets[g + 1]):
+                row = attr_ids[q] * K
+                x = attr_values[q]
+                for k in range(K):
+                    grad[row + k] += x * (node[v, k] - (1.0 if k == y else 0.0))
+        loss += log_z - gold
+    for t in range(n_types):
+        for j in range(K):
+            for k in range(K):
+                grad[off + t * K * K + j * K + k] += edge_sum[t, j, k]
+    return loss, -1
