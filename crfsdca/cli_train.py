@@ -171,6 +171,13 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     show_default=True,
     help="distributed: seconds to wait for a partition before calling it lost",
 )
+@click.option(
+    "--graph",
+    default=None,
+    type=click.Choice(["chain", "tree"]),
+    help="CoNLL-U data: link each word to its syntactic head (tree) or to the next word"
+    " (chain); trees train with --solver sdca or lbfgs",
+)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
@@ -200,6 +207,7 @@ def train(
     partitions: int | None,
     local_updates: int | None,
     round_timeout: float,
+    graph: str | None,
     as_json: bool,
     quiet: bool,
     verbose: int,
@@ -232,6 +240,18 @@ def train(
         "local_updates": local_updates,
         "round_timeout": round_timeout,
     }
+    if graph is not None:
+        if workers or scheduler or checkpoint_dir or resume_dir:
+            raise click.UsageError(
+                "--graph runs in one process without checkpoints (no --workers, --scheduler,"
+                " --checkpoint or --resume)"
+            )
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                _train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
+        return
     if workers or scheduler:
         if solver != "sdca":
             raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
@@ -604,5 +624,30 @@ def _train_distributed(
         click.echo(
             f"crfsdca: stopped after {result.rounds} rounds ({summary['epochs']:.1f} epochs) before"
             f" reaching --tol (duality gap {summary['gap']:.3g}); train longer or raise --tol",
+            err=True,
+        )
+
+
+def _train_on_graph(run, graph, model_path, trace_path, as_json, quiet) -> None:
+    """``train --graph tree|chain`` (crfsdca.cli_graph)."""
+    from crfsdca.cli_graph import dumps, train_graph
+
+    result, summary = train_graph(
+        run,
+        graph,
+        model_path=model_path,
+        trace_path=trace_path,
+        as_json=as_json,
+        quiet=quiet,
+        bar=lambda total: _progress(total, quiet),
+    )
+    if as_json:
+        click.echo(dumps(summary))
+    else:
+        _print_summary(summary)
+    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
+        click.echo(
+            f"crfsdca: stopped by {result.stop_reason} before reaching --tol (duality gap"
+            f" {summary['gap']:.3g}); train longer or raise --tol",
             err=True,
         )
