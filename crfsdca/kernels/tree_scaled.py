@@ -199,3 +199,47 @@ def batch_value_and_gradient(data, graph, w, dims, ws, sws, log_node, log_edge, 
             for k in range(K):
                 grad[off + t * K * K + j * K + k] += edge_sum[t, j, k]
     return loss, -1
+
+
+@njit(cache=True, nogil=True)
+def scaled_marginals(exp_pair, parents, types, order, sws, node, edge):
+    """After :func:`scaled_upward`: node (n, K) and edge (n, K, K) marginal probabilities (row v:
+    the edge parent(v)-v, [parent label, v's label]; roots' rows untouched). False on underflow."""
+    _, inside, outside, msg, _ = sws
+    n, K = order.shape[0], inside.shape[1]
+    rest = np.empty(K)
+    for idx in range(n):
+        v = order[idx]
+        p = parents[v]
+        if p < 0:
+            for k in range(K):
+                outside[v, k] = 1.0
+        else:
+            table = exp_pair[types[v]]
+            for j in range(K):
+                rest[j] = outside[p, j] * inside[p, j] / msg[v, j]
+            z = 0.0
+            for k in range(K):
+                acc = 0.0
+                for j in range(K):
+                    acc += rest[j] * table[j, k]
+                outside[v, k] = acc
+                z += acc * inside[v, k]
+            if not (z > TINY and z < np.inf):
+                return False
+            inv = 1.0 / z
+            for j in range(K):
+                r = rest[j] * inv
+                for k in range(K):
+                    edge[v, j, k] = r * table[j, k] * inside[v, k]
+        z = 0.0
+        for k in range(K):
+            node[v, k] = inside[v, k] * outside[v, k]
+            z += node[v, k]
+        if not (z > TINY and z < np.inf):
+            return False
+        inv = 1.0 / z
+        for k in range(K):
+            node[v, k] *= inv
+            outside[v, k] *= inv
+    return True

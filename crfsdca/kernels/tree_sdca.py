@@ -24,15 +24,19 @@ from numba import njit
 
 from crfsdca.kernels import trees
 from crfsdca.kernels.sdca_epoch import GAP, GAP_IMPORTANCE, MAX, _choose
-from crfsdca.kernels.tree import _example, tree_entropy_terms, tree_kl_terms
+from crfsdca.kernels.tree import _example, tree_entropy_terms, tree_kl_terms, tree_unary
+from crfsdca.kernels.tree_scaled import scaled_marginals, scaled_upward
 
 
 def make_workspace(max_n: int, K: int, max_attrs: int):
-    """Buffers of one step: oracle work arrays, nu's logs, the direction's rows."""
+    """Buffers of one step: oracle work arrays, nu's logs, the direction's rows, nu's
+    probabilities and the scaled recursions' arrays."""
     oracle = tuple(np.empty((max_n, K)) for _ in range(4)) + (np.empty(K), np.empty((max_n, K)))
     nu = (np.empty((max_n, K)), np.empty((max_n, K, K)), np.empty(max_n))
     direction = (np.empty(max_attrs, np.int64), np.empty((max_attrs, K)), np.empty((3, K)))
-    return oracle, nu, direction
+    probabilities = (np.empty((max_n, K)), np.empty((max_n, K, K)))
+    scaled = tuple(np.empty((max_n, K)) for _ in range(4)) + (np.empty(max_n),)
+    return oracle, nu, direction, probabilities, scaled
 
 
 @njit(cache=True, nogil=True)
@@ -152,28 +156,42 @@ def _step(i, data, graph, dual, w, dims, params, ws):
     parents, types_all, _, child_start, _ = graph
     log_node, log_edge, entropies, _, step_sizes = dual
     lam_n, scale, tol, max_newton = params[0], params[1], params[2], int(params[3])
-    oracle_ws, nu_ws, dir_ws = ws
+    oracle_ws, nu_ws, dir_ws = ws[0], ws[1], ws[2]
     ln_n, ln_e, root_z = nu_ws
     A, K, n_bias, n_types = dims
     s, e = seq_offsets[i], seq_offsets[i + 1]
     n = e - s
-    log_z, _, _ = _example(data, graph, i, w, dims, oracle_ws, ln_n, ln_e, root_z)
-    if not np.isfinite(log_z):
-        return 0.0, 0.0, 0, 1
     par, deg = parents[s:e], _degrees(parents, child_start, s, e)
-    lmu_n, lmu_e = log_node[s:e], log_edge[s:e]
+    nu_n, nu_e = ws[3][0][:n], ws[3][1][:n]
+    ok = _scaled_oracle(data, graph, i, w, dims, oracle_ws, ws[4], nu_n, nu_e)
     ln_n, ln_e = ln_n[:n], ln_e[:n]
+    if ok:
+        for v in range(n):
+            for k in range(K):
+                ln_n[v, k] = np.log(nu_n[v, k])
+            if par[v] >= 0:
+                for j in range(K):
+                    for k in range(K):
+                        ln_e[v, j, k] = np.log(nu_e[v, j, k])
+    else:  # an entry underflowed: the exact log-space recursions
+        log_z, _, _ = _example(data, graph, i, w, dims, oracle_ws, ln_n, ln_e, root_z)
+        if not np.isfinite(log_z):
+            return 0.0, 0.0, 0, 1
     for v in range(n):  # clip the oracle's logs at 0; roots' edge rows are unused
         for k in range(K):
             ln_n[v, k] = min(ln_n[v, k], 0.0)
+            nu_n[v, k] = np.exp(ln_n[v, k])
         if par[v] >= 0:
             for j in range(K):
                 for k in range(K):
                     ln_e[v, j, k] = min(ln_e[v, j, k], 0.0)
+                    nu_e[v, j, k] = np.exp(ln_e[v, j, k])
         else:
             ln_e[v] = 0.0
+            nu_e[v] = 1.0
+    lmu_n, lmu_e = log_node[s:e], log_edge[s:e]
     gap = max(tree_kl_terms(lmu_n, lmu_e, ln_n, ln_e, par, deg), 0.0)
-    mu_n, mu_e, nu_n, nu_e = np.exp(lmu_n), np.exp(lmu_e), np.exp(ln_n), np.exp(ln_e)
+    mu_n, mu_e = np.exp(lmu_n), np.exp(lmu_e)
     types = types_all[s:e]
     U, sq, trans = _direction(data, graph, s, e, nu_n, mu_n, nu_e, mu_e, dims, types, dir_ws)
     fp0 = tree_kl_terms(lmu_n, lmu_e, ln_n, ln_e, par, deg) + tree_kl_terms(
@@ -195,6 +213,31 @@ def _step(i, data, graph, dual, w, dims, params, ws):
         _add_direction(-gamma * scale / lam_n, U, dir_ws, trans, w, dims)
     step_sizes[i] = gamma
     return gap, gamma, its, 0
+
+
+@njit(cache=True, nogil=True)
+def _scaled_oracle(data, graph, i, w, dims, oracle_ws, sws, nu_n, nu_e):
+    """nu_i's probabilities by the scaled recursions; False when they underflow."""
+    seq_offsets = data[0]
+    parents, types, order, _, _ = graph
+    A, K, n_bias, n_types = dims
+    s, e = seq_offsets[i], seq_offsets[i + 1]
+    unary = oracle_ws[5]
+    tree_unary(data, graph, s, e, w, dims, unary)
+    off = (A + n_bias) * K
+    log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
+    pair_max = np.empty(n_types)
+    exp_pair = np.empty((n_types, K, K))
+    for t in range(n_types):
+        pair_max[t] = log_pair[t].max()
+        for j in range(K):
+            for k in range(K):
+                exp_pair[t, j, k] = np.exp(log_pair[t, j, k] - pair_max[t])
+    args = (parents[s:e], types[s:e], order[s:e])
+    _, ok = scaled_upward(unary[: e - s], exp_pair, pair_max, *args, sws)
+    if not ok:
+        return False
+    return scaled_marginals(exp_pair, *args, sws, nu_n, nu_e)
 
 
 @njit(cache=True, nogil=True)
@@ -303,7 +346,7 @@ def exact_gaps(data, graph, log_node, log_edge, w, dims, ws):
     """g_i = KL~(mu_i || nu_i(w)) of every example (n oracle calls); nan if non-finite."""
     seq_offsets = data[0]
     parents, _, _, child_start, _ = graph
-    oracle_ws, nu_ws, _ = ws
+    oracle_ws, nu_ws = ws[0], ws[1]
     ln_n, ln_e, root_z = nu_ws
     out = np.empty(seq_offsets.size - 1)
     for i in range(out.size):
