@@ -3,8 +3,9 @@
 __version__ = "0.1.0"
 
 from crfsdca.errors import ConvergenceWarning, DataFormatError, ModelFormatError, NotFittedError
+from crfsdca.estimator import CRF
 from crfsdca.features import FeatureMap
-from crfsdca.model import CRF
+from crfsdca.model import SequenceCRF
 from crfsdca.monitor import Monitor
 from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
@@ -21,6 +22,7 @@ __all__ = [
     "Monitor",
     "NotFittedError",
     "Problem",
+    "SequenceCRF",
     "SequenceData",
     "Trace",
     "TraceRecord",

@@ -246,7 +246,7 @@ def _train(
 ) -> None:
     from crfsdca.checkpoint import save_checkpoint
     from crfsdca.cli_data import load_inputs, train_fingerprint
-    from crfsdca.model import CRF
+    from crfsdca.model import SequenceCRF
 
     inputs = load_inputs(
         run["dataset"],
@@ -262,7 +262,7 @@ def _train(
     run = {**run, "fingerprint": fingerprint}
     bias = run["bias"]
     n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
-    model = CRF(
+    model = SequenceCRF(
         solver=run["solver"],
         regularization=run["regularization"],
         n_bias_rows=n_bias,
@@ -380,9 +380,9 @@ def evaluate(
     with _errors(verbose):
         from crfsdca.cli_data import encode_eval, encoder_from_model
         from crfsdca.evaluation import format_report
-        from crfsdca.model import CRF
+        from crfsdca.model import SequenceCRF
 
-        model = CRF.load(model_path)
+        model = SequenceCRF.load(model_path)
         encoder = encoder_from_model(model.encoder)
         data = encode_eval(source, encoder, fmt, data_dir)
         scores = model.score(data)
@@ -402,10 +402,10 @@ def tag(model_path: str, path: str, verbose: int) -> None:
     """Tag a CoNLL file (word POS per line): print each line with the predicted label appended."""
     with _errors(verbose):
         from crfsdca.cli_data import encoder_from_model
-        from crfsdca.model import CRF
+        from crfsdca.model import SequenceCRF
         from crfsdca.tagging import tag_conll
 
-        model = CRF.load(model_path)
+        model = SequenceCRF.load(model_path)
         for line in tag_conll(model, encoder_from_model(model.encoder), path):
             click.echo(line)
 
