@@ -46,8 +46,7 @@ _UNSUPPORTED = {
     "likelihood objective)",
     "pa": "'sdca', which also updates one sequence at a time (passive-aggressive training has "
     "no likelihood objective)",
-    "arow": "'sdca', which also updates one sequence at a time (AROW has no likelihood "
-    "objective)",
+    "arow": "'sdca', which also updates one sequence at a time (AROW has no likelihood objective)",
 }
 _PARAM_NAMES = (
     "algorithm",

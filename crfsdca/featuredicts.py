@@ -140,9 +140,7 @@ def to_attribute_corpus(
         labels = [[_NO_LABEL] * len(s) for s in attributes]
     else:
         if len(y) != len(attributes):
-            raise ValueError(
-                f"{name} has {len(attributes)} sequences but its labels have {len(y)}"
-            )
+            raise ValueError(f"{name} has {len(attributes)} sequences but its labels have {len(y)}")
         labels = _check_labels(y)
     return AttributeCorpus(attributes=attributes, labels=labels, path=name)
 

@@ -1,7 +1,8 @@
 """The CRF facade on packed data: fit / predict / score / save / load.
 
 A :class:`SequenceCRF` trains on :class:`SequenceData` (the CLI's and the corpora's path; the
-scikit-learn-style estimator on feature dicts is :class:`crfsdca.estimator.CRF`). It owns a solver choice, the regularization, and after fitting the weights, the
+scikit-learn-style estimator on feature dicts is :class:`crfsdca.estimator.CRF`). It owns a
+solver choice, the regularization, and after fitting the weights, the
 feature map and (optionally) the encoder that turns raw corpora into :class:`SequenceData`.
 Model files are one ``.npz`` (weights) with a JSON header (``crfsdca.modelfile``): no pickle.
 """
@@ -115,7 +116,9 @@ class SequenceCRF:
 
     def _check_fitted(self) -> None:
         if self.weights_ is None:
-            raise NotFittedError("this SequenceCRF is not trained yet; call fit() or SequenceCRF.load()")
+            raise NotFittedError(
+                "this SequenceCRF is not trained yet; call fit() or SequenceCRF.load()"
+            )
 
     # -- prediction --------------------------------------------------------------------------
     def _oracle(self, data: SequenceData) -> Oracle:

@@ -99,8 +99,12 @@ def _brute_force(model: CRF, xseq: list) -> tuple[np.ndarray, tuple[str, ...]]:
     items = [item_attributes(x) for x in xseq]
     scores = {}
     for path in itertools.product(labels, repeat=len(xseq)):
-        s = sum(v * state.get((a, lab), 0.0) for item, lab in zip(items, path) for a, v in item)
-        s += sum(trans.get(pair, 0.0) for pair in zip(path[:-1], path[1:]))
+        s = sum(
+            v * state.get((a, lab), 0.0)
+            for item, lab in zip(items, path, strict=True)
+            for a, v in item
+        )
+        s += sum(trans.get(pair, 0.0) for pair in zip(path[:-1], path[1:], strict=True))
         scores[path] = s
     log_z = np.logaddexp.reduce(list(scores.values()))
     marg = np.zeros((len(xseq), len(labels)))
@@ -125,7 +129,7 @@ def test_marginals_sum_to_one_over_classes(data, fitted):
     (_, _), (X_test, _) = data
     marginals = fitted.predict_marginals(X_test)
     assert len(marginals) == len(X_test)
-    for seq, xseq in zip(marginals, X_test):
+    for seq, xseq in zip(marginals, X_test, strict=True):
         assert len(seq) == len(xseq)
         for row in seq:
             assert sorted(row) == sorted(fitted.classes_)
@@ -260,8 +264,8 @@ def test_model_filename_saves_and_loads(data, tmp_path):
 
 
 def test_model_filename_refuses_other_models(data, tmp_path):
-    from crfsdca.sequences import SequenceData
     from crfsdca.model import SequenceCRF
+    from crfsdca.sequences import SequenceData
 
     path = tmp_path / "dense.npz"
     data = SequenceData([0, 2], [0, 1, 2], [0, 1], [1.0, 1.0], [0, 1], 2, ("A", "B"))
