@@ -3,7 +3,6 @@
 __version__ = "0.1.0"
 
 from crfsdca.errors import ConvergenceWarning, DataFormatError, ModelFormatError, NotFittedError
-from crfsdca.estimator import CRF
 from crfsdca.features import FeatureMap
 from crfsdca.model import SequenceCRF
 from crfsdca.monitor import Monitor
@@ -29,3 +28,12 @@ __all__ = [
     "__version__",
     "read_trace",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``crfsdca.CRF`` imports scikit-learn (when installed): only on first use, not for the CLI."""
+    if name == "CRF":
+        from crfsdca.estimator import CRF
+
+        return CRF
+    raise AttributeError(f"module 'crfsdca' has no attribute {name!r}")

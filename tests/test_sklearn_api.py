@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -291,3 +295,45 @@ def test_clone_grid_search_and_cross_validation(data):
     search = GridSearchCV(crf, {"c2": [0.01, 1.0]}, cv=2, scoring=scorer).fit(X, y)
     assert search.best_params_["c2"] in (0.01, 1.0)
     assert search.best_estimator_.predict(X[:2]) == search.predict(X[:2])
+
+
+def _run_python(code: str) -> str:
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_core_and_cli_do_not_import_sklearn():
+    code = "import sys, crfsdca, crfsdca.cli, crfsdca.metrics; print('sklearn' in sys.modules)"
+    assert _run_python(code).strip() == "False"
+
+
+def test_estimator_works_without_sklearn():
+    code = """
+import pickle, sys
+sys.modules["sklearn"] = None  # as if scikit-learn were not installed
+from crfsdca import CRF
+from crfsdca import metrics
+X, y = [[{"w": "a"}, {"w": "b"}]] * 3, [["A", "B"]] * 3
+crf = CRF(c2=0.1, max_iterations=5)
+assert crf.get_params()["c2"] == 0.1 and crf.set_params(c2=0.2) is crf and crf.c2 == 0.2
+try:
+    crf.set_params(alpha=1.0)
+except ValueError as err:
+    assert "invalid parameter 'alpha'" in str(err)
+else:
+    raise AssertionError("set_params accepted an unknown name")
+crf = pickle.loads(pickle.dumps(crf.fit(X, y)))
+print(crf.predict(X)[0], crf.score(X, y), metrics.sequence_accuracy_score(y, crf.predict(X)))
+try:
+    metrics.flat_f1_score(y, y)
+except ImportError as err:
+    print(err)
+"""
+    out = _run_python(code).splitlines()
+    assert out[0] == "['A', 'B'] 1.0 1.0"
+    assert "pip install crfsdca[sklearn]" in out[1]
