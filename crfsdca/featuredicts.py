@@ -79,9 +79,19 @@ def item_attributes(item: Mapping[str, Any] | Sequence[str]) -> list[tuple[str, 
         In the dict's order; a name may repeat (values of a repeated name are added up later).
     """
     out: list[tuple[str, float]] = []
+    append = out.append
     if isinstance(item, Mapping):
         for key, value in item.items():
-            _entry(_name(key), value, out)
+            if type(key) is not str:
+                key = _name(key)
+            kind = type(value)
+            # the common cases inline (this runs once per feature of every token)
+            if kind is str:
+                append((key + SEPARATOR + value, 1.0))
+            elif kind is float or kind is bool or kind is int:
+                append((key, float(value)))
+            else:
+                _entry(key, value, out)
     elif isinstance(item, (list, set, tuple, frozenset)):
         out.extend((_name(key), 1.0) for key in item)
     else:
@@ -89,6 +99,18 @@ def item_attributes(item: Mapping[str, Any] | Sequence[str]) -> list[tuple[str, 
             f"expected a feature dict or a list of attribute names; got {type(item).__name__}"
         )
     return out
+
+
+def _sequence_attributes(seq: Sequence[Any], where: str) -> list[list[tuple[str, float]]]:
+    try:
+        return [item_attributes(item) for item in seq]
+    except TypeError:
+        for t, item in enumerate(seq):  # find the token again, to say where
+            try:
+                item_attributes(item)
+            except TypeError as err:
+                raise TypeError(f"{where}[{t}]: {err}") from None
+        raise
 
 
 def _check_labels(y: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -129,13 +151,7 @@ def to_attribute_corpus(
             raise TypeError(
                 f"{name}[{i}]: expected a list of tokens (feature dicts); got {type(seq).__name__}"
             )
-        items = []
-        for t, item in enumerate(seq):
-            try:
-                items.append(item_attributes(item))
-            except TypeError as err:
-                raise TypeError(f"{name}[{i}][{t}]: {err}") from None
-        attributes.append(items)
+        attributes.append(_sequence_attributes(seq, f"{name}[{i}]"))
     if y is None:
         labels = [[_NO_LABEL] * len(s) for s in attributes]
     else:
