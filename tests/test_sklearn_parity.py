@@ -24,7 +24,7 @@ sklearn_crfsuite = pytest.importorskip("sklearn_crfsuite")
 
 pytestmark = pytest.mark.slow
 
-N_TRAIN, N_TEST, C2 = 300, 300, 0.1
+N_TRAIN, N_TEST, C2 = 200, 300, 0.1
 
 
 def _features(sent, t):
