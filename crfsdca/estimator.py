@@ -16,6 +16,7 @@ with ``all_possible_states=True`` and ``all_possible_transitions=True``. CRFsuit
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -265,7 +266,10 @@ class CRF(_Base):
 
     # -- fitted state ------------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
-        return getattr(self, "_model", None) is not None
+        """Trained, or given a ``model_filename`` that exists (loaded on first use)."""
+        if getattr(self, "_model", None) is not None:
+            return True
+        return self.model_filename is not None and os.path.exists(self.model_filename)
 
     def _fitted(self) -> tuple[SequenceCRF, FeatureDictEncoder]:
         if getattr(self, "_model", None) is None:

@@ -265,6 +265,8 @@ def test_model_filename_saves_and_loads(data, tmp_path):
     with np.load(path, allow_pickle=False) as npz:
         assert "weights" in npz.files
     loaded = CRF(model_filename=str(path))
+    assert loaded.__sklearn_is_fitted__() and trained.__sklearn_is_fitted__()
+    assert not CRF(model_filename=str(tmp_path / "absent.npz")).__sklearn_is_fitted__()
     assert loaded.predict(X_test) == trained.predict(X_test)
     assert loaded.classes_ == trained.classes_
     assert loaded.transition_features_ == trained.transition_features_
