@@ -5,21 +5,30 @@ __version__ = "0.1.0"
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from crfsdca.errors import ConvergenceWarning, DataFormatError, ModelFormatError, NotFittedError
+from crfsdca.errors import (
+    ConvergenceWarning,
+    DataFormatError,
+    GraphError,
+    ModelFormatError,
+    NotFittedError,
+    WorkerLostError,
+)
 from crfsdca.features import FeatureMap
 from crfsdca.sequences import SequenceData
 from crfsdca.trace import Trace, TraceRecord, read_trace
 
 if TYPE_CHECKING:
-    from crfsdca.model import CRF
+    from crfsdca.estimator import CRF
+    from crfsdca.model import SequenceCRF
     from crfsdca.monitor import Monitor
     from crfsdca.problem import Problem
     from crfsdca.solvers import SOLVERS
 
-# names whose modules import the numba kernels: loaded on first use, so that the command line
-# (``crfsdca --help``, ``crfsdca datasets list``) starts without compiling or loading them
+# names whose modules import the numba kernels (or scikit-learn, for CRF): loaded on first use,
+# so that the command line (``crfsdca --help``, ``crfsdca datasets list``) starts without them
 _LAZY = {
-    "CRF": "crfsdca.model",
+    "CRF": "crfsdca.estimator",
+    "SequenceCRF": "crfsdca.model",
     "Monitor": "crfsdca.monitor",
     "Problem": "crfsdca.problem",
     "SOLVERS": "crfsdca.solvers",
@@ -44,13 +53,16 @@ __all__ = [
     "ConvergenceWarning",
     "DataFormatError",
     "FeatureMap",
+    "GraphError",
     "ModelFormatError",
     "Monitor",
     "NotFittedError",
     "Problem",
+    "SequenceCRF",
     "SequenceData",
     "Trace",
     "TraceRecord",
+    "WorkerLostError",
     "__version__",
     "read_trace",
 ]

@@ -85,9 +85,9 @@ def export(model_path: str, out: str, verbose: int) -> None:
     """
     with errors_to_exit(verbose):
         from crfsdca.crfsuite_format import BIAS_ATTRIBUTES, export_crfsuite
-        from crfsdca.model import CRF
+        from crfsdca.model import SequenceCRF
 
-        model = CRF.load(model_path)
+        model = SequenceCRF.load(model_path)
         export_crfsuite(model, out)
         click.echo(f"CRFsuite model written to {out}")
         if model.feature_map_.n_bias_rows:

@@ -32,11 +32,11 @@ _SHOWN_LABELS = 5
 def _load_model(model_path: str):
     """(model, encoder) of a model file; one clear line if it is missing or not a model."""
     from crfsdca.cli_data import encoder_from_model
-    from crfsdca.model import CRF
+    from crfsdca.model import SequenceCRF
 
     check_input_file(model_path, MODEL_FILE)
     try:
-        model = CRF.load(model_path)
+        model = SequenceCRF.load(model_path)
     except ModelFormatError:
         _refuse_checkpoint(model_path)
         raise

@@ -399,7 +399,7 @@ def _train(
     from crfsdca.checkpoint import save_checkpoint
     from crfsdca.cli_data import load_inputs, train_fingerprint
     from crfsdca.cli_predict import check_labels
-    from crfsdca.model import CRF
+    from crfsdca.model import SequenceCRF
 
     inputs = load_inputs(
         run["dataset"],
@@ -421,7 +421,7 @@ def _train(
     run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
     bias = run["bias"]
     n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
-    model = CRF(
+    model = SequenceCRF(
         solver=run["solver"],
         regularization=run["regularization"],
         n_bias_rows=n_bias,
@@ -556,7 +556,7 @@ def _train_distributed(
     from crfsdca.cli_data import load_inputs
     from crfsdca.cli_distributed import progress, require_dask, train_distributed
     from crfsdca.features import FeatureMap
-    from crfsdca.model import CRF
+    from crfsdca.model import SequenceCRF
 
     require_dask()
     inputs = load_inputs(
@@ -583,7 +583,7 @@ def _train_distributed(
     )
     train = inputs.train
     fm = FeatureMap(train.n_attributes, train.n_labels, n_bias)
-    model = CRF(solver="sdca", regularization=run["regularization"], n_bias_rows=n_bias)
+    model = SequenceCRF(solver="sdca", regularization=run["regularization"], n_bias_rows=n_bias)
     model.weights_, model.feature_map_, model.label_names_ = result.weights, fm, train.label_names
     model.regularization_ = result.trace.header["regularization"]
     model.encoder = inputs.encoder.to_dict()

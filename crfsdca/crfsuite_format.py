@@ -35,7 +35,7 @@ from crfsdca.crfsuite_file import CRFsuiteModel, read_crfsuite_model, write_crfs
 from crfsdca.features import FeatureMap
 
 if TYPE_CHECKING:
-    from crfsdca.model import CRF
+    from crfsdca.model import SequenceCRF
     from crfsdca.sequences import SequenceData
 
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
 BIAS_ATTRIBUTES = ("__crfsdca_bias__", "__crfsdca_first__", "__crfsdca_last__")
 
 
-def attribute_names(model: CRF) -> list[str]:
+def attribute_names(model: SequenceCRF) -> list[str]:
     """The CRFsuite attribute name of each crfsdca attribute id of ``model`` (no bias names)."""
     from crfsdca.attributes import encoder_from_dict
 
@@ -70,7 +70,7 @@ def attribute_names(model: CRF) -> list[str]:
     return names
 
 
-def to_crfsuite_model(model: CRF, names: list[str] | None = None) -> CRFsuiteModel:
+def to_crfsuite_model(model: SequenceCRF, names: list[str] | None = None) -> CRFsuiteModel:
     """The CRFsuite features of a trained crfsdca model (bias rows -> :data:`BIAS_ATTRIBUTES`).
 
     ``names`` overrides :func:`attribute_names` (one name per attribute id).
@@ -98,7 +98,9 @@ def to_crfsuite_model(model: CRF, names: list[str] | None = None) -> CRFsuiteMod
     )
 
 
-def export_crfsuite(model: CRF, path: str | os.PathLike, names: list[str] | None = None) -> None:
+def export_crfsuite(
+    model: SequenceCRF, path: str | os.PathLike, names: list[str] | None = None
+) -> None:
     """Write ``model`` as a CRFsuite model file that ``pycrfsuite.Tagger().open(path)`` loads.
 
     The tagger gives crfsdca's Viterbi labels when fed the attribute names of
@@ -109,14 +111,14 @@ def export_crfsuite(model: CRF, path: str | os.PathLike, names: list[str] | None
     write_crfsuite_model(to_crfsuite_model(model, names), path)
 
 
-def import_crfsuite(path: str | os.PathLike) -> CRF:
+def import_crfsuite(path: str | os.PathLike) -> SequenceCRF:
     """A crfsdca :class:`CRF` holding the weights of a CRFsuite model file.
 
     The model gets an attribute encoder with the file's attribute names (so it reads CRFsuite
     attribute files), the file's labels, and bias rows if the file has any of
     :data:`BIAS_ATTRIBUTES` (whose features become the bias rows; 0 where absent).
     """
-    from crfsdca.model import CRF
+    from crfsdca.model import SequenceCRF
 
     cm = read_crfsuite_model(path)
     reserved = [cm.attributes.index(b) if b in cm.attributes else -1 for b in BIAS_ATTRIBUTES]
@@ -131,7 +133,7 @@ def import_crfsuite(path: str | os.PathLike) -> CRF:
         if r >= 0:
             fm.bias(w)[row] = cm.state[r]
     fm.transition(w)[:] = cm.transition
-    model = CRF(solver="sdca", n_bias_rows=n_bias)
+    model = SequenceCRF(solver="sdca", n_bias_rows=n_bias)
     model.weights_, model.feature_map_, model.label_names_ = w, fm, cm.labels
     model.regularization_ = None
     model.encoder = {
@@ -144,7 +146,7 @@ def import_crfsuite(path: str | os.PathLike) -> CRF:
     return model
 
 
-def crfsuite_items(model: CRF, data: SequenceData) -> list[list[dict[str, float]]]:
+def crfsuite_items(model: SequenceCRF, data: SequenceData) -> list[list[dict[str, float]]]:
     """``data`` (encoded by the model's encoder) as item sequences for ``pycrfsuite.Tagger``.
 
     Each item is ``{attribute name: value}`` in attribute-id order, followed by the reserved

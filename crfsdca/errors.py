@@ -18,7 +18,11 @@ class DataFormatError(ValueError):
 
 
 class NotFittedError(ValueError, AttributeError):
-    """A model was used before it was trained."""
+    """A model was used before it was trained.
+
+    ValueError and AttributeError, as scikit-learn's ``NotFittedError``; not a subclass of it,
+    so that the CLI and the core never import scikit-learn (seconds of start-up).
+    """
 
 
 class ConvergenceWarning(UserWarning):

@@ -1,6 +1,8 @@
-"""The CRF facade: fit / predict / score / save / load.
+"""The CRF facade on packed data: fit / predict / score / save / load.
 
-A :class:`CRF` owns a solver choice, the regularization, and after fitting the weights, the
+A :class:`SequenceCRF` trains on :class:`SequenceData` (the CLI's and the corpora's path; the
+scikit-learn-style estimator on feature dicts is :class:`crfsdca.estimator.CRF`). It owns a
+solver choice, the regularization, and after fitting the weights, the
 feature map and (optionally) the encoder that turns raw corpora into :class:`SequenceData`.
 Model files are one ``.npz`` (weights) with a JSON header (``crfsdca.modelfile``): no pickle.
 """
@@ -34,7 +36,7 @@ def make_solver(name: str, **options: Any):
     return cls(cls.config_class(**options))
 
 
-class CRF:
+class SequenceCRF:
     """A linear-chain CRF trained by one of the registered solvers.
 
     Parameters
@@ -81,7 +83,7 @@ class CRF:
         checkpointer: Callable[[object, Any], None] | None = None,
         checkpoint_every: float = 1.0,
         records: list[dict[str, Any]] | None = None,
-    ) -> CRF:
+    ) -> SequenceCRF:
         """Train on ``train``; ``test`` is evaluated at every monitoring pass.
 
         ``state`` continues a run (e.g. from a checkpoint, whose trace ``records`` are put back
@@ -115,7 +117,9 @@ class CRF:
 
     def _check_fitted(self) -> None:
         if self.weights_ is None:
-            raise NotFittedError("this CRF is not trained yet; call fit() or CRF.load()")
+            raise NotFittedError(
+                "this SequenceCRF is not trained yet; call fit() or SequenceCRF.load()"
+            )
 
     # -- prediction --------------------------------------------------------------------------
     def _oracle(self, data: SequenceData) -> Oracle:
@@ -170,7 +174,7 @@ class CRF:
         save_model(path, {"weights": self.weights_}, header)
 
     @classmethod
-    def load(cls, path: str) -> CRF:
+    def load(cls, path: str) -> SequenceCRF:
         """Read a model written by :meth:`save`."""
         arrays, header = load_model(path)
         try:

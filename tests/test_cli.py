@@ -174,12 +174,12 @@ def test_datasets_list_names_every_dataset():
 def test_python_api_save_load_keeps_predictions(tmp_path):
     from _synthetic import random_sequences
 
-    from crfsdca.model import CRF
+    from crfsdca.model import SequenceCRF
 
     data = random_sequences(3, n=15, max_T=5)
-    model = CRF(solver="sdca", max_epochs=20).fit(data)
+    model = SequenceCRF(solver="sdca", max_epochs=20).fit(data)
     path = tmp_path / "model.npz"
     model.save(str(path))
-    again = CRF.load(str(path))
+    again = SequenceCRF.load(str(path))
     np.testing.assert_array_equal(model.predict(data), again.predict(data))
     np.testing.assert_array_equal(model.weights_, again.weights_)

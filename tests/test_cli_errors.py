@@ -291,9 +291,9 @@ def test_conllu_label_column(work):
         result = cli("train", work / "tree.conllu", "--template", "pos", *args, "--epochs", "1",
                      "-q", "--model", model)  # fmt: skip
         assert result.exit_code == 0, result.output
-        from crfsdca.model import CRF
+        from crfsdca.model import SequenceCRF
 
-        return set(CRF.load(str(model)).label_names_)
+        return set(SequenceCRF.load(str(model)).label_names_)
 
     assert labels("upos") == {"AUX", "PART", "VERB", "PUNCT", "INTJ"}
     assert labels("xpos") == labels(None) == {"VBP", "RB", "VB", ".", "UH"}

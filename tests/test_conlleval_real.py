@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from crfsdca.cli import main
 from crfsdca.cli_data import encode_eval, encoder_from_model, resolve
-from crfsdca.model import CRF
+from crfsdca.model import SequenceCRF
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 TEST_FILE = Path(DATA_DIR or ".", "conll2000", "test.txt.gz")
@@ -92,7 +92,7 @@ def test_evaluate_prints_conllevals_numbers(tmp_path):
     args += ["--epochs", "3", "--tol", "0", "-q", "--model", str(model)]
     trained = runner.invoke(main, args)
     assert trained.exit_code == 0, trained.output
-    crf = CRF.load(str(model))
+    crf = SequenceCRF.load(str(model))
     source = resolve("conll2000", None)
     data = encode_eval(source, encoder_from_model(crf.encoder), DATA_DIR)
     ids, offsets = crf.predict(data).tolist(), data.seq_offsets.tolist()

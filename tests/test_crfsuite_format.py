@@ -37,7 +37,7 @@ from crfsdca.io import (  # noqa: E402
     read_crfsuite,
     write_crfsuite,
 )
-from crfsdca.model import CRF  # noqa: E402
+from crfsdca.model import SequenceCRF  # noqa: E402
 
 NAMES = ["w[0]=the", "w[0]=ünïcode", "pos[0]=NN", "a b", "x:y", "", "__BOS__", "suf=ing"]
 LABELS = ("B-NP", "I-NP", "O", "é-X")
@@ -46,7 +46,7 @@ LABELS = ("B-NP", "I-NP", "O", "é-X")
 # ----------------------------------------------------------------------------- fixtures
 
 
-def _random_model(seed: int, n_bias_rows: int, names: list[str] = NAMES) -> CRF:
+def _random_model(seed: int, n_bias_rows: int, names: list[str] = NAMES) -> SequenceCRF:
     """A model with random weights, about a third of them exactly 0 (so not stored)."""
     rng = np.random.default_rng(seed)
     fm = FeatureMap(len(names), len(LABELS), n_bias_rows)
@@ -54,7 +54,7 @@ def _random_model(seed: int, n_bias_rows: int, names: list[str] = NAMES) -> CRF:
     w[rng.random(fm.n_features) < 0.35] = 0.0
     fm.emission(w)[3] = 0.0  # an attribute with no stored feature keeps its name and id
     fm.transition(w)[1] = 0.0  # so does a label with no outgoing transition
-    model = CRF(n_bias_rows=n_bias_rows)
+    model = SequenceCRF(n_bias_rows=n_bias_rows)
     model.weights_, model.feature_map_, model.label_names_ = w, fm, LABELS
     model.regularization_ = 0.1
     model.encoder = {"kind": "attribute", "vocabulary": names, "label_names": list(LABELS)}
@@ -110,7 +110,7 @@ def _crfsuite_tags(path, sequences) -> list[str]:
         tagger.close()
 
 
-def _crfsdca_tags(model: CRF, corpus: AttributeCorpus) -> list[str]:
+def _crfsdca_tags(model: SequenceCRF, corpus: AttributeCorpus) -> list[str]:
     data = encoder_from_dict(model.encoder).transform(corpus)
     return [model.label_names_[k] for k in model.predict(data)]
 
@@ -285,7 +285,7 @@ def test_round_trip_keeps_weights_labels_and_attributes(tmp_path, n_bias_rows):
     assert back.encoder["vocabulary"] == NAMES
     # and through the .npz model file
     back.save(str(tmp_path / "m.npz"))
-    again = CRF.load(str(tmp_path / "m.npz"))
+    again = SequenceCRF.load(str(tmp_path / "m.npz"))
     assert np.array_equal(again.weights_, model.weights_)
     corpus = _random_corpus(5)
     assert _crfsdca_tags(again, corpus) == _crfsdca_tags(model, corpus)
@@ -298,7 +298,7 @@ def test_template_model_attribute_names_are_the_template_names():
         tokens=tokens, labels=[["B-NP", "I-NP"], ["B-VP"]], field_names=("w", "pos")
     )
     data = encoder.fit_transform(corpus)
-    model = CRF(n_bias_rows=0)
+    model = SequenceCRF(n_bias_rows=0)
     fm = FeatureMap(data.n_attributes, data.n_labels, 0)
     model.weights_, model.feature_map_, model.label_names_ = fm.zeros(), fm, data.label_names
     model.encoder = encoder.to_dict()
@@ -418,7 +418,7 @@ def test_random_corruption_gives_a_model_or_a_model_format_error(tmp_path):
 
 
 def test_model_without_attributes_and_without_encoder(tmp_path):
-    model = CRF(n_bias_rows=3)
+    model = SequenceCRF(n_bias_rows=3)
     fm = FeatureMap(0, 2, 3)
     w = np.random.default_rng(14).normal(size=fm.n_features)
     model.weights_, model.feature_map_, model.label_names_ = w, fm, ("a", "b")
@@ -451,7 +451,7 @@ def test_cli_export_then_import(tmp_path):
     result = run("import-crfsuite", tmp_path / "m.crfsuite", tmp_path / "back.npz")
     assert result.exit_code == 0, result.output
     assert "4 labels, 8 attributes, 3 bias rows" in result.stdout
-    back = CRF.load(str(tmp_path / "back.npz"))
+    back = SequenceCRF.load(str(tmp_path / "back.npz"))
     assert np.array_equal(back.weights_, model.weights_)
 
 
@@ -469,7 +469,7 @@ def test_cli_train_export_tag(tmp_path):
     result = run("train", tmp_path / "train.txt", *args, "-q", "--model", tmp_path / "m.npz")
     assert result.exit_code == 0, result.output
     assert run("export", tmp_path / "m.npz", tmp_path / "m.crfsuite").exit_code == 0
-    model = CRF.load(str(tmp_path / "m.npz"))
+    model = SequenceCRF.load(str(tmp_path / "m.npz"))
     encoder = encoder_from_dict(model.encoder)
     data = encoder.transform(read_conll(tmp_path / "train.txt"))
     expected = [model.label_names_[k] for k in model.predict(data)]
@@ -518,7 +518,9 @@ def _attribute_corpus(tokens) -> AttributeCorpus:
 
 
 def _fit(train, n_bias_rows, encoder):
-    model = CRF(solver="sdca", n_bias_rows=n_bias_rows, max_epochs=SDCA_EPOCHS, eval_every=100)
+    model = SequenceCRF(
+        solver="sdca", n_bias_rows=n_bias_rows, max_epochs=SDCA_EPOCHS, eval_every=100
+    )
     return model.fit(train, encoder=encoder.to_dict())
 
 

@@ -21,22 +21,22 @@ import pytest
 from _synthetic import random_sequences
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.model import CRF
+from crfsdca.model import SequenceCRF
 from crfsdca.samplers import SCHEMES
 
 RUNS = [("sdca", {"sampling": s}) for s in SCHEMES] + [("lbfgs", {})]
 
 
-def fit(solver: str, seed: int, **options) -> CRF:
+def fit(solver: str, seed: int, **options) -> SequenceCRF:
     data = random_sequences(11, n=16, max_T=6, K=3, A=7)
     test = random_sequences(12, n=6, max_T=6, K=3, A=7)
-    model = CRF(solver=solver, seed=seed, max_epochs=6, eval_every=0.5, tol=0.0, **options)
+    model = SequenceCRF(solver=solver, seed=seed, max_epochs=6, eval_every=0.5, tol=0.0, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return model.fit(data, test)
 
 
-def trace_without_time(model: CRF) -> list[dict]:
+def trace_without_time(model: SequenceCRF) -> list[dict]:
     """Every record as JSON (nan -> None), without the wall-clock fields."""
     records = []
     for record in model.result_.trace.records:

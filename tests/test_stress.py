@@ -32,7 +32,7 @@ from scipy.special import logsumexp
 
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features import FeatureMap
-from crfsdca.model import CRF
+from crfsdca.model import SequenceCRF
 from crfsdca.oracle import Oracle
 from crfsdca.sequences import SequenceData
 from crfsdca.solvers.local import LocalSDCA
@@ -228,7 +228,7 @@ class TrainResult:
     outcome: str  # "finite" or "FloatingPointError"
     detail: str
     seconds: float
-    model: CRF | None = None
+    model: SequenceCRF | None = None
 
 
 def run_train_case(case: TrainCase, solver: str, workdir: Path) -> TrainResult:
@@ -236,7 +236,7 @@ def run_train_case(case: TrainCase, solver: str, workdir: Path) -> TrainResult:
     the test set; save the trace and the model in ``workdir``."""
     data = case.data()
     options = {"max_epochs": 5, **case.options}
-    model = CRF(solver=solver, regularization=case.regularization, **options)
+    model = SequenceCRF(solver=solver, regularization=case.regularization, **options)
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -284,7 +284,7 @@ def test_training_is_finite_or_raises(case, solver, tmp_path):
         assert all(record[f] is not None for f in known), record
     with np.load(tmp_path / f"{solver}.npz", allow_pickle=False) as saved:
         assert np.all(np.isfinite(saved["weights"]))
-    loaded = CRF.load(str(tmp_path / f"{solver}.npz"))
+    loaded = SequenceCRF.load(str(tmp_path / f"{solver}.npz"))
     np.testing.assert_array_equal(loaded.weights_, result.model.weights_)
 
 
@@ -316,8 +316,8 @@ def test_duplicate_attributes_train_like_their_sum(solver):
     np.testing.assert_allclose(copied.attr_values.reshape(-1, 3).sum(1), merged.attr_values)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = CRF(solver=solver, max_epochs=10).fit(merged).weights_
-        b = CRF(solver=solver, max_epochs=10).fit(copied).weights_
+        a = SequenceCRF(solver=solver, max_epochs=10).fit(merged).weights_
+        b = SequenceCRF(solver=solver, max_epochs=10).fit(copied).weights_
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-12 * np.abs(a).max())
 
 
@@ -326,7 +326,7 @@ def test_lbfgs_never_exceeds_its_epoch_budget():
     data = make_data([2] * 10, 3, scale=1e6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = CRF(solver="lbfgs", max_epochs=5).fit(data)
+        model = SequenceCRF(solver="lbfgs", max_epochs=5).fit(data)
     records = model.result_.trace.records
     assert records[-1].epoch <= 5
     assert model.result_.stop_reason == "max_epochs"
