@@ -472,5 +472,13 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
         click.echo(json.dumps(data_loaders.dataset_info(name), indent=2, default=str))
 
 
+def _register_commands() -> None:
+    from crfsdca.cli_plot import plot
+
+    main.add_command(plot)
+
+
+_register_commands()
+
 if __name__ == "__main__":
     main()
