@@ -474,8 +474,10 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
 
 def _register_commands() -> None:
     from crfsdca.cli_plot import plot
+    from crfsdca.cli_warmup import warmup
 
     main.add_command(plot)
+    main.add_command(warmup)
 
 
 _register_commands()
