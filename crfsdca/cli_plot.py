@@ -23,8 +23,22 @@ def _check_out(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 @click.command(epilog=EXAMPLE)
 @click.argument("traces", metavar="TRACE.jsonl...", nargs=-1, required=True)
-@click.option("--x", "x", type=click.Choice(list(X_AXES)), default="epochs", show_default=True)
-@click.option("--y", "y", type=click.Choice(Y_AXES), default="suboptimality", show_default=True)
+@click.option(
+    "--x",
+    "x",
+    type=click.Choice(list(X_AXES)),
+    default="epochs",
+    show_default=True,
+    help="cost on the x axis",
+)
+@click.option(
+    "--y",
+    "y",
+    type=click.Choice(Y_AXES),
+    default="suboptimality",
+    show_default=True,
+    help="log P(w) - P*, log certified duality gap, or test error",
+)
 @click.option("--out", required=True, callback=_check_out, help="figure file: .png, .svg or .pdf")
 @click.option(
     "--p-star",
