@@ -7,8 +7,8 @@ solver seconds. The y axis (``Y_AXES``) is
 * ``suboptimality``: P(w) - P*, on a log scale. P* is given, or else estimated as the smallest
   finite primal in the traces minus a hair (``HAIR`` times max(1, |P|)), so that the best point
   stays on the log axis; the axis label says which.
-* ``gap``: the certified duality gap P(w) - D(mu), on a log scale (nan for L-BFGS, which has no
-  dual: such traces are left out).
+* ``gap``: the certified duality gap P(w) - D(mu), on a log scale (a trace without a finite gap
+  is left out, and named in the returned summary).
 * ``test``: the test error (1 - token accuracy), on a linear scale.
 
 matplotlib is an optional dependency (``pip install 'crfsdca[plot]'``), imported only when a
@@ -220,8 +220,8 @@ def plot_trace_file(
 ) -> PlotSummary:
     """Plot one trace (a Trace or a .jsonl path) to ``out``; for ``train`` to call after a run.
 
-    The default y is the certified gap, which needs no P*; a trace without a finite gap (L-BFGS)
-    falls back to suboptimality against its own best primal.
+    The default y is the certified gap, which needs no P*; a trace without a finite gap falls
+    back to suboptimality against its own best primal.
     """
     loaded = trace if isinstance(trace, Trace) else read_trace(trace)
     if y == "gap" and not any(math.isfinite(r.gap) and r.gap > 0 for r in loaded):
