@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 CACHE_ENV = "NUMBA_CACHE_DIR"
@@ -21,15 +22,13 @@ def _writable(folder: Path) -> bool:
         return False
 
 
-def user_cache_dir(environ: os._Environ | dict[str, str] = os.environ) -> Path:
+def user_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
     """``$XDG_CACHE_HOME/crfsdca/numba``, ``~/.cache/crfsdca/numba`` without it."""
     base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "crfsdca" / "numba"
 
 
-def choose_cache_dir(
-    package_dir: Path, environ: os._Environ | dict[str, str] = os.environ
-) -> Path | None:
+def choose_cache_dir(package_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
     """The folder to give numba as its cache, or None to keep numba's choice.
 
     numba caches next to the sources (``__pycache__``). When that folder cannot be written
