@@ -146,5 +146,15 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
         click.echo(json.dumps(data_loaders.dataset_info(name, data_dir), indent=2, default=str))
 
 
+def _register_commands() -> None:
+    from crfsdca.cli_plot import plot
+    from crfsdca.cli_warmup import warmup
+
+    main.add_command(plot)
+    main.add_command(warmup)
+
+
+_register_commands()
+
 if __name__ == "__main__":
     main()

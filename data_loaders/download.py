@@ -3,9 +3,14 @@
 A file is looked for, in order, in the ``data_dir`` argument (the CLI's ``--data-dir``), in
 ``$CRFSDCA_DATA_DIR``, and in the cache (``$CRFSDCA_CACHE_DIR``, default ``~/.cache/crfsdca``),
 each time as ``<dir>/<relpath>`` (gzipped) or the same path without ``.gz``. A download goes to
-the cache: the raw response is fetched with a progress bar on stderr, unpacked (gzip or a zip
-member), checked against the SHA-256 of the uncompressed content, and stored gzipped at
-``<cache>/<relpath>``; every write is atomic.
+the cache: the raw response is fetched by ``pooch.retrieve`` with a progress bar on stderr,
+unpacked (gzip or a zip member), checked against the SHA-256 of the uncompressed content, and
+stored gzipped at ``<cache>/<relpath>``; every write is atomic.
+
+The registry pins the SHA-256 of the *content*, not of the payload: the same file is served
+zipped by one source and gzipped by another, and a recompressed payload with the same content
+is still accepted. pooch is therefore called without ``known_hash`` and the content is checked
+here after unpacking.
 """
 
 from __future__ import annotations
@@ -14,18 +19,16 @@ import contextlib
 import gzip
 import hashlib
 import io
+import logging
 import os
-import sys
-import urllib.request
 import zipfile
 from pathlib import Path
 
-from crfsdca.io import atomic_open, atomic_write_bytes
+from crfsdca.io import atomic_write_bytes
 from data_loaders.spec import DataFile, Source
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"
-TIMEOUT_SECONDS = 60
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -72,16 +75,18 @@ def sha256_of_content(path: str | os.PathLike) -> str:
 
 
 def fetch_url(url: str, dest: Path) -> None:
-    """Download ``url`` to ``dest`` atomically, with a tqdm progress bar on stderr."""
-    from tqdm import tqdm
-
-    with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310
-        total = int(response.headers.get("Content-Length") or 0) or None
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, file=sys.stderr)
-        with bar, atomic_open(dest, "wb") as out:
-            for chunk in iter(lambda: response.read(1 << 16), b""):
-                out.write(chunk)
-                bar.update(len(chunk))
+    """Download ``url`` to ``dest`` with ``pooch.retrieve`` (atomic, progress bar on stderr)."""
+    try:
+        import pooch
+    except ImportError as exc:
+        raise OSError("downloading datasets needs pooch: pip install pooch") from exc
+    logger = pooch.get_logger()
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # not pooch's "use this hash as known_hash" advice
+    try:
+        pooch.retrieve(url, known_hash=None, fname=dest.name, path=dest.parent, progressbar=True)
+    finally:
+        logger.setLevel(level)
 
 
 def _unpack(data: bytes, source: Source) -> bytes:

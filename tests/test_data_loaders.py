@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pooch
 import pytest
 
 import data_loaders
@@ -29,7 +30,6 @@ from data_loaders import (
     load_encoded,
     sha256_of_content,
 )
-from data_loaders import download as download_module
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 needs_data = pytest.mark.skipif(
@@ -44,10 +44,10 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.delenv("CRFSDCA_DATA_DIR", raising=False)
     monkeypatch.setenv("CRFSDCA_CACHE_DIR", str(tmp_path / "cache"))
 
-    def offline(url, dest):
+    def offline(url, known_hash=None, fname=None, path=None, progressbar=False):
         raise urllib.error.URLError("network is unreachable")
 
-    monkeypatch.setattr(download_module, "fetch_url", offline)
+    monkeypatch.setattr(pooch, "retrieve", offline)
     return tmp_path
 
 
@@ -75,14 +75,17 @@ def tiny(monkeypatch):
 
 
 def _serve(monkeypatch, payloads: dict[str, bytes]) -> list[str]:
-    """Make fetch_url write ``payloads[url]``; return the list of fetched URLs."""
+    """Make pooch.retrieve write ``payloads[url]``; return the list of fetched URLs."""
     fetched: list[str] = []
 
-    def fake_fetch(url, dest):
+    def fake_retrieve(url, known_hash=None, fname=None, path=None, progressbar=False):
+        assert progressbar and known_hash is None  # the content hash is checked after unpacking
         fetched.append(url)
-        Path(dest).write_bytes(payloads[url])
+        dest = Path(path) / fname
+        dest.write_bytes(payloads[url])
+        return str(dest)
 
-    monkeypatch.setattr(download_module, "fetch_url", fake_fetch)
+    monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
     return fetched
 
 
@@ -209,6 +212,59 @@ def test_download_checksum_mismatch(isolated, tiny, monkeypatch):
         find_data_file("tiny", "tiny/test.txt.gz")
     assert not (isolated / "cache/tiny/test.txt.gz").exists()
     assert not (isolated / "cache/downloads/test.txt.gz").exists()
+
+
+@pytest.fixture
+def local_server(tmp_path):
+    """A loopback HTTP server over a temporary folder; yields (folder, base URL)."""
+    import functools
+    import http.server
+    import threading
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_pooch_download_over_loopback(tmp_path, monkeypatch, local_server):
+    folder, base = local_server
+    monkeypatch.delenv("CRFSDCA_DATA_DIR", raising=False)
+    monkeypatch.setenv("CRFSDCA_CACHE_DIR", str(tmp_path / "cache"))
+    (folder / "good.txt.gz").write_bytes(gzip.compress(CONTENT))
+    (folder / "bad.txt.gz").write_bytes(gzip.compress(b"tampered\n"))
+    sha = hashlib.sha256(CONTENT).hexdigest()
+    for name in ("good", "bad"):
+        datafile = DataFile(f"tiny/{name}.txt.gz", sha, (Source(f"{base}/{name}.txt.gz"),))
+        dataset = Dataset(
+            name=f"tiny-{name}",
+            description="test dataset",
+            format="conll",
+            default_template="conll",
+            files=(datafile,),
+            splits={"train": SplitInfo(datafile.relpath, 1, 2, 2)},
+            reader=lambda path, split: data_loaders.conll2000.read(path, split),
+        )
+        monkeypatch.setitem(DATASETS, dataset.name, dataset)
+    path = find_data_file("tiny-good", "tiny/good.txt.gz")
+    assert path == tmp_path / "cache/tiny/good.txt.gz"
+    assert gzip.decompress(path.read_bytes()) == CONTENT
+    with pytest.raises(DatasetNotFoundError, match="SHA-256 of the content is [0-9a-f]{64}"):
+        find_data_file("tiny-bad", "tiny/bad.txt.gz")
+    assert not (tmp_path / "cache/tiny/bad.txt.gz").exists()
+    assert not (tmp_path / "cache/downloads").exists()  # a refused download leaves nothing
 
 
 def test_download_missing_zip_member(isolated, tiny, monkeypatch):

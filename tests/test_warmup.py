@@ -1,0 +1,130 @@
+"""Ahead-of-time compilation (crfsdca warmup) and the choice of numba's cache folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from crfsdca.cli import main
+from crfsdca.kernels import CACHE_ENV, choose_cache_dir, user_cache_dir
+from crfsdca.warmup import WARMUP_SENTENCES, warm_up
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cache_stays_next_to_a_writable_package(tmp_path):
+    assert choose_cache_dir(tmp_path / "pkg", {}) is None
+    assert (tmp_path / "pkg" / "__pycache__").is_dir()
+
+
+def test_cache_moves_to_the_user_folder_when_the_package_is_read_only(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder would have to be")
+    environ = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert choose_cache_dir(blocker / "pkg", environ) == tmp_path / "xdg" / "crfsdca" / "numba"
+    home = user_cache_dir({})
+    assert home == Path.home() / ".cache" / "crfsdca" / "numba"
+
+
+def test_numba_cache_dir_set_by_the_user_wins(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert choose_cache_dir(blocker / "pkg", {CACHE_ENV: str(tmp_path / "mine")}) is None
+
+
+def test_read_only_package_falls_back_in_a_fresh_process(tmp_path):
+    """Importing the kernels with an unwritable package folder sets NUMBA_CACHE_DIR, no error."""
+    code = textwrap.dedent(
+        """
+        import os, pathlib, tempfile
+        real = tempfile.TemporaryFile
+        def refuse(*args, dir=None, **kwargs):
+            if dir is not None and pathlib.Path(dir).parent.name == "kernels":
+                raise PermissionError(13, "read-only file system", str(dir))
+            return real(*args, dir=dir, **kwargs)
+        tempfile.TemporaryFile = refuse
+        import crfsdca.kernels
+        from numba.core import config
+        print(os.environ.get("NUMBA_CACHE_DIR"), config.CACHE_DIR, sep="|")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != CACHE_ENV}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    expected = str(tmp_path / "xdg" / "crfsdca" / "numba")
+    assert out == f"{expected}|{expected}"
+
+
+def test_warm_up_runs_the_requested_solvers_in_order():
+    calls = []
+    seconds = warm_up(["lbfgs", "sdca", "lbfgs"], progress=lambda n, s: calls.append(n))
+    assert list(seconds) == ["lbfgs", "sdca"] == calls
+    assert all(s >= 0 for s in seconds.values())
+
+
+def test_warm_up_unknown_solver():
+    with pytest.raises(ValueError, match="unknown solver 'newton'; known: .*sdca"):
+        warm_up(["newton"])
+
+
+def test_warmup_command_rejects_unknown_solver():
+    result = CliRunner().invoke(main, ["warmup", "--solver", "newton"])
+    assert result.exit_code == 2
+    assert "sdca" in result.output
+
+
+COUNT_COMPILES = """
+import sys
+from numba.core import event
+compiled = []
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", Count())
+from crfsdca.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as stop:
+    print("COMPILED", len(compiled), sorted(set(compiled))[:5], file=sys.stderr)
+    raise
+"""
+
+
+@pytest.mark.slow
+def test_train_after_warmup_compiles_nothing(tmp_path):
+    """With a fresh cache, `crfsdca warmup --solver sdca` leaves nothing for train to compile."""
+    corpus = tmp_path / "train.txt"
+    sentences = [s + (("again", "RB", "B-ADVP"),) for s in WARMUP_SENTENCES] * 4
+    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in sentences) + "\n")
+    env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    warm = subprocess.run(
+        [sys.executable, "-m", "crfsdca.cli", "warmup", "--solver", "sdca"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert warm.returncode == 0, warm.stderr
+    assert "compiled kernels for sdca" in warm.stdout
+    train = subprocess.run(
+        [sys.executable, "-c", COUNT_COMPILES, "train", str(corpus), "--format", "conll"]
+        + ["--template", "conll", "--test", str(corpus), "--epochs", "3", "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert train.returncode == 0, train.stderr
+    assert "COMPILED 0 " in train.stderr, train.stderr
