@@ -121,6 +121,12 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
 @click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
 @click.option(
+    "--plot",
+    "plot_path",
+    default=None,
+    help="draw the duality gap against epochs here (.png, .svg, .pdf; needs matplotlib)",
+)
+@click.option(
     "--checkpoint",
     "checkpoint_dir",
     default=None,
@@ -199,6 +205,7 @@ def train(
     data_dir: str | None,
     model_path: str | None,
     trace_path: str | None,
+    plot_path: str | None,
     checkpoint_dir: str | None,
     checkpoint_every: float,
     resume_dir: str | None,
@@ -233,6 +240,9 @@ def train(
     if checkpoint_dir and solver != "sdca" and resume_dir is None:
         raise click.UsageError("--checkpoint is supported by --solver sdca")
     _check_paths(model_path, trace_path, checkpoint_dir, resume_dir)
+    if plot_path is not None:
+        _check_plot(plot_path)
+    ctx.meta["crfsdca.plot"] = plot_path
     cluster = {
         "workers": workers,
         "scheduler": scheduler,
@@ -462,6 +472,7 @@ def _train(
     if trace_path:
         Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
         result.trace.to_jsonl(trace_path)
+    draw_plot(result.trace)
     if model_path:
         Path(model_path).parent.mkdir(parents=True, exist_ok=True)
         model.save(model_path)
@@ -592,6 +603,7 @@ def _train_distributed(
     if trace_path:
         Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
         result.trace.to_jsonl(trace_path)
+    draw_plot(result.trace)
     if model_path:
         Path(model_path).parent.mkdir(parents=True, exist_ok=True)
         model.save(model_path)
@@ -641,6 +653,7 @@ def _train_on_graph(run, graph, model_path, trace_path, as_json, quiet) -> None:
         quiet=quiet,
         bar=lambda total: _progress(total, quiet),
     )
+    draw_plot(result.trace)
     if as_json:
         click.echo(dumps(summary))
     else:
@@ -651,3 +664,30 @@ def _train_on_graph(run, graph, model_path, trace_path, as_json, quiet) -> None:
             f" {summary['gap']:.3g}); train longer or raise --tol",
             err=True,
         )
+
+
+def _check_plot(plot_path: str) -> None:
+    """Usage errors for --plot before any work: the extension, matplotlib, the folder."""
+    from crfsdca.plotting import output_format
+
+    try:
+        output_format(plot_path)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--plot") from None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise click.BadParameter(
+            "plotting needs matplotlib: pip install 'crfsdca[plot]'", param_hint="--plot"
+        ) from None
+    check_output_path(plot_path, "--plot")
+
+
+def draw_plot(trace) -> None:
+    """The --plot figure of a finished run's trace (nothing without --plot)."""
+    ctx = click.get_current_context(silent=True)
+    path = ctx.meta.get("crfsdca.plot") if ctx is not None else None
+    if path:
+        from crfsdca.plotting import plot_trace_file
+
+        plot_trace_file(trace, path)
