@@ -254,15 +254,78 @@ class CRF(_Base):
         callback = _log_line if self.verbose else None
         with _one_blas_thread():
             model.fit(train, dev, encoder=encoder.encoder.to_dict(), name="X", callback=callback)
+        self._finish(model, encoder, train)
+        return self
+
+    def _finish(self, model: SequenceCRF, encoder: FeatureDictEncoder, train) -> None:
         self.training_log_ = list(model.result_.trace.records)
-        # keep what predicts (arrays and dicts): no solver state, oracle or data
+        # SDCA's dual state and the packed training data stay in memory for partial_fit (not
+        # pickled, not saved); what predicts is arrays and dicts
+        growable = model.solver == "sdca"
+        self._grow = (model.result_.state, train) if growable else None
         model.result_ = None
         model.problem_ = None
         self._model = model
         self._encoder = encoder
         if self.model_filename is not None:
             model.save(self.model_filename)
+
+    def partial_fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
+        """Add the sequences ``(X, y)`` to a fitted model and continue SDCA from its dual state.
+
+        The new sequences start from the smoothed empirical marginals, attributes first seen
+        here get zero weights, w stays w_hat(mu), and the duality gap of the continued run
+        certifies the objective over every sequence seen so far. Labels must be known already.
+        Before any fit this is ``fit(X, y)``.
+        """
+        if getattr(self, "_model", None) is None and self.model_filename is None:
+            return self.fit(X, y)
+        from crfsdca.featuredicts import to_attribute_corpus
+        from crfsdca.incremental import concatenate, grow_state, with_attributes
+
+        model, encoder = self._fitted()
+        if getattr(self, "_grow", None) is None:
+            raise ValueError(
+                "partial_fit continues SDCA from its dual state, kept in memory after fit with"
+                " algorithm='sdca' (not pickled, not saved); fit this CRF first"
+            )
+        state, old_train = self._grow
+        corpus = to_attribute_corpus(X, y)
+        known = set(encoder.label_names)
+        unknown = sorted({t for seq in corpus.labels for t in seq} - known)
+        if unknown:
+            raise ValueError(
+                f"partial_fit cannot add labels; {', '.join(map(repr, unknown))} not in"
+                f" {sorted(known)} (fit on data with every label)"
+            )
+        vocabulary = encoder.encoder.vocabulary
+        for item in (i for seq in corpus.attributes for i in seq):
+            for name, _ in item:
+                vocabulary.setdefault(name, len(vocabulary))
+        new_data = encoder.encoder.transform(corpus)
+        old_fm = model.feature_map_
+        new_fm = FeatureMap(len(vocabulary), old_fm.n_labels, old_fm.n_bias_rows)
+        train = concatenate(with_attributes(old_train, new_fm.n_attributes), new_data)
+        lam_n = model.regularization_ * old_train.n_sequences
+        options = self._solver_options()
+        epsilon = SOLVERS["sdca"].config_class(**options).init_epsilon
+        grown = grow_state(state, old_fm, new_fm, new_data, lam_n, epsilon)
+        again = SequenceCRF(
+            solver="sdca", regularization=lam_n / train.n_sequences, n_bias_rows=0, **options
+        )
+        callback = _log_line if self.verbose else None
+        with _one_blas_thread():
+            again.fit(train, None, encoder=encoder.encoder.to_dict(), name="X",
+                      callback=callback, state=grown)  # fmt: skip
+        self._finish(again, encoder, train)
         return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles hold what predicts, not partial_fit's dual state and training data."""
+        parent = getattr(super(), "__getstate__", None)
+        state = dict(parent() if parent is not None else self.__dict__)
+        state.pop("_grow", None)
+        return state
 
     # -- fitted state ------------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
