@@ -63,6 +63,7 @@ _PARAM_NAMES = (
     "verbose",
     "random_state",
     "model_filename",
+    "n_jobs",
 )
 
 
@@ -113,6 +114,9 @@ class CRF(_Base):
     model_filename : str, optional
         ``fit`` saves the model there (crfsdca's ``.npz`` + JSON format, no pickle); an
         unfitted CRF given ``model_filename`` loads it on first use (as sklearn-crfsuite does).
+    n_jobs : int, optional
+        Cores of the full-batch passes during ``fit`` (every L-BFGS evaluation; the monitor's
+        exact objective and dev scores for the others); -1 for all, None for numba's default.
 
     Attributes
     ----------
@@ -144,6 +148,7 @@ class CRF(_Base):
         verbose: bool = False,
         random_state: int | None = None,
         model_filename: str | None = None,
+        n_jobs: int | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.c1 = c1
@@ -157,6 +162,7 @@ class CRF(_Base):
         self.verbose = verbose
         self.random_state = random_state
         self.model_filename = model_filename
+        self.n_jobs = n_jobs
 
     # -- parameters (scikit-learn's protocol when scikit-learn is absent) ---------------------
     if _Base is object:  # pragma: no cover - exercised where scikit-learn is absent
@@ -252,7 +258,7 @@ class CRF(_Base):
             **options,
         )
         callback = _log_line if self.verbose else None
-        with _one_blas_thread():
+        with _one_blas_thread(), _threads(self.n_jobs):
             model.fit(train, dev, encoder=encoder.encoder.to_dict(), name="X", callback=callback)
         self._finish(model, encoder, train)
         return self
@@ -314,7 +320,7 @@ class CRF(_Base):
             solver="sdca", regularization=lam_n / train.n_sequences, n_bias_rows=0, **options
         )
         callback = _log_line if self.verbose else None
-        with _one_blas_thread():
+        with _one_blas_thread(), _threads(self.n_jobs):
             again.fit(train, None, encoder=encoder.encoder.to_dict(), name="X",
                       callback=callback, state=grown)  # fmt: skip
         self._finish(again, encoder, train)
@@ -452,6 +458,27 @@ class CRF(_Base):
     @property
     def size_(self) -> int:
         return int(self._fitted()[0].weights_.nbytes)
+
+
+@contextlib.contextmanager
+def _threads(n_jobs: int | None):
+    """Threads of the parallel kernels during a fit: the full-batch passes (every L-BFGS
+    evaluation; the exact primal and test scores of the other solvers) run on ``n_jobs`` cores,
+    -1 for all; None leaves numba's setting. SDCA's steps are sequential by nature."""
+    if n_jobs is None:
+        yield
+        return
+    from crfsdca.kernels.batch import get_threads, max_threads, set_threads
+
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be a positive int, -1 (all cores) or None; got {n_jobs!r}")
+    wanted = max_threads() if n_jobs < 0 else min(int(n_jobs), max_threads())
+    before = get_threads()
+    set_threads(wanted)
+    try:
+        yield
+    finally:
+        set_threads(before)
 
 
 def _one_blas_thread() -> contextlib.AbstractContextManager:

@@ -94,3 +94,19 @@ def test_partial_fit_misuse():
     assert "_grow" not in again.__dict__ and again.predict(X1) == fresh.predict(X1)
     with pytest.raises(ValueError, match=r"partial_fit continues SDCA"):
         again.partial_fit(X1, y1)
+
+
+def test_n_jobs_gives_the_same_model_and_restores_the_threads():
+    from crfsdca.kernels.batch import get_threads, max_threads
+
+    X, y = sentences(5, 30)
+    before = get_threads()
+    one = CRF(algorithm="lbfgs", max_iterations=40, n_jobs=1).fit(X, y)
+    assert get_threads() == before
+    every = CRF(algorithm="lbfgs", max_iterations=40, n_jobs=-1).fit(X, y)
+    assert get_threads() == before and max_threads() >= 1
+    np.testing.assert_allclose(every._model.weights_, one._model.weights_, rtol=1e-9, atol=1e-12)
+    with pytest.raises(
+        ValueError, match=r"n_jobs must be a positive int, -1 \(all cores\) or None"
+    ):
+        CRF(n_jobs=0).fit(X, y)
