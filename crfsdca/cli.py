@@ -472,5 +472,8 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
         click.echo(json.dumps(data_loaders.dataset_info(name), indent=2, default=str))
 
 
+from crfsdca.cli_reproduce import reproduce  # noqa: E402
+
+main.add_command(reproduce)
 if __name__ == "__main__":
     main()

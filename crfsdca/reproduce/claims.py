@@ -1,0 +1,462 @@
+"""The paper's claims, checked on the traces: what we measured and whether the claim holds.
+
+Cost of a run = the x value (updates / n, oracle calls / n, seconds) of the first evaluation at
+which P - P* <= THRESHOLD; runs that never get there rank after those that do, by their final
+sub-optimality. ``holds`` is True, False, or None when a trace is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from crfsdca.reproduce.experiments import (
+    SHORT,
+    SPARSE,
+    Budget,
+    Experiment,
+    baseline,
+    fig4_runs,
+    sdca,
+)
+from crfsdca.reproduce.figures import Traces, x_values
+
+THRESHOLD = 1e-4
+
+
+@dataclass
+class Claim:
+    key: str
+    figure: str
+    text: str
+    measured: str = ""
+    holds: bool | None = None
+    reason: str = ""
+
+    @property
+    def outcome(self) -> str:
+        return {True: "holds", False: "does not hold", None: "missing"}[self.holds]
+
+
+class _Missing(Exception):
+    pass
+
+
+class Costs:
+    """Cost to THRESHOLD and final sub-optimality of experiments, from their traces."""
+
+    def __init__(self, traces: Traces) -> None:
+        self.traces = traces
+
+    def _trace(self, exp: Experiment):
+        trace, p_star = self.traces.get(exp), self.traces.p_star(exp)
+        if trace is None or p_star is None:
+            raise _Missing(exp.describe())
+        return trace, p_star
+
+    def cost(self, exp: Experiment, x: str = "updates", thr: float = THRESHOLD) -> float:
+        trace, p_star = self._trace(exp)
+        xs = x_values(trace, x)
+        hit = [k for k, r in enumerate(trace.records) if r.primal - p_star <= thr]
+        return float(xs[hit[0]]) if hit else math.inf
+
+    def final(self, exp: Experiment) -> float:
+        trace, p_star = self._trace(exp)
+        return trace.records[-1].primal - p_star
+
+    def key(self, exp: Experiment, x: str = "updates") -> tuple[float, float]:
+        return self.cost(exp, x), self.final(exp)
+
+    def show(self, exp: Experiment, x: str = "updates") -> str:
+        c = self.cost(exp, x)
+        reach = f"{c:.1f}" if math.isfinite(c) else "never"
+        return f"{exp.label} {reach} (final {self.final(exp):.1e})"
+
+    def test_error(self, exp: Experiment) -> float:
+        return self._trace(exp)[0].records[-1].test_error
+
+
+def _ratio(a: float, b: float) -> float:
+    if math.isinf(a) and math.isinf(b):
+        return math.nan
+    return a / b if b > 0 else math.inf
+
+
+def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
+    """Every claim whose datasets are in ``budgets``; traces missing -> holds None."""
+    c = Costs(traces)
+    b = budgets
+    out: list[Claim] = []
+
+    def claim(key, fig, text, datasets, fn):
+        if not all(d in b for d in datasets):
+            return
+        item = Claim(key, fig, text)
+        try:
+            item.measured, item.holds, item.reason = fn()
+        except _Missing as err:
+            item.measured, item.holds, item.reason = (
+                f"trace missing: {err}",
+                None,
+                "run failed or not run",
+            )
+        out.append(item)
+
+    thr = f"updates/n to P-P*<={THRESHOLD:g}"
+
+    def fig2():
+        d = "ocr"
+        runs = {
+            e.label: e
+            for e in (
+                sdca(d, b[d], "uniform", label="Uniform"),
+                sdca(d, b[d], "importance", 0.8, label="Importance"),
+                sdca(d, b[d], "gap", 0.8, label="Gap"),
+                sdca(d, b[d], "gap-importance", 0.8, label="GapxImp"),
+                sdca(d, b[d], "max", 0.8, label="Max"),
+            )
+        }
+        return runs, f"{thr}: " + "; ".join(c.show(e) for e in runs.values())
+
+    def gap_best():
+        runs, text = fig2()
+        best = min(runs, key=lambda k: c.key(runs[k]))
+        ok = best == "Gap"
+        return text, ok, "" if ok else f"{best} is fastest on this subset and budget"
+
+    def max_fails():
+        runs, text = fig2()
+        mx, uni = runs["Max"], runs["Uniform"]
+        ok = (math.isinf(c.cost(mx)) and math.isfinite(c.cost(uni))) or c.final(mx) > 100 * max(
+            c.final(uni), 1e-12
+        )
+        return text, ok, "" if ok else "Max converges within the budget"
+
+    def importance_worse():
+        runs, text = fig2()
+        ok = c.key(runs["Importance"]) > c.key(runs["Uniform"])
+        return text, ok, "" if ok else "importance sampling is not slower than uniform here"
+
+    def gapimp_worse():
+        runs, text = fig2()
+        ok = c.key(runs["GapxImp"]) > c.key(runs["Gap"])
+        return text, ok, "" if ok else "Gap x Importance is not slower than Gap here"
+
+    claim("fig2-gap-best", "2", "Gap sampling is best on OCR", ["ocr"], gap_best)
+    claim("fig2-max-fails", "2", "Max sampling fails to converge", ["ocr"], max_fails)
+    claim(
+        "fig2-importance",
+        "2",
+        "Importance sampling is worse than uniform",
+        ["ocr"],
+        importance_worse,
+    )
+    claim("fig2-gapimp", "2", "Gap x Importance is worse than Gap", ["ocr"], gapimp_worse)
+
+    def nonuniformity():
+        d = "conll2002-ned"
+        fr = (0.0, 0.2, 0.5, 0.8, 1.0)
+        runs = [sdca(d, b[d], "gap", f, label=f"{f:g}") for f in fr]
+        costs = [c.key(e) for e in runs]
+        text = f"{thr} by non-uniformity: " + "; ".join(c.show(e) for e in runs)
+        ok = all(costs[k + 1] <= costs[k] for k in range(3))
+        return text, ok, "" if ok else "the cost does not decrease monotonically up to 0.8"
+
+    claim(
+        "fig3-nonuniformity",
+        "3",
+        "More non-uniformity helps on NER (up to 0.8)",
+        ["conll2002-ned"],
+        nonuniformity,
+    )
+
+    def by_updates(d):
+        return {e.label: e for e in fig4_runs(d, b[d])}
+
+    def oeg_par():
+        parts, ok = [], True
+        for d in b:
+            r = by_updates(d)
+            ratio = _ratio(c.cost(r["OEG"]), c.cost(r["SDCA"]))
+            parts.append(
+                f"{SHORT[d]}: SDCA {c.show(r['SDCA'])}, {c.show(r['OEG'])}, ratio {ratio:.2f}"
+            )
+            ok = ok and (
+                0.67 <= ratio <= 1.5
+                if math.isfinite(ratio)
+                else 0.1 <= c.final(r["OEG"]) / max(c.final(r["SDCA"]), 1e-12) <= 10
+            )
+        return f"{thr}: " + "; ".join(parts), ok, "" if ok else "OEG/SDCA outside [0.67, 1.5]"
+
+    def gap_vs_sag():
+        parts, ok = [], True
+        for d in [d for d in SPARSE if d in b]:
+            r = by_updates(d)
+            parts.append(f"{SHORT[d]}: {c.show(r['SDCA-GAP'])} vs {c.show(r['SAG-NUS'])}")
+            ok = ok and c.key(r["SDCA-GAP"]) < c.key(r["SAG-NUS"])
+        return (
+            f"{thr}: " + "; ".join(parts),
+            ok,
+            "" if ok else "SAG-NUS needs fewer updates somewhere",
+        )
+
+    def gap_vs_oeg():
+        parts, ok = [], True
+        for d in b:
+            r = by_updates(d)
+            parts.append(f"{SHORT[d]}: {c.show(r['SDCA-GAP'])} vs {c.show(r['OEG'])}")
+            ok = ok and c.key(r["SDCA-GAP"]) < c.key(r["OEG"])
+        return f"{thr}: " + "; ".join(parts), ok, "" if ok else "OEG needs fewer updates somewhere"
+
+    def ocr_sag():
+        r = by_updates("ocr")
+        ok = c.key(r["SAG-NUS"]) < c.key(r["SDCA-GAP"])
+        return (
+            f"{thr}: {c.show(r['SDCA-GAP'])}, {c.show(r['SAG-NUS'])}",
+            ok,
+            "" if ok else "SDCA-GAP needs fewer updates than SAG-NUS on OCR here",
+        )
+
+    def oracle_calls():
+        parts, ok = [], True
+        for d in b:
+            r = by_updates(d)
+            g, s = c.cost(r["SDCA-GAP"], "oracle_calls"), c.cost(r["SAG-NUS*"], "oracle_calls")
+            parts.append(f"{SHORT[d]}: SDCA-GAP {g:.1f}, SAG-NUS* {s:.1f}")
+            if d in SPARSE:
+                ok = ok and c.key(r["SDCA-GAP"], "oracle_calls") < c.key(
+                    r["SAG-NUS*"], "oracle_calls"
+                )
+        text = f"oracle calls/n to P-P*<={THRESHOLD:g} (inf = never): " + "; ".join(parts)
+        return text, ok, "" if ok else "SAG-NUS* needs fewer oracle calls on a sparse dataset"
+
+    all4 = list(b)
+    claim(
+        "fig4-sdca-oeg-par", "4", "SDCA and OEG are on par in updates (all datasets)", all4, oeg_par
+    )
+    claim(
+        "fig4-gap-vs-sag",
+        "4",
+        "SDCA-GAP needs fewer updates than SAG-NUS on the sparse datasets",
+        [d for d in SPARSE if d in b] or ["none"],
+        gap_vs_sag,
+    )
+    claim(
+        "fig4-gap-vs-oeg",
+        "4",
+        "SDCA-GAP needs fewer updates than OEG (all datasets)",
+        all4,
+        gap_vs_oeg,
+    )
+    claim(
+        "fig4-ocr-sag", "4", "On OCR, SAG-NUS needs fewer updates than SDCA-GAP", ["ocr"], ocr_sag
+    )
+    claim(
+        "fig4-oracle",
+        "4/6",
+        "By oracle calls SDCA-GAP is faster than SAG-NUS* on the sparse datasets",
+        all4,
+        oracle_calls,
+    )
+
+    def test_error():
+        parts, ok = [], True
+        for d in b:
+            errs = {e.label: c.test_error(e) for e in fig4_runs(d, b[d])}
+            spread = max(errs.values()) - min(errs.values())
+            parts.append(
+                f"{SHORT[d]}: "
+                + ", ".join(f"{k} {v:.4f}" for k, v in errs.items())
+                + f" (spread {spread:.4f})"
+            )
+            ok = ok and spread <= 0.005
+        return "final test error: " + "; ".join(parts), ok, "" if ok else "spread above 0.5 points"
+
+    claim(
+        "fig7-test-error",
+        "7",
+        "All methods reach the same test error (spread <= 0.5 points)",
+        all4,
+        test_error,
+    )
+
+    def fig8(d):
+        return (
+            sdca(
+                d,
+                b[d],
+                "gap",
+                0.8,
+                label="one step",
+                max_newton_iterations=1,
+                line_search_start="half",
+            ),
+            sdca(d, b[d], "gap", 0.8, label="1e-2", line_search_tol=1e-2),
+            sdca(d, b[d], "gap", 0.8, label="1e-3"),
+        )
+
+    def one_step_ner():
+        one, _, ref = fig8("conll2002-ned")
+        ok = (math.isinf(c.cost(one)) and math.isfinite(c.cost(ref))) or c.final(one) > 100 * max(
+            c.final(ref), 1e-12
+        )
+        return (
+            f"{thr}: {c.show(one)}; {c.show(ref)}",
+            ok,
+            "" if ok else "one Newton step converges on NER here",
+        )
+
+    def one_step_pos():
+        one, _, ref = fig8("ewt-pos")
+        ratio = _ratio(c.cost(one), c.cost(ref))
+        ok = math.isfinite(ratio) and ratio <= 1.1
+        return (
+            f"{thr}: {c.show(one)}; {c.show(ref)}; ratio {ratio:.2f}",
+            ok,
+            "" if ok else "one Newton step slows SDCA-GAP on POS (ratio > 1.1)",
+        )
+
+    def tol_same():
+        parts, ok = [], True
+        for d in ("conll2002-ned", "ewt-pos"):
+            _, e2, e3 = fig8(d)
+            ratio = _ratio(c.cost(e2), c.cost(e3))
+            parts.append(f"{SHORT[d]}: {c.show(e2)}; {c.show(e3)}; ratio {ratio:.2f}")
+            ok = ok and math.isfinite(ratio) and abs(ratio - 1) <= 0.1
+        return (
+            f"{thr}: " + "; ".join(parts),
+            ok,
+            "" if ok else "1e-2 and 1e-3 differ by more than 10%",
+        )
+
+    claim(
+        "fig8-one-step-ner",
+        "8",
+        "One Newton step fails to converge on NER",
+        ["conll2002-ned"],
+        one_step_ner,
+    )
+    claim(
+        "fig8-one-step-pos",
+        "8",
+        "One Newton step makes no difference on POS",
+        ["ewt-pos"],
+        one_step_pos,
+    )
+    claim(
+        "fig8-tol",
+        "8",
+        "Sub-precision 1e-2 and 1e-3 give the same convergence",
+        ["conll2002-ned", "ewt-pos"],
+        tol_same,
+    )
+
+    def ratios():
+        parts, within, direction = [], True, True
+        for d in ("conll2000", "ocr"):
+            for f in (0.0, 0.8, 1.0):
+                trace = traces.get(sdca(d, b[d], "gap", f))
+                if trace is None:
+                    raise _Missing(f"{d} non-uniformity {f}")
+                r = np.array(
+                    [x.gap_estimate / x.gap for x in trace.records if x.epoch > 0 and x.gap > 0]
+                )
+                r = r[np.isfinite(r)]
+                if r.size == 0:
+                    continue
+                parts.append(
+                    f"{SHORT[d]} {f:g}: [{r.min():.2f}, {r.max():.2f}] median {np.median(r):.2f}"
+                )
+                within = within and r.min() >= 0.5 and r.max() <= 2.0
+                direction = direction and ((np.median(r) > 1) if f == 0.0 else (np.median(r) < 1))
+        return "; ".join(parts), (within, direction)
+
+    def within2():
+        text, (within, _) = ratios()
+        return (
+            f"gap estimate / true gap, epochs >= 1: {text}",
+            within,
+            "" if within else "a ratio leaves [0.5, 2]",
+        )
+
+    def direction():
+        text, (_, d) = ratios()
+        return (f"median ratio: {text}", d, "" if d else "not (uniform > 1 and gap sampling < 1)")
+
+    claim(
+        "fig9-within-2",
+        "9",
+        "The gap estimate stays within x2 of the true gap",
+        ["conll2000", "ocr"],
+        within2,
+    )
+    claim(
+        "fig9-direction",
+        "9",
+        "Gap sampling underestimates, uniform overestimates the gap",
+        ["conll2000", "ocr"],
+        direction,
+    )
+
+    def wall_time():
+        parts = []
+        for d in b:
+            runs = [
+                *fig4_runs(d, b[d]),
+                baseline(d, b[d], "lbfgs", "L-BFGS"),
+                baseline(d, b[d], "crfsuite", "CRFsuite"),
+            ]
+            cells = []
+            for e in runs:
+                s = c.cost(e, "seconds")
+                cells.append(f"{e.label} {s:.1f}s" if math.isfinite(s) else f"{e.label} never")
+            parts.append(f"{SHORT[d]}: " + ", ".join(cells))
+        return (
+            f"seconds to P-P*<={THRESHOLD:g}: " + "; ".join(parts),
+            True,
+            "not a claim of the paper (measurement)",
+        )
+
+    claim(
+        "time-crfsuite",
+        "time",
+        "Wall time against CRFsuite's L-BFGS (beyond the paper)",
+        all4,
+        wall_time,
+    )
+
+    def start():
+        parts, ok = [], True
+        for d in ("ocr", "conll2000", "conll2002-ned"):
+            eps = sdca(d, b[d], "gap", 0.8, label="eps 1e-3", start="epsilon")
+            gib = sdca(d, b[d], "gap", 0.8, label="authors' start")
+            p0 = [self_first(traces, e) for e in (eps, gib)]
+            parts.append(
+                f"{SHORT[d]}: P(start) eps {p0[0]:.2f} vs authors' {p0[1]:.2f}; "
+                f"{c.show(eps)} vs {c.show(gib)}"
+            )
+            if d != "ocr":
+                ok = ok and c.key(gib) <= c.key(eps)
+        return (
+            f"{thr}: " + "; ".join(parts),
+            ok,
+            "" if ok else "the epsilon-mix is faster on CONLL or NER",
+        )
+
+    claim(
+        "start",
+        "start",
+        "The authors' start converges at least as fast on CONLL and NER",
+        ["ocr", "conll2000", "conll2002-ned"],
+        start,
+    )
+    return out
+
+
+def self_first(traces: Traces, exp: Experiment) -> float:
+    trace = traces.get(exp)
+    if trace is None:
+        raise _Missing(exp.describe())
+    return trace.records[0].primal
