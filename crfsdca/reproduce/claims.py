@@ -35,8 +35,12 @@ class Claim:
     holds: bool | None = None
     reason: str = ""
 
+    measurement: bool = False  # a number we report, not a claim of the paper
+
     @property
     def outcome(self) -> str:
+        if self.measurement and self.holds is not None:
+            return "measurement"
         return {True: "holds", False: "does not hold", None: "missing"}[self.holds]
 
 
@@ -69,13 +73,40 @@ class Costs:
     def key(self, exp: Experiment, x: str = "updates") -> tuple[float, float]:
         return self.cost(exp, x), self.final(exp)
 
+    def last_x(self, exp: Experiment, x: str = "updates") -> float:
+        return float(x_values(self._trace(exp)[0], x)[-1])
+
+    def subopt_at(self, exp: Experiment, h: float, x: str = "updates") -> float:
+        """P - P* of the last evaluation at or before x = h."""
+        trace, p_star = self._trace(exp)
+        xs = x_values(trace, x)
+        k = max(int(np.searchsorted(xs, h, side="right")) - 1, 0)
+        return trace.records[k].primal - p_star
+
+    def less(self, a: Experiment, b: Experiment, x: str = "updates") -> bool:
+        """a is faster than b over their common range of x: the first to reach THRESHOLD
+        within it, or (neither reaches it) the lower sub-optimality at its end."""
+        h = min(self.last_x(a, x), self.last_x(b, x))
+        ca, cb = (v if v <= h else math.inf for v in (self.cost(a, x), self.cost(b, x)))
+        if math.isfinite(ca) or math.isfinite(cb):
+            return ca < cb
+        return self.subopt_at(a, h, x) < self.subopt_at(b, h, x)
+
     def show(self, exp: Experiment, x: str = "updates") -> str:
         c = self.cost(exp, x)
         reach = f"{c:.1f}" if math.isfinite(c) else "never"
-        return f"{exp.label} {reach} (final {self.final(exp):.1e})"
+        return f"{exp.label} {reach} (final {self.final(exp):.1e} at {self.last_x(exp, x):.1f})"
 
     def test_error(self, exp: Experiment) -> float:
         return self._trace(exp)[0].records[-1].test_error
+
+
+def _ratio_runs(c: Costs, a: Experiment, b: Experiment, x: str = "updates") -> float:
+    """cost(a) / cost(b); when neither reaches THRESHOLD, final(a) / final(b)."""
+    ca, cb = c.cost(a, x), c.cost(b, x)
+    if math.isinf(ca) and math.isinf(cb):
+        return c.final(a) / max(c.final(b), 1e-15)
+    return _ratio(ca, cb)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -90,10 +121,10 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
     b = budgets
     out: list[Claim] = []
 
-    def claim(key, fig, text, datasets, fn):
+    def claim(key, fig, text, datasets, fn, measurement=False):
         if not all(d in b for d in datasets):
             return
-        item = Claim(key, fig, text)
+        item = Claim(key, fig, text, measurement=measurement)
         try:
             item.measured, item.holds, item.reason = fn()
         except _Missing as err:
@@ -122,26 +153,25 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
 
     def gap_best():
         runs, text = fig2()
-        best = min(runs, key=lambda k: c.key(runs[k]))
-        ok = best == "Gap"
-        return text, ok, "" if ok else f"{best} is fastest on this subset and budget"
+        wins = [k for k in runs if all(c.less(runs[k], runs[j]) for j in runs if j != k)]
+        ok = wins == ["Gap"]
+        return text, ok, "" if ok else f"{(wins or ['no scheme'])[0]} is fastest here"
 
     def max_fails():
         runs, text = fig2()
         mx, uni = runs["Max"], runs["Uniform"]
-        ok = (math.isinf(c.cost(mx)) and math.isfinite(c.cost(uni))) or c.final(mx) > 100 * max(
-            c.final(uni), 1e-12
-        )
-        return text, ok, "" if ok else "Max converges within the budget"
+        ok = math.isinf(c.cost(mx)) and c.final(mx) >= 10 * c.final(uni)
+        why = "Max reaches the threshold or ends within x10 of Uniform's final sub-optimality"
+        return text, ok, "" if ok else why
 
     def importance_worse():
         runs, text = fig2()
-        ok = c.key(runs["Importance"]) > c.key(runs["Uniform"])
+        ok = c.less(runs["Uniform"], runs["Importance"])
         return text, ok, "" if ok else "importance sampling is not slower than uniform here"
 
     def gapimp_worse():
         runs, text = fig2()
-        ok = c.key(runs["GapxImp"]) > c.key(runs["Gap"])
+        ok = c.less(runs["Gap"], runs["GapxImp"])
         return text, ok, "" if ok else "Gap x Importance is not slower than Gap here"
 
     claim("fig2-gap-best", "2", "Gap sampling is best on OCR", ["ocr"], gap_best)
@@ -159,9 +189,9 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
         d = "conll2002-ned"
         fr = (0.0, 0.2, 0.5, 0.8, 1.0)
         runs = [sdca(d, b[d], "gap", f, label=f"{f:g}") for f in fr]
-        costs = [c.key(e) for e in runs]
+
         text = f"{thr} by non-uniformity: " + "; ".join(c.show(e) for e in runs)
-        ok = all(costs[k + 1] <= costs[k] for k in range(3))
+        ok = all(not c.less(runs[k], runs[k + 1]) for k in range(3))
         return text, ok, "" if ok else "the cost does not decrease monotonically up to 0.8"
 
     claim(
@@ -179,15 +209,11 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
         parts, ok = [], True
         for d in b:
             r = by_updates(d)
-            ratio = _ratio(c.cost(r["OEG"]), c.cost(r["SDCA"]))
+            ratio = _ratio_runs(c, r["OEG"], r["SDCA"])
             parts.append(
                 f"{SHORT[d]}: SDCA {c.show(r['SDCA'])}, {c.show(r['OEG'])}, ratio {ratio:.2f}"
             )
-            ok = ok and (
-                0.67 <= ratio <= 1.5
-                if math.isfinite(ratio)
-                else 0.1 <= c.final(r["OEG"]) / max(c.final(r["SDCA"]), 1e-12) <= 10
-            )
+            ok = ok and 0.67 <= ratio <= 1.5
         return f"{thr}: " + "; ".join(parts), ok, "" if ok else "OEG/SDCA outside [0.67, 1.5]"
 
     def gap_vs_sag():
@@ -195,7 +221,7 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
         for d in [d for d in SPARSE if d in b]:
             r = by_updates(d)
             parts.append(f"{SHORT[d]}: {c.show(r['SDCA-GAP'])} vs {c.show(r['SAG-NUS'])}")
-            ok = ok and c.key(r["SDCA-GAP"]) < c.key(r["SAG-NUS"])
+            ok = ok and c.less(r["SDCA-GAP"], r["SAG-NUS"])
         return (
             f"{thr}: " + "; ".join(parts),
             ok,
@@ -207,12 +233,12 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
         for d in b:
             r = by_updates(d)
             parts.append(f"{SHORT[d]}: {c.show(r['SDCA-GAP'])} vs {c.show(r['OEG'])}")
-            ok = ok and c.key(r["SDCA-GAP"]) < c.key(r["OEG"])
+            ok = ok and c.less(r["SDCA-GAP"], r["OEG"])
         return f"{thr}: " + "; ".join(parts), ok, "" if ok else "OEG needs fewer updates somewhere"
 
     def ocr_sag():
         r = by_updates("ocr")
-        ok = c.key(r["SAG-NUS"]) < c.key(r["SDCA-GAP"])
+        ok = c.less(r["SAG-NUS"], r["SDCA-GAP"])
         return (
             f"{thr}: {c.show(r['SDCA-GAP'])}, {c.show(r['SAG-NUS'])}",
             ok,
@@ -226,9 +252,7 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
             g, s = c.cost(r["SDCA-GAP"], "oracle_calls"), c.cost(r["SAG-NUS*"], "oracle_calls")
             parts.append(f"{SHORT[d]}: SDCA-GAP {g:.1f}, SAG-NUS* {s:.1f}")
             if d in SPARSE:
-                ok = ok and c.key(r["SDCA-GAP"], "oracle_calls") < c.key(
-                    r["SAG-NUS*"], "oracle_calls"
-                )
+                ok = ok and c.less(r["SDCA-GAP"], r["SAG-NUS*"], "oracle_calls")
         text = f"oracle calls/n to P-P*<={THRESHOLD:g} (inf = never): " + "; ".join(parts)
         return text, ok, "" if ok else "SAG-NUS* needs fewer oracle calls on a sparse dataset"
 
@@ -310,7 +334,7 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
 
     def one_step_pos():
         one, _, ref = fig8("ewt-pos")
-        ratio = _ratio(c.cost(one), c.cost(ref))
+        ratio = _ratio_runs(c, one, ref)
         ok = math.isfinite(ratio) and ratio <= 1.1
         return (
             f"{thr}: {c.show(one)}; {c.show(ref)}; ratio {ratio:.2f}",
@@ -322,7 +346,7 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
         parts, ok = [], True
         for d in ("conll2002-ned", "ewt-pos"):
             _, e2, e3 = fig8(d)
-            ratio = _ratio(c.cost(e2), c.cost(e3))
+            ratio = _ratio_runs(c, e2, e3)
             parts.append(f"{SHORT[d]}: {c.show(e2)}; {c.show(e3)}; ratio {ratio:.2f}")
             ok = ok and math.isfinite(ratio) and abs(ratio - 1) <= 0.1
         return (
@@ -354,35 +378,47 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
     )
 
     def ratios():
-        parts, within, direction = [], True, True
+        parts, within, direction, late, seen_late = [], True, True, True, False
         for d in ("conll2000", "ocr"):
             for f in (0.0, 0.8, 1.0):
                 trace = traces.get(sdca(d, b[d], "gap", f))
                 if trace is None:
                     raise _Missing(f"{d} non-uniformity {f}")
-                r = np.array(
-                    [x.gap_estimate / x.gap for x in trace.records if x.epoch > 0 and x.gap > 0]
-                )
-                r = r[np.isfinite(r)]
+                recs = [x for x in trace.records if x.epoch > 0 and x.gap > 0]
+                r = np.array([x.gap_estimate / x.gap for x in recs])
+                e = np.array([x.epoch for x in recs])
+                keep = np.isfinite(r)
+                r, e = r[keep], e[keep]
                 if r.size == 0:
                     continue
+                r5 = r[e >= 5]
+                tail = f", epochs >= 5 [{r5.min():.2f}, {r5.max():.2f}]" if r5.size else ""
                 parts.append(
                     f"{SHORT[d]} {f:g}: [{r.min():.2f}, {r.max():.2f}] median {np.median(r):.2f}"
+                    + tail
                 )
                 within = within and r.min() >= 0.5 and r.max() <= 2.0
+                late = late and (r5.size == 0 or (r5.min() >= 0.5 and r5.max() <= 2.0))
+                seen_late = seen_late or r5.size > 0
                 direction = direction and ((np.median(r) > 1) if f == 0.0 else (np.median(r) < 1))
-        return "; ".join(parts), (within, direction)
+        return "; ".join(parts), (within, direction, late and seen_late)
 
     def within2():
-        text, (within, _) = ratios()
+        text, (within, _, late) = ratios()
+        why = (
+            "a ratio leaves [0.5, 2]; the estimate is the mean of stale per-sequence gaps"
+            " initialised to 100, and a sequence not yet drawn keeps its 100 (uniform sampling"
+            " leaves about e^-k of them after k epochs)"
+            + ("; from epoch 5 on it stays within [0.5, 2]" if late else "")
+        )
         return (
             f"gap estimate / true gap, epochs >= 1: {text}",
             within,
-            "" if within else "a ratio leaves [0.5, 2]",
+            "" if within else why,
         )
 
     def direction():
-        text, (_, d) = ratios()
+        text, (_, d, _) = ratios()
         return (f"median ratio: {text}", d, "" if d else "not (uniform > 1 and gap sampling < 1)")
 
     claim(
@@ -414,9 +450,10 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
                 cells.append(f"{e.label} {s:.1f}s" if math.isfinite(s) else f"{e.label} never")
             parts.append(f"{SHORT[d]}: " + ", ".join(cells))
         return (
-            f"seconds to P-P*<={THRESHOLD:g}: " + "; ".join(parts),
+            f"seconds to P-P*<={THRESHOLD:g} (one thread each, shared machine): "
+            + "; ".join(parts),
             True,
-            "not a claim of the paper (measurement)",
+            "not a claim of the paper",
         )
 
     claim(
@@ -425,6 +462,7 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
         "Wall time against CRFsuite's L-BFGS (beyond the paper)",
         all4,
         wall_time,
+        measurement=True,
     )
 
     def start():
@@ -438,7 +476,7 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
                 f"{c.show(eps)} vs {c.show(gib)}"
             )
             if d != "ocr":
-                ok = ok and c.key(gib) <= c.key(eps)
+                ok = ok and not c.less(eps, gib)
         return (
             f"{thr}: " + "; ".join(parts),
             ok,
@@ -446,7 +484,7 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
         )
 
     claim(
-        "start",
+        "start-authors",
         "start",
         "The authors' start converges at least as fast on CONLL and NER",
         ["ocr", "conll2000", "conll2002-ned"],

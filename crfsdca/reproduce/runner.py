@@ -166,7 +166,10 @@ def run_all(
     data_dir: str | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, str]:
-    """Run the missing experiments (references first); returns {digest: error} of failures."""
+    """Run the missing experiments (references first).
+
+    Returns {digest: "<experiment>: <error>"} of the runs that failed.
+    """
     out = Path(out)
     todo = [e for e in experiments if not trace_path(out, e).exists()]
     progress(
@@ -179,8 +182,8 @@ def run_all(
         ready = []
         for exp in batch:
             if exp.solver != "reference" and exp.reference.digest in failures:
-                failures[exp.digest] = "its reference optimum P* failed"
-                _record_failure(out, exp, failures[exp.digest])
+                failures[exp.digest] = f"{exp.describe()}: its reference optimum P* failed"
+                _record_failure(out, exp, "its reference optimum P* failed")
             else:
                 ready.append(exp)
         for exp, error, seconds in _map(ready, out, jobs, data_dir):
@@ -188,7 +191,7 @@ def run_all(
                 failure_path(out, exp).unlink(missing_ok=True)
                 progress(f"done   {seconds:7.1f} s  {exp.describe()}")
             else:
-                failures[exp.digest] = error
+                failures[exp.digest] = f"{exp.describe()}: {error}"
                 _record_failure(out, exp, error)
                 progress(f"FAILED {seconds:7.1f} s  {exp.describe()}: {error}")
     return failures
