@@ -93,6 +93,9 @@ def reproduce(
             + (f" ({len(missing[name])} curves missing)" if missing[name] else "")
         )
     table = table1_cached(out, datasets, data_dir)
+    ocr_start = None
+    if "ocr" in datasets and "start" in panels:
+        ocr_start = notes.full_ocr_start(out, data_dir)
     claims = check_claims(traces, budgets)
     claims = [c for c in claims if c.figure.split("/")[0] in panels or c.figure in panels]
     report = write_report(
@@ -102,7 +105,7 @@ def reproduce(
         table,
         missing,
         failures,
-        notes.notes(traces, budgets, quick=quick),
+        notes.notes(traces, budgets, quick=quick, ocr_start=ocr_start),
     )
     return Outcome(report, failures, missing, computed, time.perf_counter() - start)
 
