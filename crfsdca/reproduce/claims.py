@@ -419,9 +419,11 @@ def check_claims(traces: Traces, budgets: dict[str, Budget]) -> list[Claim]:
     def within2():
         text, (within, _, late) = ratios()
         why = (
-            "a ratio leaves [0.5, 2]; the estimate is the mean of stale per-sequence gaps"
-            " initialised to 100, and a sequence not yet drawn keeps its 100 (uniform sampling"
-            " leaves about e^-k of them after k epochs)"
+            "a ratio leaves [0.5, 2]. Above 2 early: the estimate is the mean of stale"
+            " per-sequence gaps initialised to 100, and a sequence not yet drawn keeps its 100"
+            " (uniform sampling leaves about e^-k of them after k epochs). Below 0.5 late, with"
+            " gap sampling: sequences whose stale g_i is small are rarely redrawn while their"
+            " true gaps no longer are, once the true gap is tiny"
             + ("; from epoch 5 on it stays within [0.5, 2]" if late else "")
         )
         return (
