@@ -180,3 +180,17 @@ def test_digest_depends_on_inputs_not_on_labels():
         non_uniformity=0.8,
     )
     assert bigger.digest != one.digest
+
+
+@needs_data
+@pytest.mark.slow
+def test_jobs_2_gives_the_serial_traces(quick, tmp_path):
+    out = tmp_path / "parallel"
+    outcome = reproduce(["2"], ["ocr"], quick=True, jobs=2, out=out)
+    assert outcome.ok and outcome.computed == 6  # P* and five sampling schemes
+    for path in (out / "traces").glob("*.jsonl"):
+        serial, parallel = read_trace(quick[0] / "traces" / path.name), read_trace(path)
+        assert [r.primal for r in parallel.records] == [r.primal for r in serial.records]
+        assert [r.oracle_calls for r in parallel.records] == [
+            r.oracle_calls for r in serial.records
+        ]
