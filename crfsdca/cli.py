@@ -156,5 +156,8 @@ def _register_commands() -> None:
 
 _register_commands()
 
+from crfsdca.cli_reproduce import reproduce  # noqa: E402
+
+main.add_command(reproduce)
 if __name__ == "__main__":
     main()

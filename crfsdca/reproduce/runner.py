@@ -1,0 +1,223 @@
+"""Run experiments into ``OUT/traces/<digest>.jsonl``: cached, resumable, crash-isolated.
+
+A trace is written (atomically) only when its run has finished, so an interrupted run leaves
+the finished traces in place and a re-run computes only the missing ones. A run that raises
+leaves ``OUT/failed/<digest>.txt`` (one line) and no trace; the other runs go on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import multiprocessing
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from crfsdca.reproduce.experiments import Experiment
+
+TRACES, FAILED = "traces", "failed"
+
+
+class _Reached(Exception):
+    """Raised from the monitor callback once P - P* <= the budget's stop_below."""
+
+
+def trace_path(out: Path, exp: Experiment) -> Path:
+    return Path(out) / TRACES / f"{exp.digest}.jsonl"
+
+
+def failure_path(out: Path, exp: Experiment) -> Path:
+    return Path(out) / FAILED / f"{exp.digest}.txt"
+
+
+def read_p_star(out: Path, exp: Experiment) -> float:
+    from crfsdca.trace import read_trace
+
+    return float(read_trace(trace_path(out, exp.reference)).header["p_star"])
+
+
+def run_experiment(exp: Experiment, out: Path, data_dir: str | None = None) -> Path:
+    """Compute ``exp``'s trace unless it exists; returns its path."""
+    path = trace_path(out, exp)
+    if path.exists():
+        return path
+    from crfsdca.reproduce.problems import load_problem
+
+    problem = load_problem(exp.dataset, exp.budget.max_sequences, data_dir)
+    if exp.solver == "reference":
+        trace = _reference_trace(exp, problem)
+    elif exp.solver == "crfsuite":
+        from crfsdca.reproduce.crfsuite_run import crfsuite_trace
+
+        trace = crfsuite_trace(problem, exp.budget.max_epochs)
+    else:
+        trace = _solver_trace(exp, problem, read_p_star(out, exp))
+    trace.header["experiment"] = exp.inputs()
+    trace.header["digest"] = exp.digest
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trace.to_jsonl(path)
+    return path
+
+
+def _reference_trace(exp: Experiment, problem):
+    from crfsdca.reference import reference_optimum
+    from crfsdca.trace import Trace, TraceRecord
+
+    tol = exp.opts["tol"]
+    start = time.perf_counter()
+    p_star, w = reference_optimum(
+        problem,
+        tol=tol,
+        dataset=exp.dataset,
+        max_sequences=exp.budget.max_sequences,
+        n_bias_rows=0,
+        support="train",
+    )
+    grad = problem.primal_and_gradient(w)[1]
+    certificate = float(grad @ grad) / (2 * problem.regularization)
+    trace = Trace.create(
+        solver="reference",
+        config={"tol": tol},
+        regularization=problem.regularization,
+        dataset=exp.dataset,
+        n_sequences=problem.n_sequences,
+        seed=None,
+        p_star=p_star,
+        certificate=certificate,
+        seconds=time.perf_counter() - start,
+    )
+    trace.append(
+        TraceRecord(
+            solver="reference",
+            epoch=0.0,
+            oracle_calls=0,
+            updates=0,
+            seconds=0.0,
+            primal=p_star,
+            gap=certificate,
+        )
+    )
+    return trace
+
+
+def _solver_trace(exp: Experiment, problem, p_star: float):
+    from crfsdca.errors import ConvergenceWarning
+    from crfsdca.monitor import Monitor
+    from crfsdca.solvers import SOLVERS
+
+    cls = SOLVERS[exp.solver]
+    options = exp.opts
+    start = options.pop("start", None)
+    budget = exp.budget
+    config = cls.config_class(
+        **options, max_epochs=budget.max_epochs, tol=0.0, eval_every=budget.eval_every, seed=0
+    )
+
+    def stop_when_reached(record) -> None:
+        if record.primal - p_star <= budget.stop_below:
+            raise _Reached
+
+    monitor = Monitor(problem, exp.solver, config, callback=stop_when_reached)
+    solver = cls(config)
+    state = None
+    if start is not None:
+        from crfsdca.reproduce.problems import dual_start
+
+        state = solver.initial_state(problem)
+        state.dual = dual_start(problem, start, getattr(config, "init_epsilon", 1e-3))
+    with warnings.catch_warnings(), contextlib.suppress(_Reached):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with np.errstate(all="ignore"):
+            solver.solve(problem, monitor, state)
+    monitor.trace.header["p_star"] = p_star
+    monitor.trace.header["start"] = start or "solver default"
+    return monitor.trace
+
+
+def _worker(exp: Experiment, out: str, data_dir: str | None) -> tuple[str, str | None, float]:
+    """Run one experiment single-threaded; (digest, error line or None, seconds). Never raises.
+
+    numba's thread count is lowered with ``set_num_threads(1)``, not NUMBA_NUM_THREADS: numba
+    re-reads that variable at every compilation and refuses a change once its pool runs.
+    """
+    from crfsdca.kernels.batch import set_threads
+
+    set_threads(1)
+    start = time.perf_counter()
+    try:
+        run_experiment(exp, Path(out), data_dir)
+    except (Exception, MemoryError) as err:  # noqa: BLE001 - reported, the others go on
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        line = f"{type(err).__name__}: {err} ({Path(where.filename).name}:{where.lineno})"
+        return exp.digest, line.replace("\n", " "), time.perf_counter() - start
+    return exp.digest, None, time.perf_counter() - start
+
+
+def run_all(
+    experiments: Sequence[Experiment],
+    out: Path,
+    *,
+    jobs: int = 1,
+    data_dir: str | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> dict[str, str]:
+    """Run the missing experiments (references first).
+
+    Returns {digest: "<experiment>: <error>"} of the runs that failed.
+    """
+    out = Path(out)
+    todo = [e for e in experiments if not trace_path(out, e).exists()]
+    progress(
+        f"{len(experiments) - len(todo)} of {len(experiments)} traces cached; {len(todo)} to run"
+    )
+    failures: dict[str, str] = {}
+    refs = [e for e in todo if e.solver == "reference"]
+    rest = [e for e in todo if e.solver != "reference"]
+    for batch in (refs, rest):
+        ready = []
+        for exp in batch:
+            if exp.solver != "reference" and exp.reference.digest in failures:
+                failures[exp.digest] = f"{exp.describe()}: its reference optimum P* failed"
+                _record_failure(out, exp, "its reference optimum P* failed")
+            else:
+                ready.append(exp)
+        for exp, error, seconds in _map(ready, out, jobs, data_dir):
+            if error is None:
+                failure_path(out, exp).unlink(missing_ok=True)
+                progress(f"done   {seconds:7.1f} s  {exp.describe()}")
+            else:
+                failures[exp.digest] = f"{exp.describe()}: {error}"
+                _record_failure(out, exp, error)
+                progress(f"FAILED {seconds:7.1f} s  {exp.describe()}: {error}")
+    return failures
+
+
+def _record_failure(out: Path, exp: Experiment, error: str) -> None:
+    from crfsdca.modelfile import atomic_write_text
+
+    path = failure_path(out, exp)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, f"{exp.describe()}: {error}\n")
+
+
+def _map(batch, out, jobs, data_dir):
+    by_digest = {e.digest: e for e in batch}
+    if jobs <= 1 or len(batch) <= 1:
+        for exp in batch:
+            yield exp, *_worker(exp, str(out), data_dir)[1:]
+        return
+    context = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = [pool.submit(_worker, e, str(out), data_dir) for e in batch]
+        for future in cf.as_completed(futures):
+            try:
+                digest, error, seconds = future.result()
+            except Exception as err:  # noqa: BLE001 - a worker process died
+                index = futures.index(future)
+                digest, error, seconds = batch[index].digest, f"worker died: {err}", 0.0
+            yield by_digest[digest], error, seconds
