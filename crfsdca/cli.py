@@ -26,6 +26,11 @@ LAZY_COMMANDS = {
         "train",
         "Train a CRF on DATASET (a registered name or a file) and report test scores.",
     ),
+    "warmup": (
+        "crfsdca.cli_warmup",
+        "warmup",
+        "Compile the kernels into numba's cache so that the first train starts at once.",
+    ),
 }
 
 
@@ -148,16 +153,13 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
 
 def _register_commands() -> None:
     from crfsdca.cli_plot import plot
-    from crfsdca.cli_warmup import warmup
+    from crfsdca.cli_reproduce import reproduce
 
     main.add_command(plot)
-    main.add_command(warmup)
+    main.add_command(reproduce)
 
 
 _register_commands()
 
-from crfsdca.cli_reproduce import reproduce  # noqa: E402
-
-main.add_command(reproduce)
 if __name__ == "__main__":
     main()

@@ -423,9 +423,12 @@ def test_importing_the_cli_does_not_import_numba():
 
 def test_lazy_train_help_matches_the_command():
     from crfsdca.cli_train import train
+    from crfsdca.cli_warmup import warmup
 
     assert LAZY_COMMANDS["train"][2] == train.help.splitlines()[0]
+    assert LAZY_COMMANDS["warmup"][2] == warmup.help.splitlines()[0]
     assert "--sampling" in cli("train", "--help").stdout
+    assert "--solver" in cli("warmup", "--help").stdout
 
 
 def test_ctrl_c_while_reading_is_one_line_and_exit_130():
