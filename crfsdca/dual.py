@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels import oeg, sdca_epoch
 from crfsdca.samplers import INITIAL_GAP
 
 
@@ -104,6 +104,23 @@ def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
     is_edge[data.seq_offsets[1:] - 1] = False  # last token of a sequence starts no edge
     src = np.flatnonzero(is_edge)
     log_edge[np.arange(N - n), labels[src], labels[src + 1]] = on2
+    return finish_state(problem, log_node, log_edge)
+
+
+def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
+    """Dual state at the marginals of exp(score (#gold labels + #gold transitions)), per
+    sequence: the authors' start (sdca4crf), the empirical point up to ~exp(-2 score), so that
+    w_hat(mu) ~ 0 and the first primal is about P(0) = (N / n) log K."""
+    if not np.isfinite(score):
+        raise ValueError(f"gibbs_score must be finite; got {score}")
+    data, K = problem.train, problem.feature_map.n_labels
+    log_node = np.empty((data.n_items, K))
+    log_edge = np.empty((data.n_items - data.n_sequences, K, K))
+    oeg.gibbs_marginals(
+        data.seq_offsets, data.labels, K, score, log_node, log_edge, max(data.max_length, 1)
+    )
+    if np.dtype(dtype) != np.float64:
+        log_node, log_edge = log_node.astype(dtype), log_edge.astype(dtype)
     return finish_state(problem, log_node, log_edge)
 
 

@@ -279,7 +279,7 @@ class CRF(_Base):
     def partial_fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
         """Add the sequences ``(X, y)`` to a fitted model and continue SDCA from its dual state.
 
-        The new sequences start from the smoothed empirical marginals, attributes first seen
+        The new sequences start from SDCA's dual start (as in fit), attributes first seen
         here get zero weights, w stays w_hat(mu), and the duality gap of the continued run
         certifies the objective over every sequence seen so far. Labels must be known already.
         Before any fit this is ``fit(X, y)``.
@@ -314,8 +314,8 @@ class CRF(_Base):
         train = concatenate(with_attributes(old_train, new_fm.n_attributes), new_data)
         lam_n = model.regularization_ * old_train.n_sequences
         options = self._solver_options()
-        epsilon = SOLVERS["sdca"].config_class(**options).init_epsilon
-        grown = grow_state(state, old_fm, new_fm, new_data, lam_n, epsilon)
+        config = SOLVERS["sdca"].config_class(**options)
+        grown = grow_state(state, old_fm, new_fm, new_data, lam_n, config)
         again = SequenceCRF(
             solver="sdca", regularization=lam_n / train.n_sequences, n_bias_rows=0, **options
         )

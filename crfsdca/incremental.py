@@ -3,9 +3,10 @@
 With lambda n held fixed (lambda = 1/n, or CRFsuite's c2: lambda = 2 c2 / n), the primal-dual
 map w = (1 / (lambda n)) sum_i [F(x_i, y_i) - E_mu_i F] is a sum over sequences, so adding
 sequences adds their contributions: the old marginals and w stay as they are (w gains zero rows
-for attributes first seen), the new sequences start from the smoothed empirical marginals with
-their own contribution added to w, and w = w_hat(mu) holds over all the data. The duality gap
-of the continued run then certifies the objective over every sequence seen.
+for attributes first seen), the new sequences start from SDCA's configured dual start (the
+smoothed empirical marginals by default) with their own contribution added to w, and w = w_hat(mu)
+holds over all the data. The duality gap of the continued run then certifies the objective over
+every sequence seen.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca._dtypes import INDEX
-from crfsdca.dual import DualState, smoothed_empirical
+from crfsdca.dual import DualState
 from crfsdca.features import FeatureMap
 from crfsdca.problem import Problem
 from crfsdca.samplers import INITIAL_GAP
 from crfsdca.sequences import SequenceData
-from crfsdca.solvers.sdca import SDCAState
+from crfsdca.solvers.sdca import SDCAConfig, SDCAState, initial_dual
 
 __all__ = ["concatenate", "extend_weights", "grow_state", "with_attributes"]
 
@@ -76,17 +77,17 @@ def grow_state(
     new_fm: FeatureMap,
     new_data: SequenceData,
     lam_n: float,
-    epsilon: float,
+    config: SDCAConfig,
 ) -> SDCAState:
-    """``state`` (float64 duals) with ``new_data`` appended at the smoothed empirical marginals;
-    w = w_hat(mu) over both, for a problem whose lambda times n is ``lam_n``."""
+    """``state`` (float64 duals) with ``new_data`` appended at the configured start (gibbs or
+    smoothed); w = w_hat(mu) over both, for a problem whose lambda times n is ``lam_n``."""
     old = state.dual
     part = Problem(
         train=with_attributes(new_data, new_fm.n_attributes),
         feature_map=new_fm,
         regularization=lam_n / new_data.n_sequences,
     )
-    fresh = smoothed_empirical(part, epsilon)
+    fresh = initial_dual(part, config)
     dual = DualState(
         log_node=np.concatenate([old.log_node, fresh.log_node]),
         log_edge=np.concatenate([old.log_edge, fresh.log_edge]),

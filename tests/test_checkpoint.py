@@ -92,7 +92,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, sampling, monkeypatch):
     from crfsdca.solvers import sdca
 
     monkeypatch.setattr(sdca.SDCA, "initial_state", no_fresh_start)
-    monkeypatch.setattr(sdca, "smoothed_empirical", no_fresh_start)
+    monkeypatch.setattr(sdca, "initial_dual", no_fresh_start)
     invoke(
         "train",
         "--resume",

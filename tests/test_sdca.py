@@ -164,3 +164,23 @@ def test_phase_times_are_measured_parts_of_the_step_time():
     assert 0 < counters["line_search_seconds"] < counters["step_seconds"]
     phases = counters["oracle_seconds"] + counters["block_gap_seconds"]
     assert 0 < phases + counters["line_search_seconds"] < counters["step_seconds"]
+
+
+def test_gibbs_start_is_the_authors_start():
+    """init='gibbs': w_hat(mu) ~ 0, so the first primal is P(0) = (N / n) log K (the authors'
+    step-0 value); init='smoothed' (the default) starts from the epsilon-mix, further away."""
+    problem = random_problem(seed=6, n=20, max_T=6, K=3, A=8, n_bias_rows=0)
+    data = problem.train
+    p_zero = data.n_items / data.n_sequences * np.log(3)
+    assert problem.primal(problem.feature_map.zeros()) == pytest.approx(p_zero, rel=1e-12)
+    assert SDCAConfig().init == "smoothed"
+    gibbs = SDCA(SDCAConfig(init="gibbs")).initial_state(problem).dual
+    assert np.abs(gibbs.weights).max() < 1e-3  # wrong labels keep about exp(-10) or less
+    assert problem.primal(gibbs.weights) == pytest.approx(p_zero, rel=1e-4)
+    np.testing.assert_allclose(
+        gibbs.weights, weights_from_dual(problem, gibbs.log_node, gibbs.log_edge), atol=1e-15
+    )
+    smoothed = SDCA(SDCAConfig()).initial_state(problem).dual
+    assert np.linalg.norm(smoothed.weights) > 10 * np.linalg.norm(gibbs.weights)
+    with pytest.raises(ValueError, match="init must be gibbs or smoothed"):
+        SDCAConfig(init="zero")

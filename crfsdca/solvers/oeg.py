@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.dual import DualState, finish_state, smoothed_empirical
+from crfsdca.dual import DualState, gibbs_start, smoothed_empirical
 from crfsdca.kernels import oeg, sdca_epoch
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
@@ -98,17 +98,6 @@ class OEGState(RunState):
             order=arrays["order"],
             **cls.run_fields(header),
         )
-
-
-def gibbs_start(problem: Problem, score: float) -> DualState:
-    """Dual state at the marginals of exp(score (#gold labels + #gold transitions)) (§6)."""
-    data, K = problem.train, problem.feature_map.n_labels
-    log_node = np.empty((data.n_items, K))
-    log_edge = np.empty((data.n_items - data.n_sequences, K, K))
-    oeg.gibbs_marginals(
-        data.seq_offsets, data.labels, K, score, log_node, log_edge, max(data.max_length, 1)
-    )
-    return finish_state(problem, log_node, log_edge)
 
 
 class OEG:

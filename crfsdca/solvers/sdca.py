@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from crfsdca.dual import DualState, dual_state_bytes, smoothed_empirical
+from crfsdca.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
 from crfsdca.problem import Problem
 from crfsdca.samplers import SCHEMES, check_scheme
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
@@ -53,7 +53,13 @@ class SDCAConfig(SolverConfig):
         " block gap) | half (0.5) | previous (the sequence's last step size)",
     )
     fixed_step: float = option(0.0, "fixed step size in (0, 1]; > 0 turns the line search off")
-    init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed initialisation")
+    init: str = option(
+        "smoothed",
+        "dual start: smoothed (epsilon-mix of the gold and the uniform law) | gibbs (the authors'"
+        " start: the marginals of exp(gibbs_score x gold labels and transitions), w ~ 0)",
+    )
+    gibbs_score: float = option(10.0, "score of gold labels and transitions in the gibbs start")
+    init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed start")
     refresh_every: int = option(0, "recompute every gap exactly every k epochs (0 = never)")
     dual_dtype: str = option("float64", "storage of the dual log-marginals: float64 | float32")
 
@@ -77,6 +83,10 @@ class SDCAConfig(SolverConfig):
                 f"line_search_start must be one of {', '.join(LINE_SEARCH_STARTS)};"
                 f" got {self.line_search_start!r}"
             )
+        if self.init not in ("gibbs", "smoothed"):
+            raise ValueError(f"init must be gibbs or smoothed; got {self.init!r}")
+        if not np.isfinite(self.gibbs_score):
+            raise ValueError(f"gibbs_score must be finite; got {self.gibbs_score}")
         if self.dual_dtype not in ("float64", "float32"):
             raise ValueError(f"dual_dtype must be float64 or float32; got {self.dual_dtype!r}")
 
@@ -117,7 +127,7 @@ class SDCA:
             data.n_items, data.n_sequences, data.n_labels, problem.feature_map.n_features, dtype
         )
         _check_memory(need)
-        dual = smoothed_empirical(problem, self.config.init_epsilon, dtype=dtype)
+        dual = initial_dual(problem, self.config, dtype)
         rng = np.random.default_rng(self.config.seed)
         return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
 
@@ -150,3 +160,10 @@ def _available_memory() -> int | None:
     except OSError:
         return None
     return None
+
+
+def initial_dual(problem: Problem, config: SDCAConfig, dtype=np.float64) -> DualState:
+    """The dual start of ``config.init`` for a chain problem (w = w_hat(mu) exactly)."""
+    if config.init == "gibbs":
+        return gibbs_start(problem, config.gibbs_score, dtype=dtype)
+    return smoothed_empirical(problem, config.init_epsilon, dtype=dtype)
