@@ -3,7 +3,8 @@
 LLVM tunes recent Intel cores to prefer 256-bit vectors ("prefer-256-bit"), so numba's loops use
 four doubles per instruction even where the processor has 512-bit registers. The SDCA block
 kernels are flat loops over thousands of cached entries; with eight doubles per instruction an
-epoch takes 0.71-0.79x the time on OCR and 0.83-0.97x on CoNLL-2000 (measured when the option was introduced).
+epoch takes 0.71-0.79x the time on OCR and 0.83-0.97x on CoNLL-2000 (measured when the option
+was introduced).
 Importing ``crfsdca.kernels``, which every kernel import goes through, therefore sets
 ``NUMBA_CPU_FEATURES`` to the host's features plus ``-prefer-256-bit`` when
 
@@ -21,7 +22,8 @@ interleaved), so a loop over one row of K < 32 labels (OCR's 26, NER's 9) never 
 vector body and runs element by element. The 512-bit build therefore also sets LLVM's
 ``-epilogue-vectorization-force-VF=8``: the remainder of every vectorized loop gets a vector
 loop of eight before the last few elements (``EPILOGUE_OPTION``). An SDCA epoch then takes
-0.93x the time on OCR and on NER, 0.96x on CoNLL-2000 (measured when the option was introduced); loops over
+0.93x the time on OCR and on NER, 0.96x on CoNLL-2000 (measured when the option was
+introduced); loops over
 thousands of entries keep their 32-wide body. Like the width, it applies to every numba
 compilation after it in the process, and it changes no value beyond the order of reassociated
 sums.
