@@ -77,7 +77,9 @@ def train_distributed(
         P = partitions or n_workers
         if n < P:
             raise ValueError(f"--partitions {P} exceeds the {n} training sequences")
-        m = local_updates or math.ceil(n / P)  # default: one pass over each shard per round
+        # default: 1,000 steps (or a pass over the shard, if shorter); longer local passes need
+        # more epochs (BENCHMARKS.md, distributed SDCA)
+        m = local_updates or min(1000, math.ceil(n / P))
         per_round = P * m / n  # epochs per round
         max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
         eval_every = max(1, round(config.eval_every / per_round))
