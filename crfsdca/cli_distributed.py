@@ -40,7 +40,7 @@ def cluster_client(workers: int | None, scheduler: str | None, timeout: float):
                 processes=True,
                 host="127.0.0.1",
                 dashboard_address=None,
-                silence_logs=logging.ERROR,
+                silence_logs=logging.CRITICAL,  # a worker racing the shutdown logs a traceback
             ) as cluster,
             distributed.Client(cluster, direct_to_workers=True) as client,
         ):
