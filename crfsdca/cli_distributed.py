@@ -7,11 +7,17 @@ only a few strings cross the wire. ``--epochs`` counts passes over the data, as 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+import click
+
+from crfsdca.cli_common import json_value
 
 #: serial options that a distributed run sets itself (rounds, not epochs, are its unit)
 DRIVER_OPTIONS = ("max_epochs", "tol", "eval_every", "seed", "time_limit")
@@ -144,3 +150,80 @@ def progress(total_rounds: int, quiet: bool):
         bar.refresh()
 
     return bar, callback
+
+
+def train_on_cluster(
+    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
+) -> None:
+    """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
+    from crfsdca.cli_data import load_inputs
+    from crfsdca.cli_report import draw_plot, print_summary, summary
+    from crfsdca.features import FeatureMap
+    from crfsdca.model import SequenceCRF
+
+    require_dask()
+    inputs = load_inputs(
+        run["dataset"],
+        fmt=run["fmt"],
+        template=run["template"],
+        test=run["test"],
+        data_dir=run["data_dir"],
+        max_sequences=run["max_sequences"],
+        label=run.get("label"),
+    )
+    bias = run["bias"]
+    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+    run = {**run, "fmt": inputs.fmt, "n_bias_rows": n_bias}
+    if resume_dir is not None:
+        checkpoint_dir = resume_dir
+    result, extra = train_distributed(
+        run,
+        inputs,
+        **cluster,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume_dir is not None,
+        callback_factory=lambda total: progress(total, quiet),
+    )
+    train = inputs.train
+    fm = FeatureMap(train.n_attributes, train.n_labels, n_bias)
+    model = SequenceCRF(solver="sdca", regularization=run["regularization"], n_bias_rows=n_bias)
+    model.weights_, model.feature_map_, model.label_names_ = result.weights, fm, train.label_names
+    model.regularization_ = result.trace.header["regularization"]
+    model.encoder = inputs.encoder.to_dict()
+    model.meta = {"dataset": inputs.name, "template": run["template"], "format": inputs.fmt,
+                  "label": run.get("label"), "distributed": extra}  # fmt: skip
+    if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        result.trace.to_jsonl(trace_path)
+    draw_plot(result.trace)
+    if model_path:
+        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
+        model.save(model_path)
+    scores = model.score(inputs.test) if inputs.test is not None else {}
+    report = summary(
+        solver="sdca",
+        dataset=inputs.name,
+        train=train,
+        test=inputs.test,
+        feature_map=fm,
+        regularization=model.regularization_,
+        result=result,
+        scores=scores,
+        model_path=model_path,
+        **extra,
+    )
+    if as_json:
+        click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
+        return
+    print_summary(report)
+    click.echo(
+        f"  {extra['partitions']} partitions on {extra['workers']} workers, {extra['rounds']}"
+        f" rounds of {extra['local_updates']} steps, {extra['seconds_communication']:.1f} s"
+        " communicating"
+    )
+    if result.stop_reason != "tol" and not quiet:
+        click.echo(
+            f"crfsdca: stopped after {result.rounds} rounds ({report['epochs']:.1f} epochs) before"
+            f" reaching --tol (duality gap {report['gap']:.3g}); train longer or raise --tol",
+            err=True,
+        )

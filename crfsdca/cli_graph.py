@@ -59,6 +59,7 @@ def tree_data(corpus, nodes):
 def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_json, quiet, bar):
     """Train on CoNLL-U data as trees or chains; print the summary (as ``train`` does)."""
     from crfsdca.attributes import make_encoder
+    from crfsdca.cli_report import summary
     from crfsdca.evaluation import evaluate_data
     from crfsdca.features import FeatureMap
     from crfsdca.modelfile import save_model
@@ -123,22 +124,19 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
             "meta": {"dataset": run["dataset"], "label": label, "format": "conllu"},
         }
         save_model(model_path, {"weights": result.weights}, header)
-    summary = {
-        "solver": solver_name,
-        "graph": graph,
-        "dataset": run["dataset"],
-        "n": problem.n_sequences,
-        "n_test": problem.test.n_sequences if problem.test is not None else 0,
-        "d": fm.n_features,
-        "n_attributes": fm.n_attributes,
-        "n_labels": fm.n_labels,
-        "lambda": problem.regularization,
-        **result.summary(),
-        "test_token_accuracy": scores.get("token_accuracy"),
-        "test_f1": None,
-        "model": model_path,
-    }
-    return result, summary
+    report = summary(
+        solver=solver_name,
+        dataset=run["dataset"],
+        train=problem.train,
+        test=problem.test,
+        feature_map=fm,
+        regularization=problem.regularization,
+        result=result,
+        scores=scores,
+        model_path=model_path,
+        graph=graph,
+    )
+    return result, report
 
 
 def _finite(value: Any) -> Any:
@@ -147,3 +145,29 @@ def _finite(value: Any) -> Any:
 
 def dumps(summary: dict[str, Any]) -> str:
     return json.dumps({k: _finite(v) for k, v in summary.items()})
+
+
+def train_on_graph(run, graph, model_path, trace_path, as_json, quiet) -> None:
+    """``train --graph tree|chain`` (crfsdca.cli_graph)."""
+    from crfsdca.cli_report import draw_plot, print_summary, progress
+
+    result, summary = train_graph(
+        run,
+        graph,
+        model_path=model_path,
+        trace_path=trace_path,
+        as_json=as_json,
+        quiet=quiet,
+        bar=lambda total: progress(total, quiet),
+    )
+    draw_plot(result.trace)
+    if as_json:
+        click.echo(dumps(summary))
+    else:
+        print_summary(summary)
+    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
+        click.echo(
+            f"crfsdca: stopped by {result.stop_reason} before reaching --tol (duality gap"
+            f" {summary['gap']:.3g}); train longer or raise --tol",
+            err=True,
+        )

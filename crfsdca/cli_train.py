@@ -20,39 +20,14 @@ from crfsdca.cli_common import (
     plain_warnings,
 )
 from crfsdca.cli_data import FORMATS, TEMPLATES
+from crfsdca.cli_distributed import train_on_cluster
+from crfsdca.cli_graph import train_on_graph
 from crfsdca.cli_options import config_options, flag_text, solver_options
+from crfsdca.cli_report import draw_plot, print_summary, progress, summary
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.solvers import SOLVERS
 
 EXAMPLE = "Example: crfsdca train conll2000 --solver sdca --sampling gap --epochs 30"
-
-
-def _progress(total: float, quiet: bool):
-    from tqdm import tqdm
-
-    disable = quiet or not sys.stderr.isatty()
-    bar = tqdm(
-        total=total,
-        unit="epoch",
-        file=sys.stderr,
-        disable=disable,
-        leave=False,
-        bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} epochs [{elapsed}<{remaining}]{postfix}",
-    )
-
-    def callback(record) -> None:
-        bar.n = min(record.epoch, total)
-        post = {"primal": f"{record.primal:.6g}"}
-        if math.isfinite(record.gap):
-            post["gap"] = f"{record.gap:.2e}"
-        if "test_f1" in record.extra:
-            post["F1"] = f"{record.extra['test_f1']:.2f}"
-        elif math.isfinite(record.test_error):
-            post["err"] = f"{record.test_error:.4f}"
-        bar.set_postfix(post, refresh=False)
-        bar.refresh()
-
-    return bar, callback
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -260,7 +235,7 @@ def train(
             _check_config(run)
             with plain_warnings(quiet):
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                _train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
+                train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
         return
     if workers or scheduler:
         if solver != "sdca":
@@ -268,7 +243,7 @@ def train(
         with errors_to_exit(verbose, flag_text):
             _check_config(run)
             with plain_warnings(quiet):
-                _train_distributed(
+                train_on_cluster(
                     run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
                 )
         return
@@ -445,7 +420,7 @@ def _train(
         def checkpointer(state, trace):
             save_checkpoint(checkpoint_dir, state, trace, run)
 
-    bar, callback = _progress(max_epochs, quiet)
+    bar, callback = progress(max_epochs, quiet)
     try:
         model.fit(
             inputs.train,
@@ -480,7 +455,7 @@ def _train(
     if as_json:
         click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
     else:
-        _print_summary(summary)
+        print_summary(summary)
     if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
         click.echo(f"crfsdca: {_stopped_early(model)}", err=True)
     if result.stop_reason == "interrupted":
@@ -527,143 +502,18 @@ def _default(solver: str, field_name: str) -> Any:
 
 
 def _summary(model, inputs, model_path) -> dict[str, Any]:
-    result = model.result_
     scores = model.score(inputs.test) if inputs.test is not None else {}
-    return {
-        "solver": model.solver,
-        "dataset": inputs.name,
-        "n": inputs.train.n_sequences,
-        "n_test": inputs.test.n_sequences if inputs.test is not None else 0,
-        "d": model.feature_map_.n_features,
-        "n_attributes": model.feature_map_.n_attributes,
-        "n_labels": model.feature_map_.n_labels,
-        "lambda": model.regularization_,
-        **result.summary(),  # the last trace record: the returned state
-        "test_token_accuracy": scores.get("token_accuracy"),
-        "test_f1": scores.get("f1"),
-        "model": model_path,
-    }
-
-
-def _print_summary(s: dict[str, Any]) -> None:
-    click.echo(f"{s['solver']} on {s['dataset']}: n={s['n']}, d={s['d']}, lambda={s['lambda']:.3g}")
-    gap = "" if s["gap"] is None or not math.isfinite(s["gap"]) else f", gap {s['gap']:.3e}"
-    click.echo(
-        f"  {s['epochs']:.1f} epochs, {s['seconds']:.1f} s, primal {s['primal']:.8f}{gap}"
-        f" ({s['stop_reason']})"
-    )
-    if s["test_token_accuracy"] is not None:
-        click.echo(f"  test token accuracy {100 * s['test_token_accuracy']:.2f}%")
-    if s["test_f1"] is not None:
-        click.echo(f"  test F1 {s['test_f1']:.2f}")
-    if s["model"]:
-        click.echo(f"  model written to {s['model']}")
-
-
-def _train_distributed(
-    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
-) -> None:
-    """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
-    from crfsdca.cli_data import load_inputs
-    from crfsdca.cli_distributed import progress, require_dask, train_distributed
-    from crfsdca.features import FeatureMap
-    from crfsdca.model import SequenceCRF
-
-    require_dask()
-    inputs = load_inputs(
-        run["dataset"],
-        fmt=run["fmt"],
-        template=run["template"],
-        test=run["test"],
-        data_dir=run["data_dir"],
-        max_sequences=run["max_sequences"],
-        label=run.get("label"),
-    )
-    bias = run["bias"]
-    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
-    run = {**run, "fmt": inputs.fmt, "n_bias_rows": n_bias}
-    if resume_dir is not None:
-        checkpoint_dir = resume_dir
-    result, extra = train_distributed(
-        run,
-        inputs,
-        **cluster,
-        checkpoint_dir=checkpoint_dir,
-        resume=resume_dir is not None,
-        callback_factory=lambda total: progress(total, quiet),
-    )
-    train = inputs.train
-    fm = FeatureMap(train.n_attributes, train.n_labels, n_bias)
-    model = SequenceCRF(solver="sdca", regularization=run["regularization"], n_bias_rows=n_bias)
-    model.weights_, model.feature_map_, model.label_names_ = result.weights, fm, train.label_names
-    model.regularization_ = result.trace.header["regularization"]
-    model.encoder = inputs.encoder.to_dict()
-    model.meta = {"dataset": inputs.name, "template": run["template"], "format": inputs.fmt,
-                  "label": run.get("label"), "distributed": extra}  # fmt: skip
-    if trace_path:
-        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-        result.trace.to_jsonl(trace_path)
-    draw_plot(result.trace)
-    if model_path:
-        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
-        model.save(model_path)
-    scores = model.score(inputs.test) if inputs.test is not None else {}
-    summary = {
-        "solver": "sdca",
-        "dataset": inputs.name,
-        "n": train.n_sequences,
-        "n_test": inputs.test.n_sequences if inputs.test is not None else 0,
-        "d": fm.n_features,
-        "n_attributes": fm.n_attributes,
-        "n_labels": fm.n_labels,
-        "lambda": model.regularization_,
-        **result.summary(),
-        **extra,
-        "test_token_accuracy": scores.get("token_accuracy"),
-        "test_f1": scores.get("f1"),
-        "model": model_path,
-    }
-    if as_json:
-        click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
-        return
-    _print_summary(summary)
-    click.echo(
-        f"  {extra['partitions']} partitions on {extra['workers']} workers, {extra['rounds']}"
-        f" rounds of {extra['local_updates']} steps, {extra['seconds_communication']:.1f} s"
-        " communicating"
-    )
-    if result.stop_reason != "tol" and not quiet:
-        click.echo(
-            f"crfsdca: stopped after {result.rounds} rounds ({summary['epochs']:.1f} epochs) before"
-            f" reaching --tol (duality gap {summary['gap']:.3g}); train longer or raise --tol",
-            err=True,
-        )
-
-
-def _train_on_graph(run, graph, model_path, trace_path, as_json, quiet) -> None:
-    """``train --graph tree|chain`` (crfsdca.cli_graph)."""
-    from crfsdca.cli_graph import dumps, train_graph
-
-    result, summary = train_graph(
-        run,
-        graph,
+    return summary(
+        solver=model.solver,
+        dataset=inputs.name,
+        train=inputs.train,
+        test=inputs.test,
+        feature_map=model.feature_map_,
+        regularization=model.regularization_,
+        result=model.result_,
+        scores=scores,
         model_path=model_path,
-        trace_path=trace_path,
-        as_json=as_json,
-        quiet=quiet,
-        bar=lambda total: _progress(total, quiet),
     )
-    draw_plot(result.trace)
-    if as_json:
-        click.echo(dumps(summary))
-    else:
-        _print_summary(summary)
-    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
-        click.echo(
-            f"crfsdca: stopped by {result.stop_reason} before reaching --tol (duality gap"
-            f" {summary['gap']:.3g}); train longer or raise --tol",
-            err=True,
-        )
 
 
 def _check_plot(plot_path: str) -> None:
@@ -681,13 +531,3 @@ def _check_plot(plot_path: str) -> None:
             "plotting needs matplotlib: pip install 'crfsdca[plot]'", param_hint="--plot"
         ) from None
     check_output_path(plot_path, "--plot")
-
-
-def draw_plot(trace) -> None:
-    """The --plot figure of a finished run's trace (nothing without --plot)."""
-    ctx = click.get_current_context(silent=True)
-    path = ctx.meta.get("crfsdca.plot") if ctx is not None else None
-    if path:
-        from crfsdca.plotting import plot_trace_file
-
-        plot_trace_file(trace, path)

@@ -31,6 +31,7 @@ from crfsdca._partition import ArrayShard, DatasetShard, PartitionSolver, shard_
 from crfsdca.errors import WorkerLostError
 from crfsdca.modelfile import atomic_write_text
 from crfsdca.problem import Problem
+from crfsdca.solvers.base import record_summary
 from crfsdca.solvers.local import VARIANTS
 from crfsdca.solvers.sdca import SDCAConfig
 from crfsdca.trace import Trace, TraceRecord
@@ -52,17 +53,8 @@ class DistributedResult:
     partitions: list[PartitionSolver] | None = None  # simulate(..., keep_partitions=True)
 
     def summary(self) -> dict[str, Any]:
-        last = self.trace.records[-1]
         return {
-            "epochs": last.epoch,
-            "oracle_calls": last.oracle_calls,
-            "updates": last.updates,
-            "seconds": last.seconds,
-            "primal": last.primal,
-            "dual": last.dual,
-            "gap": last.gap,
-            "gap_estimate": last.gap_estimate,
-            "stop_reason": self.stop_reason,
+            **record_summary(self.trace.records[-1], self.stop_reason),
             "rounds": self.rounds,
             "partitions": self.n_partitions,
             "seconds_communication": self.seconds_communication,

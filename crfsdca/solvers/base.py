@@ -61,18 +61,22 @@ class SolverResult:
 
         Read from the last trace record, which every stop writes for the state it returns.
         """
-        last = self.trace.records[-1]
-        return {
-            "epochs": last.epoch,
-            "oracle_calls": last.oracle_calls,
-            "updates": last.updates,
-            "seconds": last.seconds,
-            "primal": last.primal,
-            "dual": last.dual,
-            "gap": last.gap,
-            "gap_estimate": last.gap_estimate,
-            "stop_reason": self.stop_reason,
-        }
+        return record_summary(self.trace.records[-1], self.stop_reason)
+
+
+def record_summary(last: Any, stop_reason: str) -> dict[str, Any]:
+    """The fields of a run's final trace record that summaries report, and the stop reason."""
+    return {
+        "epochs": last.epoch,
+        "oracle_calls": last.oracle_calls,
+        "updates": last.updates,
+        "seconds": last.seconds,
+        "primal": last.primal,
+        "dual": last.dual,
+        "gap": last.gap,
+        "gap_estimate": last.gap_estimate,
+        "stop_reason": stop_reason,
+    }
 
 
 RUN_FIELDS = ("rng_state", "oracle_calls", "updates", "seconds", "counters")

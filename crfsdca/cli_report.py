@@ -1,0 +1,89 @@
+"""What every ``crfsdca train`` path reports: the progress bar, the summary, the --plot figure.
+
+Serial, ``--workers`` and ``--graph`` runs print the same summary (or ``--json`` object), read
+from the last trace record, which is the state the run returned.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import click
+
+
+def progress(total: float, quiet: bool):
+    """A progress bar over epochs on a terminal, and the monitor callback that moves it."""
+    from tqdm import tqdm
+
+    disable = quiet or not sys.stderr.isatty()
+    bar = tqdm(
+        total=total,
+        unit="epoch",
+        file=sys.stderr,
+        disable=disable,
+        leave=False,
+        bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} epochs [{elapsed}<{remaining}]{postfix}",
+    )
+
+    def callback(record) -> None:
+        bar.n = min(record.epoch, total)
+        post = {"primal": f"{record.primal:.6g}"}
+        if math.isfinite(record.gap):
+            post["gap"] = f"{record.gap:.2e}"
+        if "test_f1" in record.extra:
+            post["F1"] = f"{record.extra['test_f1']:.2f}"
+        elif math.isfinite(record.test_error):
+            post["err"] = f"{record.test_error:.4f}"
+        bar.set_postfix(post, refresh=False)
+        bar.refresh()
+
+    return bar, callback
+
+
+def summary(
+    *, solver, dataset, train, test, feature_map, regularization, result, scores, model_path,
+    **extra: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """The summary of a finished run: data, model size, the returned state, test scores."""
+    return {
+        "solver": solver,
+        "dataset": dataset,
+        "n": train.n_sequences,
+        "n_test": test.n_sequences if test is not None else 0,
+        "d": feature_map.n_features,
+        "n_attributes": feature_map.n_attributes,
+        "n_labels": feature_map.n_labels,
+        "lambda": regularization,
+        **result.summary(),  # the last trace record: the returned state
+        **extra,
+        "test_token_accuracy": scores.get("token_accuracy"),
+        "test_f1": scores.get("f1"),
+        "model": model_path,
+    }
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    click.echo(f"{s['solver']} on {s['dataset']}: n={s['n']}, d={s['d']}, lambda={s['lambda']:.3g}")
+    gap = "" if s["gap"] is None or not math.isfinite(s["gap"]) else f", gap {s['gap']:.3e}"
+    click.echo(
+        f"  {s['epochs']:.1f} epochs, {s['seconds']:.1f} s, primal {s['primal']:.8f}{gap}"
+        f" ({s['stop_reason']})"
+    )
+    if s["test_token_accuracy"] is not None:
+        click.echo(f"  test token accuracy {100 * s['test_token_accuracy']:.2f}%")
+    if s["test_f1"] is not None:
+        click.echo(f"  test F1 {s['test_f1']:.2f}")
+    if s["model"]:
+        click.echo(f"  model written to {s['model']}")
+
+
+def draw_plot(trace) -> None:
+    """The --plot figure of a finished run's trace (nothing without --plot)."""
+    ctx = click.get_current_context(silent=True)
+    path = ctx.meta.get("crfsdca.plot") if ctx is not None else None
+    if path:
+        from crfsdca.plotting import plot_trace_file
+
+        plot_trace_file(trace, path)
