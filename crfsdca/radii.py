@@ -11,15 +11,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels import sdca_epoch
+from crfsdca.layout import max_unique, sequence_layout
 
 
 def radii(problem) -> NDArray[np.float64]:
     """R_i for every training sequence, shape (n,)."""
     fm = problem.feature_map
-    layout = sdca_epoch.sequence_layout(problem.train)
-    return sdca_epoch.radii(
-        layout, problem.train.labels, (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-    )
+    layout = sequence_layout(problem.train)
+    dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
+    return sdca_epoch.radii(layout, dims, max_unique(layout))
 
 
 def importance_weights(problem) -> NDArray[np.float64]:

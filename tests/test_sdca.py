@@ -38,7 +38,7 @@ def test_gap_identity_at_init_and_after_steps(n_bias_rows):
     for _ in range(3):
         d = state.dual
         gaps = sdca_epoch.exact_gaps(
-            runner.layout, (d.log_node, d.log_edge), d.weights, runner.dims
+            runner.layout, (d.log_node, d.log_edge), d.weights, runner.dims, runner.max_unique
         )
         primal = problem.primal(d.weights)
         gap = primal - dual_value(problem, state)

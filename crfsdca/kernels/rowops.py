@@ -21,7 +21,7 @@ machines):
 
 The results can differ from plain loops in the last bits: fused multiply-adds, and the even/odd
 split of the sums. No bounds checks: the callers own the index arrays (validated attribute ids
-and the slots of ``sdca_epoch.sequence_layout``).
+and the slots of ``crfsdca.layout.sequence_layout``).
 
 Measured on OCR (K = 26, 28 entries per token), in a compiled SDCA epoch: node scores
 1.55 -> 0.9 ns and primal direction 1.24 -> 1.0 ns per pairwise entry, forward pass 1050 -> 890

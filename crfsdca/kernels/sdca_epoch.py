@@ -8,6 +8,8 @@ local rounds of DisDCA (scale = number of workers). The thin Python wrappers at 
 shapes once and unpack results.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import get_num_threads, njit, prange
 
@@ -27,6 +29,52 @@ from crfsdca.kernels.sdca import (
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
+
+
+class StepParams(NamedTuple):
+    """Scalars of an SDCA run (types fixed so one compiled specialisation serves every run)."""
+
+    lam_n: float  # the global lambda n
+    scale: float  # 1 for serial SDCA, the number of partitions for DisDCA's practical variant
+    tol: float  # line-search tolerance on |f'|
+    max_newton: int
+    fixed_step: float  # > 0: that step size, no line search
+    non_uniformity: float  # probability of drawing from the scheme's law (else uniform)
+    stop_gap: float  # stop once the running gap estimate is <= this (< 0: never)
+    line_search_start: int  # HALF, PREVIOUS or MODEL
+
+
+class DualArrays(NamedTuple):
+    """A chain dual state as flat arrays: log mu of nodes (N K,) and edges ((N - n) K^2,), and
+    per sequence its entropy, gap estimate and last step size."""
+
+    log_node: np.ndarray
+    log_edge: np.ndarray
+    entropies: np.ndarray
+    gaps: np.ndarray
+    step_sizes: np.ndarray
+
+
+class Sampler(NamedTuple):
+    """The sampling scheme's code, its sum/max tree and the importance multipliers."""
+
+    code: int
+    tree: np.ndarray
+    multipliers: np.ndarray
+
+
+class EpochArgs(NamedTuple):
+    """Everything ``run_steps`` reads (``layout``: a ``crfsdca.layout.SequenceLayout``;
+    ``dims`` = (A, K, n_bias); ``ws`` from ``make_workspace``)."""
+
+    layout: tuple
+    dual: DualArrays
+    w: np.ndarray
+    sampler: Sampler
+    dims: tuple
+    params: StepParams
+    draws: np.ndarray
+    ws: tuple
 
 
 @njit(cache=True, nogil=True)
@@ -54,20 +102,20 @@ def _step(i, layout, dual, w, dims, params, ws):
     """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
-    dual = (log_node_flat (N K,), log_edge_flat ((N - n) K^2,), entropies, gaps, step_sizes).
+    ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`.
     """
     seq_offsets, attr_offsets, attr_ids, attr_values, _, entry_slot, uattr_offsets, slot_attrs = (
         layout
     )
-    log_node, log_edge, entropies, _, step_sizes = dual
-    A, K, n_bias = dims
-    lam_n, scale, tol, max_newton, fixed_step = (
-        params[0],
-        params[1],
-        params[2],
-        params[3],
-        params[4],
+    log_node, log_edge, entropies, step_sizes = (
+        dual.log_node,
+        dual.log_edge,
+        dual.entropies,
+        dual.step_sizes,
     )
+    A, K, n_bias = dims
+    lam_n, scale, tol = params.lam_n, params.scale, params.tol
+    max_newton, fixed_step = params.max_newton, params.fixed_step
     fb_ws, bufs, v_emit, v_rest, b32 = ws
     t0, t1 = seq_offsets[i], seq_offsets[i + 1]
     T = t1 - t0
@@ -95,7 +143,7 @@ def _step(i, layout, dual, w, dims, params, ws):
         gamma = fixed_step
     else:
         cb = lam_n / scale * b
-        g0 = line_search_start(int(params[7]), step_sizes[i], gap, fp0, cb)
+        g0 = line_search_start(params.line_search_start, step_sizes[i], gap, fp0, cb)
         c3 = cycles()
         in_place = n_low == 0.0  # no entry near 0 (``IN_PLACE_LOG_MIN``)
         if in_place:
@@ -119,17 +167,17 @@ def _step(i, layout, dual, w, dims, params, ws):
 
 @njit(cache=True, nogil=True)
 def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
-    """Run draws.shape[0] steps (or fewer once the gap estimate <= params[6]).
+    """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
     sequence i, and stats = [newton iterations, line searches, line-search failures, cycles in
     the line search, cycles in all, cycles in the oracle, cycles in the block gap,
     single-precision predictor evaluations]. The cycle counts let the caller split its wall time.
     """
-    code, tree, mult = sampler
-    gaps = dual[3]
+    code, tree, mult = sampler.code, sampler.tree, sampler.multipliers
+    gaps = dual.gaps
     n = gaps.shape[0]
-    p_nu, stop_gap = params[5], params[6]
+    p_nu, stop_gap = params.non_uniformity, params.stop_gap
     stats = np.zeros(8)
     start = cycles()
     gap_sum = gaps.sum()
@@ -291,46 +339,18 @@ def _radii(layout, dims, max_U):
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------
-def sequence_layout(data):
-    """Kernel tuple of a SequenceData plus the per-sequence unique-attribute map.
-
-    Returns (seq_offsets, attr_offsets, attr_ids, attr_values, labels, entry_slot,
-    uattr_offsets, slot_attrs): entry_slot[p] is the row of entry p's attribute among the
-    distinct attributes of its sequence, listed in slot_attrs[uattr_offsets[i]:uattr_offsets[i+1]].
-    """
-    so, ao, ids, vals, labels = data.arrays()
-    n = so.size - 1
-    per_seq = ao[so[1:]] - ao[so[:-1]]
-    seq_of_entry = np.repeat(np.arange(n, dtype=np.int64), per_seq)
-    order = np.lexsort((ids, seq_of_entry))
-    s_seq, s_ids = seq_of_entry[order], ids[order]
-    new = np.ones(ids.size, dtype=bool)
-    new[1:] = (s_seq[1:] != s_seq[:-1]) | (s_ids[1:] != s_ids[:-1])
-    unique_rank = np.cumsum(new) - 1
-    uattr_offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(s_seq[new], minlength=n), out=uattr_offsets[1:])
-    entry_slot = np.empty(ids.size, np.int64)
-    entry_slot[order] = unique_rank
-    entry_slot -= uattr_offsets[seq_of_entry]
-    slot_attrs = np.ascontiguousarray(s_ids[new])
-    return (so, ao, ids, vals, labels, entry_slot, uattr_offsets, slot_attrs)
+def make_workspace(max_T: int, K: int, max_U: int):
+    """Workspace for sequences of up to max_T items and max_U distinct attributes."""
+    return _make_ws(max_T, K, max_U)
 
 
-def max_unique(layout) -> int:
-    return int(np.diff(layout[6]).max()) if layout[6].size > 1 else 0
-
-
-def make_workspace(max_T: int, K: int, layout):
-    return _make_ws(max_T, K, max_unique(layout))
-
-
-def run_steps(args):
+def run_steps(args: EpochArgs):
     """Run the SDCA steps of ``args`` (see ``_run_steps``); returns (done, status, stats)."""
     done, status, stats = _run_steps(*args)
     return int(done), int(status), stats
 
 
-def exact_gaps(layout, log_mu, w, dims):
+def exact_gaps(layout, log_mu, w, dims, max_U):
     """Exact block gaps of the dual state log_mu = (log_node (N, K), log_edge (N - n, K, K))."""
     log_mu = (
         np.ascontiguousarray(log_mu[0]).reshape(-1),
@@ -338,7 +358,7 @@ def exact_gaps(layout, log_mu, w, dims):
     )
     max_T = int(np.diff(layout[0]).max())
     n_chunks = max(1, min(layout[0].size - 1, 4 * get_num_threads()))
-    return _exact_gaps(layout, log_mu, w, dims, max_T, max_unique(layout), n_chunks)
+    return _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks)
 
 
 def all_entropies(seq_offsets, log_node, log_edge):
@@ -350,5 +370,5 @@ def expected_features(data, log_node, log_edge, dims, out):
     return out
 
 
-def radii(layout, labels, dims):
-    return _radii(layout, dims, max_unique(layout))
+def radii(layout, dims, max_U):
+    return _radii(layout, dims, max_U)

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from crfsdca.dual import weights_from_dual
 from crfsdca.kernels import sdca_epoch
+from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.radii import importance_weights
 from crfsdca.samplers import TreeSampler
@@ -65,13 +66,14 @@ class LocalSDCA:
         data, fm = problem.train, problem.feature_map
         self.n = data.n_sequences
         self.lam_n = problem.regularization * self.n  # the global lambda n (see shard_problem)
-        self.layout = sdca_epoch.sequence_layout(data)
+        self.layout = sequence_layout(data)
+        self.max_unique = max_unique(self.layout)
         importance = None
         if cfg.sampling.replace("_", "-") in ("importance", "gap-importance"):
             importance = importance_weights(problem)
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-        self.workspace = sdca_epoch.make_workspace(data.max_length, fm.n_labels, self.layout)
+        self.workspace = sdca_epoch.make_workspace(data.max_length, fm.n_labels, self.max_unique)
         self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
@@ -82,31 +84,34 @@ class LocalSDCA:
     def weights(self) -> NDArray[np.float64]:
         return self.state.dual.weights
 
-    def params(self, stop_gap: float, scale: float | None = None) -> tuple:
+    def params(self, stop_gap: float, scale: float | None = None) -> sdca_epoch.StepParams:
         cfg = self.cfg
-        step = cfg.fixed_step if cfg.fixed_step > 0 else -1.0
-        return (
-            self.lam_n,
-            self.scale if scale is None else float(scale),
-            cfg.line_search_tol,
-            cfg.max_newton_iterations,
-            step,
-            float(cfg.non_uniformity),
-            float(stop_gap),
-            LINE_SEARCH_STARTS.index(cfg.line_search_start),
+        return sdca_epoch.StepParams(
+            lam_n=float(self.lam_n),
+            scale=self.scale if scale is None else float(scale),
+            tol=float(cfg.line_search_tol),
+            max_newton=int(cfg.max_newton_iterations),
+            fixed_step=float(cfg.fixed_step) if cfg.fixed_step > 0 else -1.0,
+            non_uniformity=float(cfg.non_uniformity),
+            stop_gap=float(stop_gap),
+            line_search_start=LINE_SEARCH_STARTS.index(cfg.line_search_start),
         )
 
-    def kernel_args(self, draws: np.ndarray, stop_gap: float, scale: float | None = None) -> tuple:
-        d = self.state.dual
-        return (
-            self.layout,
-            (_flat(d.log_node), _flat(d.log_edge), d.entropies, d.gap_estimates, d.step_sizes),
-            d.weights,
-            (self.sampler.code, self.sampler.tree, self.sampler.multipliers),
-            self.dims,
-            self.params(stop_gap, scale),
-            draws,
-            self.workspace,
+    def kernel_args(
+        self, draws: np.ndarray, stop_gap: float, scale: float | None = None
+    ) -> sdca_epoch.EpochArgs:
+        d, s = self.state.dual, self.sampler
+        return sdca_epoch.EpochArgs(
+            layout=self.layout,
+            dual=sdca_epoch.DualArrays(
+                _flat(d.log_node), _flat(d.log_edge), d.entropies, d.gap_estimates, d.step_sizes
+            ),
+            w=d.weights,
+            sampler=sdca_epoch.Sampler(int(s.code), s.tree, s.multipliers),
+            dims=self.dims,
+            params=self.params(stop_gap, scale),
+            draws=draws,
+            ws=self.workspace,
         )
 
     # -- steps -------------------------------------------------------------------------------
@@ -181,7 +186,8 @@ class LocalSDCA:
     def exact_pass(self, check: bool) -> None:
         """Recompute every g_i exactly (n oracle calls) and rebuild the sampler."""
         d = self.state.dual
-        gaps = sdca_epoch.exact_gaps(self.layout, (d.log_node, d.log_edge), d.weights, self.dims)
+        log_mu = (d.log_node, d.log_edge)
+        gaps = sdca_epoch.exact_gaps(self.layout, log_mu, d.weights, self.dims, self.max_unique)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
         d.gap_estimates[:] = gaps
         self.sampler.rebuild(gaps)

@@ -22,7 +22,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.dual import DualState, gibbs_start, smoothed_empirical
-from crfsdca.kernels import oeg, sdca_epoch
+from crfsdca.kernels import oeg
+from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.loop import chunk_budget, run_loop
@@ -142,9 +143,9 @@ class _Runner:
         self.rng.bit_generator.state = state.rng_state
         data, fm = problem.train, problem.feature_map
         self.n = data.n_sequences
-        self.layout = sdca_epoch.sequence_layout(data)
+        self.layout = sequence_layout(data)
         self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-        max_u = sdca_epoch.max_unique(self.layout)
+        max_u = max_unique(self.layout)
         self.workspace = oeg.make_workspace(data.max_length, self.dims, max_u)
         self.counters = dict(
             state.counters or dict.fromkeys(("halvings", "skipped_visits", "visits"), 0.0)

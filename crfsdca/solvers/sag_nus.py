@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sag, sdca_epoch
+from crfsdca.kernels import sag
 from crfsdca.kernels.trees import build
+from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.samplers import tree_capacity
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
@@ -206,9 +207,9 @@ class _Runner:
         self.rng.bit_generator.state = state.rng_state
         data, fm = problem.train, problem.feature_map
         self.n = data.n_sequences
-        self.layout = sdca_epoch.sequence_layout(data)
+        self.layout = sequence_layout(data)
         self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-        max_u = sdca_epoch.max_unique(self.layout)
+        max_u = max_unique(self.layout)
         self.workspace = sag.make_workspace(data.max_length, self.dims, max_u)
         self.rescale_below = RESCALE_BELOW
         self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
