@@ -274,8 +274,6 @@ class SequenceCRF:
 
     def export_crfsuite(self, path: str) -> None:
         """Write the model in CRFsuite's binary format (:mod:`crfsdca.crfsuite_format`)."""
-        if self.graph_ != "chain":
-            raise ValueError("CRFsuite's format holds linear-chain models; this one has trees")
         from crfsdca.crfsuite_format import export_crfsuite
 
         export_crfsuite(self, path)

@@ -7,6 +7,7 @@ trees against the chain model, and save/load for exact round trips.
 from __future__ import annotations
 
 import itertools
+import pickle
 
 import numpy as np
 import pytest
@@ -279,6 +280,7 @@ def test_dev_trees_are_scored_and_sklearn_clone_keeps_graphs_out_of_params():
     X, y, graphs = sentence_data()
     crf = crfsdca.CRF(tol=1e-6).fit(X, y, X_dev=X, y_dev=y, graphs=graphs, graphs_dev=graphs)
     assert crf.training_log_[-1].test_error == 0.0
+    assert pickle.loads(pickle.dumps(crf)).predict(X, graphs=graphs) == y
     twin = clone(crf)
     assert "graphs" not in twin.get_params() and twin.get_params() == crf.get_params()
     assert twin.fit(X, y, graphs=graphs).predict(X, graphs=graphs) == y
