@@ -9,7 +9,9 @@ and ``get_params`` / ``set_params`` / ``clone`` / pickling for model selection.
 Tree-structured CRFs take the same calls with ``graphs=``: one
 :class:`~crfsdca.graphs.Tree` (or parent array, ``-1`` for roots) per sequence, passed to
 ``fit``, ``predict``, ``predict_marginals`` and ``score`` as data (:mod:`crfsdca.estimator_graphs`).
-Each edge type of the training trees gets its own transition block.
+Each edge type of the training trees gets its own transition block. With scikit-learn's metadata
+routing, ``cross_validate(crf.set_fit_request(graphs=True).set_score_request(graphs=True), X, y,
+params={"graphs": graphs})`` splits the trees with the sequences.
 
 The model is CRFsuite's dense first-order CRF (no bias rows): every attribute seen in training
 has a weight for every label and every label pair has a transition weight, which is CRFsuite

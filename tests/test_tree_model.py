@@ -286,6 +286,19 @@ def test_dev_trees_are_scored_and_sklearn_clone_keeps_graphs_out_of_params():
     assert twin.fit(X, y, graphs=graphs).predict(X, graphs=graphs) == y
 
 
+def test_cross_validation_routes_graphs_to_fit_and_score():
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.model_selection import cross_validate
+
+    X, y, graphs = sentence_data()
+    X, y, graphs = X * 2, y * 2, graphs * 2
+    with sklearn.config_context(enable_metadata_routing=True):
+        crf = crfsdca.CRF(tol=1e-6).set_fit_request(graphs=True).set_score_request(graphs=True)
+        scores = cross_validate(crf, X, y, params={"graphs": graphs}, cv=2)["test_score"]
+    # each half holds every sentence once, with its tree: both fit and score received graphs
+    assert scores.tolist() == [1.0, 1.0]
+
+
 def test_sequence_crf_refuses_the_other_graph_kind():
     X, y, graphs = sentence_data()
     corpus = AttributeCorpus(attributes=[[token_attributes(t) for t in x] for x in X], labels=y)
