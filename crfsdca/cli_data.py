@@ -302,6 +302,11 @@ def encode_eval(
         corpus = data_loaders.load_dataset(source.text, "test", data_dir=data_dir)
     else:
         corpus = read_corpus(source.text, source.fmt, label or "xpos")
+    return encode_labelled(corpus, encoder)
+
+
+def encode_labelled(corpus, encoder) -> SequenceData:
+    """``corpus`` encoded by ``encoder``, with ``meta["unknown_labels"]`` (see encode_eval)."""
     data = encoder.transform(corpus)
     known = set(encoder.label_names)
     unknown: dict[str, int] = {}

@@ -4,6 +4,9 @@ The data's format is ``--format``, else the one its file name tells, else the on
 trained on; data of another kind than the model reads (OCR pixels for a CoNLL model, ...) is
 refused before it is read. ``evaluate`` refuses gold labels none of which the model knows, and
 warns with their count when only some are unknown (they count as errors).
+
+A tree model (``crfsdca train ... --graph tree``) reads CoNLL-U data: the HEAD column gives each
+sentence's tree and edge types go by direction, as in training (:mod:`crfsdca.cli_graph`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from crfsdca.cli_common import (
     plain_warnings,
     warn,
 )
-from crfsdca.errors import ModelFormatError
+from crfsdca.errors import DataFormatError, GraphError, ModelFormatError
 
 MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
 _SHOWN_LABELS = 5
@@ -69,6 +72,51 @@ def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True)
     if label is not None and (source.registered or source.fmt != "conllu"):
         raise ValueError(f"--label applies to CoNLL-U files; {text} is not one")
     return source
+
+
+def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str):
+    """TreeData (gold labels, unknown ones counted) of a CoNLL-U file or of a registered
+    CoNLL-U dataset's test split, for a tree model: heads as parents, edge types by direction."""
+    from crfsdca.cli_data import STDIN, STDIN_NAME, encode_labelled, local_path
+    from crfsdca.cli_graph import conllu_paths
+    from crfsdca.cli_graph import tree_data as trees_of
+    from crfsdca.readers import read_conllu
+
+    if source.fmt != "conllu":
+        what = "a dataset" if source.registered else f"a --format {source.fmt} file"
+        raise ValueError(
+            f"{source.text}: {what}, but the model {model_path} is a tree model (--graph tree):"
+            " it reads CoNLL-U, whose HEAD column gives the trees"
+        )
+    path = conllu_paths(source.text, None, data_dir)[1] if source.registered else source.text
+    with local_path(path) as local:
+        corpus = read_conllu(local, label)
+    name = STDIN_NAME if path == STDIN else str(path)
+    if not corpus.heads:
+        raise ValueError(
+            f"{name}: the tree model {model_path} needs an integer HEAD (column 7) on every word;"
+            " this file has words without one"
+        )
+    nodes = encode_labelled(corpus, encoder)
+    try:
+        return trees_of(corpus, nodes)
+    except GraphError as err:
+        raise _tree_error(name, corpus, err) from None
+
+
+def _tree_error(name: str, corpus, err: GraphError) -> DataFormatError:
+    """The GraphError of a sentence's heads, pointing at the sentence's first line."""
+    import numpy as np
+
+    from crfsdca.graphs import Tree
+
+    for i, heads in enumerate(corpus.heads):
+        try:
+            Tree(np.asarray(heads, np.int64), example=i)
+        except GraphError as first:
+            line = corpus.lines[i] if corpus.lines else None
+            return DataFormatError(name, line, f"HEAD column: {first}")
+    return DataFormatError(name, None, str(err))
 
 
 def _label_list(names: list[str]) -> str:
@@ -139,7 +187,11 @@ def evaluate(
 
         model, encoder = _load_model(model_path)
         resolved = _source(model_path, model, encoder, source, fmt, label)
-        data = encode_eval(resolved, encoder, data_dir, label or model.meta.get("label"))
+        gold = label or model.meta.get("label")
+        if model.graph_ == "tree":
+            data = tree_data(model_path, encoder, resolved, data_dir, gold or "xpos")
+        else:
+            data = encode_eval(resolved, encoder, data_dir, gold)
         check_labels(data, source, model.label_names_, quiet)
         scores = model.score(data)
         if as_json:
@@ -172,18 +224,21 @@ def tag(model_path: str, path: str, fmt: str | None, output: str | None, verbose
 
     CoNLL files (word POS ... per line): each line with the predicted label appended. CRFsuite
     attribute files, OCR letters and CoNLL-U: one predicted label per line, a blank line after
-    each sequence.
+    each sequence. A tree model (--graph tree) reads CoNLL-U, its trees from the HEAD column.
     """
     if output == "-":
         output = None
     check_output_path(output, "--output", special_ok=True)
     with errors_to_exit(verbose):
         from crfsdca.cli_data import local_path, read_corpus
-        from crfsdca.tagging import tag_conll, tag_corpus
+        from crfsdca.tagging import tag_conll, tag_corpus, tag_data
 
         model, encoder = _load_model(model_path)
         source = _source(model_path, model, encoder, path, fmt, datasets=False)
-        if source.fmt == "conll":
+        if model.graph_ == "tree":
+            label = model.meta.get("label") or "xpos"
+            lines = list(tag_data(model, tree_data(model_path, encoder, source, None, label)))
+        elif source.fmt == "conll":
             with local_path(path) as local:
                 lines = list(tag_conll(model, encoder, local))
         else:

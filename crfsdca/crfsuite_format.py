@@ -76,6 +76,8 @@ def to_crfsuite_model(model: SequenceCRF, names: list[str] | None = None) -> CRF
     ``names`` overrides :func:`attribute_names` (one name per attribute id).
     """
     model._check_fitted()
+    if model.graph_ != "chain":
+        raise ValueError("CRFsuite's format holds linear-chain models; this one has trees")
     fm, w = model.feature_map_, model.weights_
     names = attribute_names(model) if names is None else [str(n) for n in names]
     if len(names) != fm.n_attributes:

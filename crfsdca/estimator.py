@@ -6,6 +6,13 @@ Code written for ``sklearn_crfsuite.CRF`` runs with ``crfsdca.CRF`` after changi
 ``classes_``, ``state_features_``, ``transition_features_``, ``attributes_``, ``training_log_``,
 and ``get_params`` / ``set_params`` / ``clone`` / pickling for model selection.
 
+Tree-structured CRFs take the same calls with ``graphs=``: one
+:class:`~crfsdca.graphs.Tree` (or parent array, ``-1`` for roots) per sequence, passed to
+``fit``, ``predict``, ``predict_marginals`` and ``score`` as data (:mod:`crfsdca.estimator_graphs`).
+Each edge type of the training trees gets its own transition block. With scikit-learn's metadata
+routing, ``cross_validate(crf.set_fit_request(graphs=True).set_score_request(graphs=True), X, y,
+params={"graphs": graphs})`` splits the trees with the sequences.
+
 The model is CRFsuite's dense first-order CRF (no bias rows): every attribute seen in training
 has a weight for every label and every label pair has a transition weight, which is CRFsuite
 with ``all_possible_states=True`` and ``all_possible_transitions=True``. CRFsuite's L2 term
@@ -27,10 +34,10 @@ from numpy.typing import NDArray
 
 from crfsdca.attributes import AttributeEncoder, encoder_from_dict
 from crfsdca.errors import NotFittedError
+from crfsdca.estimator_graphs import check_graphs, check_kind, fit_graphs, with_graphs
 from crfsdca.featuredicts import FeatureDictEncoder
 from crfsdca.features import FeatureMap
 from crfsdca.model import SequenceCRF
-from crfsdca.oracle import Oracle
 from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
 from crfsdca.trace import TraceRecord
@@ -122,6 +129,8 @@ class CRF(_Base):
     ----------
     classes_ : list of str
         Labels, in order of first appearance in ``y``.
+    graph_, n_edge_types_ : str, int
+        ``"tree"`` (fitted with ``graphs``) or ``"chain"``; the number of transition blocks.
     state_features_ : dict
         ``{(attribute, label): weight}`` for every non-zero emission weight.
     transition_features_ : dict
@@ -238,11 +247,15 @@ class CRF(_Base):
         y: Sequence[Sequence[str]],
         X_dev: Sequence[Sequence[Any]] | None = None,
         y_dev: Sequence[Sequence[str]] | None = None,
+        graphs: Sequence[Any] | None = None,
+        graphs_dev: Sequence[Any] | None = None,
     ) -> CRF:
         """Train on feature-dict sequences ``X`` with label sequences ``y``.
 
         ``X_dev``, ``y_dev`` (both or neither) are evaluated at every monitoring pass; their
-        token error is in ``training_log_``.
+        token error is in ``training_log_``. ``graphs`` (and ``graphs_dev`` for the dev set)
+        make a tree-structured CRF: one Tree or parent array per sequence (algorithm
+        ``"sdca"`` or ``"lbfgs"``); the model then predicts only sequences given with trees.
         """
         if (X_dev is None) != (y_dev is None):
             raise ValueError("pass both X_dev and y_dev to use a dev set, or neither")
@@ -251,6 +264,7 @@ class CRF(_Base):
         encoder = FeatureDictEncoder()
         train = encoder.fit_transform(X, y)
         dev = None if X_dev is None else encoder.transform(X_dev, y_dev, "X_dev")
+        train, dev = fit_graphs(train, dev, graphs, graphs_dev)
         model = SequenceCRF(
             solver=solver_name(self.algorithm),
             regularization=self._regularization(train.n_sequences),
@@ -267,7 +281,7 @@ class CRF(_Base):
         self.training_log_ = list(model.result_.trace.records)
         # SDCA's dual state and the packed training data stay in memory for partial_fit (not
         # pickled, not saved); what predicts is arrays and dicts
-        growable = model.solver == "sdca"
+        growable = model.solver == "sdca" and model.graph_ == "chain"
         self._grow = (model.result_.state, train) if growable else None
         model.result_ = None
         model.problem_ = None
@@ -290,6 +304,8 @@ class CRF(_Base):
         from crfsdca.incremental import concatenate, grow_state, with_attributes
 
         model, encoder = self._fitted()
+        if model.graph_ == "tree":
+            raise ValueError("partial_fit continues chain models; fit a tree CRF on all the data")
         if getattr(self, "_grow", None) is None:
             raise ValueError(
                 "partial_fit continues SDCA from its dual state, kept in memory after fit with"
@@ -362,23 +378,30 @@ class CRF(_Base):
         self.training_log_ = []
 
     # -- prediction --------------------------------------------------------------------------
-    def _encode(self, X: Sequence[Sequence[Any]]) -> tuple[SequenceData | None, list[int]]:
-        """Pack the non-empty sequences of ``X``; also return every sequence's length."""
-        _, encoder = self._fitted()
+    def _encode(
+        self, X: Sequence[Sequence[Any]], graphs: Sequence[Any] | None = None
+    ) -> tuple[SequenceData | None, list[int]]:
+        """Pack the non-empty sequences of ``X`` (with their trees, for a tree model); also
+        return every sequence's length."""
+        model, encoder = self._fitted()
+        check_kind(model.graph_, graphs)
         if isinstance(X, (str, dict)):
             raise TypeError(f"X: expected a list of sequences; got {type(X).__name__}")
         X = list(X)
         lengths = [len(seq) for seq in X]
+        trees = None if graphs is None else check_graphs(graphs, lengths)
         kept = [seq for seq, n in zip(X, lengths, strict=True) if n > 0]
-        return (encoder.transform(kept) if kept else None), lengths
+        data = encoder.transform(kept) if kept else None
+        if data is not None and trees is not None:
+            data = with_graphs(data, trees)
+        return data, lengths
 
-    def _oracle(self, data: SequenceData) -> Oracle:
-        fm = self._model.feature_map_
-        return Oracle(data, FeatureMap(fm.n_attributes, fm.n_labels, fm.n_bias_rows))
-
-    def predict(self, X: Sequence[Sequence[Any]]) -> list[list[str]]:
-        """Viterbi label sequence of every sequence of ``X``."""
-        data, lengths = self._encode(X)
+    def predict(
+        self, X: Sequence[Sequence[Any]], graphs: Sequence[Any] | None = None
+    ) -> list[list[str]]:
+        """MAP label sequence of every sequence of ``X`` (Viterbi; on ``graphs``, one tree per
+        sequence, for a tree model)."""
+        data, lengths = self._encode(X, graphs)
         names = self._model.label_names_
         flat = [] if data is None else [names[k] for k in self._model.predict(data).tolist()]
         out, start = [], 0
@@ -387,18 +410,18 @@ class CRF(_Base):
             start += n
         return out
 
-    def predict_single(self, xseq: Sequence[Any]) -> list[str]:
-        """Viterbi labels of one sequence."""
-        return self.predict([xseq])[0]
+    def predict_single(self, xseq: Sequence[Any], graph: Any = None) -> list[str]:
+        """MAP labels of one sequence (and its tree, for a tree model)."""
+        return self.predict([xseq], None if graph is None else [graph])[0]
 
-    def predict_marginals(self, X: Sequence[Sequence[Any]]) -> list[list[dict[str, float]]]:
+    def predict_marginals(
+        self, X: Sequence[Sequence[Any]], graphs: Sequence[Any] | None = None
+    ) -> list[list[dict[str, float]]]:
         """``p(y_t = label | x)`` as ``{label: probability}`` for every token of ``X``."""
-        data, lengths = self._encode(X)
+        data, lengths = self._encode(X, graphs)
         names = self._model.label_names_
         probs: NDArray[np.float64] = (
-            np.empty((0, len(names)))
-            if data is None
-            else self._oracle(data).predict_marginals(self._model.weights_)
+            np.empty((0, len(names))) if data is None else self._model.node_marginals(data)
         )
         rows = [dict(zip(names, row, strict=True)) for row in probs.tolist()]
         out, start = [], 0
@@ -407,20 +430,38 @@ class CRF(_Base):
             start += n
         return out
 
-    def predict_marginals_single(self, xseq: Sequence[Any]) -> list[dict[str, float]]:
-        """Marginals of one sequence."""
-        return self.predict_marginals([xseq])[0]
+    def predict_marginals_single(
+        self, xseq: Sequence[Any], graph: Any = None
+    ) -> list[dict[str, float]]:
+        """Marginals of one sequence (and its tree, for a tree model)."""
+        return self.predict_marginals([xseq], None if graph is None else [graph])[0]
 
-    def score(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> float:
-        """Token accuracy of ``predict(X)`` against ``y`` (as sklearn-crfsuite)."""
+    def score(
+        self,
+        X: Sequence[Sequence[Any]],
+        y: Sequence[Sequence[str]],
+        graphs: Sequence[Any] | None = None,
+    ) -> float:
+        """Token accuracy of ``predict(X, graphs)`` against ``y`` (as sklearn-crfsuite)."""
         from crfsdca.metrics import flat_accuracy
 
-        return flat_accuracy(y, self.predict(X))
+        return flat_accuracy(y, self.predict(X, graphs))
 
     # -- inspection --------------------------------------------------------------------------
     @property
     def classes_(self) -> list[str]:
         return list(self._fitted()[0].label_names_)
+
+    @property
+    def graph_(self) -> str:
+        """``"tree"`` for a CRF fitted with graphs (it predicts with graphs only), else
+        ``"chain"``."""
+        return self._fitted()[0].graph_
+
+    @property
+    def n_edge_types_(self) -> int:
+        """Transition blocks: 1 + the largest edge type of the training trees (1 for chains)."""
+        return self._fitted()[0].feature_map_.n_edge_types
 
     @property
     def state_features_(self) -> dict[tuple[str, str], float]:
@@ -434,14 +475,15 @@ class CRF(_Base):
         }
 
     @property
-    def transition_features_(self) -> dict[tuple[str, str], float]:
+    def transition_features_(self) -> dict[tuple, float]:
+        """``{(label_from, label_to): weight}``; with several edge types (trees),
+        ``{(parent label, child label, edge type): weight}``."""
         model, _ = self._fitted()
-        trans = model.feature_map_.transition(model.weights_)
-        labels = model.label_names_
-        rows, cols = np.nonzero(trans)
+        trans = model.feature_map_.transitions(model.weights_)
+        labels, typed = model.label_names_, trans.shape[0] > 1
         return {
-            (labels[a], labels[b]): float(trans[a, b])
-            for a, b in zip(rows.tolist(), cols.tolist(), strict=True)
+            (labels[a], labels[b], e) if typed else (labels[a], labels[b]): float(trans[e, a, b])
+            for e, a, b in zip(*(idx.tolist() for idx in np.nonzero(trans)), strict=True)
         }
 
     @property

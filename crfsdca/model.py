@@ -1,10 +1,13 @@
 """The CRF facade on packed data: fit / predict / score / save / load.
 
-A :class:`SequenceCRF` trains on :class:`SequenceData` (the CLI's and the corpora's path; the
-scikit-learn-style estimator on feature dicts is :class:`crfsdca.estimator.CRF`). It owns a
-solver choice, the regularization, and after fitting the weights, the
-feature map and (optionally) the encoder that turns raw corpora into :class:`SequenceData`.
-Model files are one ``.npz`` (weights) with a JSON header (``crfsdca.modelfile``): no pickle.
+A :class:`SequenceCRF` trains on :class:`SequenceData` (linear chains; the CLI's and the
+corpora's path) or on :class:`~crfsdca.tree_oracle.TreeData` (one tree or forest per example,
+one transition block per edge type); the scikit-learn-style estimator on feature dicts is
+:class:`crfsdca.estimator.CRF`. It owns a solver choice, the regularization, and after fitting
+the weights, the feature map, the graph kind (``graph_``: ``"chain"`` or ``"tree"``) and
+(optionally) the encoder that turns raw corpora into :class:`SequenceData`. A model predicts
+data of the graph kind it was trained on. Model files are one ``.npz`` (weights) with a JSON
+header (``crfsdca.modelfile``) recording ``graph`` and ``n_edge_types``: no pickle.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.errors import ModelFormatError, NotFittedError
+from crfsdca.errors import GraphError, ModelFormatError, NotFittedError
 from crfsdca.evaluation import evaluate_data
 from crfsdca.features import FeatureMap
 from crfsdca.modelfile import load_model, save_model
@@ -26,6 +29,11 @@ from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS, SolverResult
 from crfsdca.trace import TraceRecord
+from crfsdca.tree_oracle import TreeData, TreeOracle, tree_problem
+
+#: solvers that train tree-structured models
+TREE_SOLVERS = ("sdca", "lbfgs")
+GRAPHS = ("chain", "tree")
 
 
 def make_solver(name: str, **options: Any):
@@ -37,7 +45,7 @@ def make_solver(name: str, **options: Any):
 
 
 class SequenceCRF:
-    """A linear-chain CRF trained by one of the registered solvers.
+    """A linear-chain or tree-structured CRF trained by one of the registered solvers.
 
     Parameters
     ----------
@@ -65,6 +73,7 @@ class SequenceCRF:
         make_solver(solver, **solver_options)  # validate early
         self.weights_: NDArray[np.float64] | None = None
         self.feature_map_: FeatureMap | None = None
+        self.graph_: str = "chain"
         self.label_names_: tuple[str, ...] = ()
         self.encoder: dict[str, Any] | None = None
         self.result_: SolverResult | None = None
@@ -73,8 +82,8 @@ class SequenceCRF:
     # -- training ----------------------------------------------------------------------------
     def fit(
         self,
-        train: SequenceData,
-        test: SequenceData | None = None,
+        train: SequenceData | TreeData,
+        test: SequenceData | TreeData | None = None,
         *,
         encoder: dict[str, Any] | None = None,
         name: str = "",
@@ -86,14 +95,14 @@ class SequenceCRF:
     ) -> SequenceCRF:
         """Train on ``train``; ``test`` is evaluated at every monitoring pass.
 
-        ``state`` continues a run (e.g. from a checkpoint, whose trace ``records`` are put back
-        first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs.
+        ``train`` and ``test`` are both :class:`SequenceData` (chains) or both
+        :class:`~crfsdca.tree_oracle.TreeData` (trees: one transition block per edge type used,
+        solvers ``sdca`` and ``lbfgs``). ``state`` continues a run (e.g. from a checkpoint,
+        whose trace ``records`` are put back first); ``checkpointer(state, trace)`` is called
+        every ``checkpoint_every`` epochs.
         """
-        bias = self.n_bias_rows if self.n_bias_rows is not None else 3
-        fm = FeatureMap(train.n_attributes, train.n_labels, bias)
-        problem = Problem(
-            train=train, feature_map=fm, regularization=self.regularization, test=test, name=name
-        )
+        problem = self._problem(train, test, name)
+        fm = problem.feature_map
         solver = make_solver(self.solver, **self.solver_options)
         monitor = Monitor(
             problem,
@@ -108,12 +117,34 @@ class SequenceCRF:
         result = solver.solve(problem, monitor, state)
         self.weights_ = result.weights
         self.feature_map_ = fm
+        self.graph_ = _graph_of(train)
         self.label_names_ = train.label_names
         self.regularization_ = problem.regularization
         self.encoder = encoder
         self.result_ = result
         self.problem_ = problem
         return self
+
+    def _problem(self, train, test, name: str) -> Problem:
+        bias = self.n_bias_rows if self.n_bias_rows is not None else 3
+        graph = _graph_of(train)
+        if test is not None and _graph_of(test) != graph:
+            raise GraphError(
+                f"the training data are {graph}s but the test data {_graph_of(test)}s;"
+                " give both as TreeData or both as SequenceData"
+            )
+        if graph == "tree":
+            if self.solver not in TREE_SOLVERS:
+                raise ValueError(
+                    f"trees train with solver {' or '.join(TREE_SOLVERS)}; got {self.solver!r}"
+                )
+            return tree_problem(
+                train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
+            )
+        fm = FeatureMap(train.n_attributes, train.n_labels, bias)
+        return Problem(
+            train=train, feature_map=fm, regularization=self.regularization, test=test, name=name
+        )
 
     def _check_fitted(self) -> None:
         if self.weights_ is None:
@@ -122,8 +153,9 @@ class SequenceCRF:
             )
 
     # -- prediction --------------------------------------------------------------------------
-    def _oracle(self, data: SequenceData) -> Oracle:
+    def _oracle(self, data: SequenceData | TreeData) -> Oracle | TreeOracle:
         self._check_fitted()
+        self._check_graph(data)
         if tuple(data.label_names) != tuple(self.label_names_):
             raise ValueError(
                 "data was encoded with other labels than the model's; encode it"
@@ -134,18 +166,55 @@ class SequenceCRF:
             raise ValueError(
                 f"data has {data.n_attributes} attributes; the model knows {fm.n_attributes}"
             )
+        if self.graph_ == "tree":
+            return TreeOracle(data, fm)
         return Oracle(data, FeatureMap(fm.n_attributes, fm.n_labels, fm.n_bias_rows))
 
-    def predict(self, data: SequenceData) -> NDArray[np.int64]:
-        """Viterbi labels (N,) int64 of every token of ``data``."""
+    def _check_graph(self, data: SequenceData | TreeData) -> None:
+        """One clear line when the data's graph kind is not the model's, or it uses edge
+        types the model has no transition block for."""
+        given = _graph_of(data)
+        if given != self.graph_:
+            raise GraphError(
+                f"this model was trained on {self.graph_}s; got {given}s"
+                + (
+                    " (give a TreeData: one tree per example)"
+                    if self.graph_ == "tree"
+                    else " (give a SequenceData, without trees)"
+                )
+            )
+        if given == "tree":
+            n_types = self.feature_map_.n_edge_types
+            for i, tree in enumerate(data.graphs):
+                used = tree.edge_types[tree.parents >= 0]
+                if used.size and used.max() >= n_types:
+                    v = int(np.flatnonzero((tree.parents >= 0) & (tree.edge_types >= n_types))[0])
+                    raise GraphError(
+                        f"example {i}: node {v}: edge type {int(tree.edge_types[v])}, but the"
+                        f" model has {n_types} edge type(s) (0 to {n_types - 1})"
+                    )
+
+    def predict(self, data: SequenceData | TreeData) -> NDArray[np.int64]:
+        """MAP labels (N,) int64 of every token (node) of ``data`` (Viterbi on chains)."""
         return self._oracle(data).predict(self.weights_)
 
-    def predict_marginals(self, data: SequenceData, i: int) -> NDArray[np.float64]:
-        """Node marginals (T, K) of sequence ``i``."""
+    def predict_marginals(self, data: SequenceData | TreeData, i: int) -> NDArray[np.float64]:
+        """Node marginals (T, K) of sequence (example) ``i``."""
         _, log_node, _ = self._oracle(data).marginals(i, self.weights_)
         return np.exp(log_node)
 
-    def score(self, data: SequenceData) -> dict[str, Any]:
+    def node_marginals(self, data: SequenceData | TreeData) -> NDArray[np.float64]:
+        """Node marginals (N, K) of every token (node) of ``data``, packed like its labels."""
+        oracle = self._oracle(data)
+        if isinstance(oracle, Oracle):
+            return oracle.predict_marginals(self.weights_)
+        out = np.empty((data.n_items, self.feature_map_.n_labels))
+        offsets = data.seq_offsets
+        for i in range(data.n_sequences):
+            out[offsets[i] : offsets[i + 1]] = np.exp(oracle.marginals(i, self.weights_)[1])
+        return out
+
+    def score(self, data: SequenceData | TreeData) -> dict[str, Any]:
         """Token accuracy, and chunk precision / recall / F1 for chunk labels."""
         pred = self.predict(data)
         return evaluate_data(data, pred)
@@ -159,6 +228,8 @@ class SequenceCRF:
             "n_attributes": fm.n_attributes,
             "n_labels": fm.n_labels,
             "n_bias_rows": fm.n_bias_rows,
+            "graph": self.graph_,
+            "n_edge_types": fm.n_edge_types,
             "labels": list(self.label_names_),
             "regularization": self.regularization_,
             "solver": self.solver,
@@ -184,7 +255,10 @@ class SequenceCRF:
                 n_bias_rows=header["n_bias_rows"],
                 **header.get("solver_options", {}),
             )
-            fm = FeatureMap(header["n_attributes"], header["n_labels"], header["n_bias_rows"])
+            graph, n_types = _graph_header(header)
+            fm = FeatureMap(
+                header["n_attributes"], header["n_labels"], header["n_bias_rows"], n_types
+            )
             weights = fm.check_weights(arrays["weights"])
             labels = tuple(header["labels"])
         except (KeyError, TypeError, ValueError) as err:
@@ -192,6 +266,7 @@ class SequenceCRF:
         if not np.all(np.isfinite(weights)):
             raise ModelFormatError(f"{path}: weights contain non-finite values")
         model.weights_, model.feature_map_, model.label_names_ = weights, fm, labels
+        model.graph_ = graph
         model.regularization_ = header["regularization"]
         model.encoder = header.get("encoder")
         model.meta = header.get("meta", {})
@@ -202,3 +277,20 @@ class SequenceCRF:
         from crfsdca.crfsuite_format import export_crfsuite
 
         export_crfsuite(self, path)
+
+
+def _graph_of(data: SequenceData | TreeData) -> str:
+    return "tree" if isinstance(data, TreeData) else "chain"
+
+
+def _graph_header(header: dict[str, Any]) -> tuple[str, int]:
+    """(graph kind, number of edge types) of a model header; chains before trees had neither."""
+    graph = header.get("graph", "chain")
+    n_types = header.get("n_edge_types", 1)
+    if graph not in GRAPHS:
+        raise ValueError(f"graph must be one of {', '.join(GRAPHS)}; got {graph!r}")
+    if not isinstance(n_types, int) or isinstance(n_types, bool) or n_types < 1:
+        raise ValueError(f"n_edge_types must be an integer >= 1; got {n_types!r}")
+    if graph == "chain" and n_types != 1:
+        raise ValueError(f"a chain model has one transition block; got n_edge_types {n_types}")
+    return graph, n_types

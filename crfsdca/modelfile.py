@@ -6,7 +6,8 @@ member ``header`` is a 1-d ``uint8`` array holding a UTF-8 JSON object::
     {"format": "crfsdca-model", "format_version": 1, "crfsdca_version": "0.1.0", ...}
 
 followed by whatever the caller stores (feature template, label names, regularization, solver,
-``n_bias_rows``, ...). Nothing is pickled: object arrays are refused on save, and loading uses
+``n_bias_rows``, the graph kind ``graph`` and ``n_edge_types`` of :mod:`crfsdca.model`, ...).
+Nothing is pickled: object arrays are refused on save, and loading uses
 ``np.load(path, allow_pickle=False)``.
 
 Every write goes to a temporary file in the target's directory and is moved into place with

@@ -5,7 +5,8 @@
   more column (a gold label) is accepted and the extra column ignored. Blank lines separate
   sentences and are echoed; ``-DOCSTART-`` lines are echoed untouched.
 - Any corpus (:func:`tag_corpus`: CRFsuite attribute files, OCR letters, CoNLL-U): one predicted
-  label per line, a blank line after each sequence, as ``crfsuite tag`` prints them.
+  label per line, a blank line after each sequence, as ``crfsuite tag`` prints them;
+  :func:`tag_data` prints encoded data so, e.g. the sentences of a tree model with their trees.
 """
 
 from __future__ import annotations
@@ -67,7 +68,12 @@ def tag_conll(model, encoder, path: str) -> Iterator[str]:
 
 def tag_corpus(model, encoder, corpus) -> Iterator[str]:
     """One predicted label per item of ``corpus``, an empty string after each sequence."""
-    data = encoder.transform(corpus)
+    return tag_data(model, encoder.transform(corpus))
+
+
+def tag_data(model, data) -> Iterator[str]:
+    """One predicted label per item of encoded ``data`` (SequenceData, or TreeData for a tree
+    model), an empty string after each sequence."""
     pred = model.predict(data)
     names = model.label_names_
     offsets = data.seq_offsets.tolist()

@@ -95,3 +95,112 @@ def test_ewt_trees_train_and_score():
     out = json.loads(result.stdout.splitlines()[-1])
     assert out["n"] == 300 and out["n_test"] == 2077 and out["n_labels"] == 17
     assert np.isfinite(out["gap"]) and out["gap"] > 0 and out["test_token_accuracy"] > 0.5
+
+
+# -- evaluate and tag with tree models -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tree_model(tmp_path_factory):
+    """A tree model (upos) trained by the CLI on SENTENCES, and its data file."""
+    folder = tmp_path_factory.mktemp("tree")
+    data = conllu(folder / "train.conllu", SENTENCES)
+    model = folder / "m.npz"
+    args = ["train", str(data), "--graph", "tree", "--label", "upos", "--tol", "1e-8"]
+    result = CliRunner().invoke(main, [*args, "-q", "--model", str(model)])
+    assert result.exit_code == 0, result.output
+    return model, data
+
+
+def expected_tags(model_path, sentences):
+    """Predictions of the Python API on trees built here: heads, edge types by direction."""
+    from crfsdca.cli_data import encoder_from_model
+    from crfsdca.graphs import Tree
+    from crfsdca.io import TokenCorpus
+    from crfsdca.model import SequenceCRF
+    from crfsdca.tree_oracle import TreeData
+
+    model = SequenceCRF.load(str(model_path))
+    encoder = encoder_from_model(model.encoder)
+    corpus = TokenCorpus(
+        tokens=[[(form, upos, xpos) for form, upos, xpos, _ in s] for s in sentences],
+        labels=[[upos for _, upos, _, _ in s] for s in sentences],
+        field_names=("form", "upos", "xpos"),
+    )
+    trees = []
+    for s in sentences:
+        heads = np.array([h - 1 for *_, h in s])
+        trees.append(Tree(heads, (heads > np.arange(len(s))).astype(np.int64)))
+    pred = model.predict(TreeData(encoder.transform(corpus), tuple(trees)))
+    names, out, k = model.label_names_, [], 0
+    for s in sentences:
+        out += [names[j] for j in pred[k : k + len(s)].tolist()] + [""]
+        k += len(s)
+    return out
+
+
+def test_evaluate_and_tag_read_tree_models(tree_model, tmp_path):
+    model, data = tree_model
+    result = CliRunner().invoke(main, ["evaluate", str(model), str(data), "--json"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert scores["token_accuracy"] == 1.0 and scores["n_tokens"] == 36
+    result = CliRunner().invoke(main, ["evaluate", str(model), str(data)])
+    assert result.exit_code == 0 and result.stdout.startswith("token accuracy 100.00%")
+    # new sentences: the trees of their HEAD column decide, as the Python API on those trees
+    new = [
+        [("cats", "NOUN", "NNS", 2), ("sleep", "VERB", "VBP", 0), ("here", "ADV", "RB", 2)],
+        [("the", "DET", "DT", 2), ("dog", "NOUN", "NN", 0)],
+    ]
+    path = conllu(tmp_path / "new.conllu", new)
+    result = CliRunner().invoke(main, ["tag", str(model), str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split("\n")[:-1] == expected_tags(model, new)
+    result = CliRunner().invoke(main, ["tag", str(model), "-"], input=path.read_text())
+    assert result.exit_code == 0 and result.stdout.split("\n")[:-1] == expected_tags(model, new)
+    result = CliRunner().invoke(main, ["tag", str(model), str(data)])
+    tags = [t for t in result.stdout.split("\n") if t]
+    assert tags == [upos for s in SENTENCES for _, upos, _, _ in s]
+
+
+def test_tree_models_refuse_data_without_trees_in_one_line(tree_model, tmp_path):
+    model, data = tree_model
+    no_heads = tmp_path / "no_heads.conllu"
+    no_heads.write_text(data.read_text().replace("\t2\tdep", "\t_\tdep"))
+    cycle = conllu(
+        tmp_path / "cycle.conllu", [SENTENCES[0], [("a", "X", "X", 2), ("b", "X", "X", 1)]]
+    )
+    plain = tmp_path / "plain.conll"
+    plain.write_text("dogs NOUN\nbark VERB\n")
+    cases = [
+        (no_heads, f"{no_heads}: the tree model {model} needs an integer HEAD (column 7)"),
+        (cycle, f"{cycle}:4: HEAD column: example 1: node 0: lies on a cycle of parents"),
+        (plain, f"{plain}: a --format conll file, but the model {model} is a tree model"),
+    ]
+    for command in ("evaluate", "tag"):
+        for path, message in cases:
+            result = CliRunner().invoke(main, [command, str(model), str(path)])
+            assert result.exit_code == 1, (command, path, result.output)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"crfsdca: error: {message}"), lines
+    result = CliRunner().invoke(main, ["export", str(model), str(tmp_path / "m.crfsuite")])
+    assert result.exit_code == 1 and result.stderr == (
+        "crfsdca: error: CRFsuite's format holds linear-chain models; this one has trees\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not EWT.exists(), reason="needs CRFSDCA_DATA_DIR with ud_english_ewt")
+def test_ewt_tree_model_evaluates_as_trained(tmp_path):
+    model = tmp_path / "ewt.npz"
+    args = ["train", "ewt-pos", "--graph", "tree", "--label", "upos", "--data-dir", DATA_DIR]
+    args += ["--max-sequences", "150", "--epochs", "2", "--json", "-q", "--model", str(model)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    trained = json.loads(result.stdout.splitlines()[-1])
+    args = ["evaluate", str(model), "ewt-pos", "--data-dir", DATA_DIR, "--json", "-q"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert scores["n_tokens"] == 25094
+    assert scores["token_accuracy"] == trained["test_token_accuracy"]

@@ -26,3 +26,6 @@ def test_custom_graphs_notebook_runs_and_certifies(tmp_path):
     gap = float(text.split("certified gap ")[1].split()[0])
     assert gap <= 1e-8
     assert "example 5: node 0: lies on a cycle of parents" in text
+    assert "accuracy 1.0" in text and "tree 2\nTrue\n" in text  # CRF fit, save/load
+    assert "this CRF was trained on trees; pass graphs=" in text
+    assert "graphs[0]: the tree has 4 nodes but X[0] has 3 tokens" in text
