@@ -250,20 +250,11 @@ def block_stats(log_node, log_edge, T, node, edge_sum):
 
 
 @njit(cache=True, nogil=True)
-def _direction(seq, sa, new, old, w, dims, kappa, v):
-    """v = kappa (E_new[F] - E_old[F]) on the support (compact); return (<w, v>, ||v||^2).
-
-    new, old = (node marginals (T, K), summed edge marginals (K, K)); v = (emit (U, K), rest).
-    """
-    A, K, _ = dims
-    emit, rest = v
-    U = sa.shape[0]
-    emit[:U] = 0.0
-    rest[:, :] = 0.0
-    add_features(seq, new[0], new[1], kappa, 0.0, emit, rest)
-    add_features(seq, old[0], old[1], -kappa, 0.0, emit, rest)
+def compact_dot(sa, A, w, emit, rest):
+    """(<w, v>, ||v||^2) of the compact v = (emit rows at attributes sa, rest rows from A on)."""
+    K = emit.shape[1]
     a, b = 0.0, 0.0
-    for s in range(U):
+    for s in range(sa.shape[0]):
         for k in range(K):
             x = emit[s, k]
             a += w[sa[s] * K + k] * x
@@ -274,6 +265,21 @@ def _direction(seq, sa, new, old, w, dims, kappa, v):
             a += w[(A + r) * K + k] * x
             b += x * x
     return a, b
+
+
+@njit(cache=True, nogil=True)
+def _direction(seq, sa, new, old, w, dims, kappa, v):
+    """v = kappa (E_new[F] - E_old[F]) on the support (compact); return (<w, v>, ||v||^2).
+
+    new, old = (node marginals (T, K), summed edge marginals (K, K)); v = (emit (U, K), rest).
+    """
+    emit, rest = v
+    U = sa.shape[0]
+    emit[:U] = 0.0
+    rest[:, :] = 0.0
+    add_features(seq, new[0], new[1], kappa, 0.0, emit, rest)
+    add_features(seq, old[0], old[1], -kappa, 0.0, emit, rest)
+    return compact_dot(sa, dims[0], w, emit[:U], rest)
 
 
 @njit(cache=True, nogil=True)
