@@ -15,14 +15,17 @@ with params[SKIP_DECAY] = 1 it still decays L_max like every other iteration.
 
 Memory (§2): y_i is stored as the node marginals (T_i, K) and the summed edge marginals (K, K) of
 the last visit; g - y_i only touches the emission rows of the attributes present in x_i, the bias
-rows and the transition rows (the gold part cancels after the first visit).
+rows and the transition rows (the gold part cancels after the first visit). The oracle calls are
+the chain kernels' (``chain.marginal_sums`` at w, ``chain.log_partition`` per line-search trial).
 
 Just-in-time updates (§5): w = c z, c <- c (1 - alpha lambda), z <- z - alpha / (m c) d, so that
 with S the running sum of alpha / (m c) a row r whose d_r did not change since it was last brought
 up to date (at S_r) is refreshed by z_r <- z_r - d_r (S - S_r) when a sequence that touches it is
 visited. Every weight vector is handled in rows of K entries (attribute rows, then the bias rows,
 then the K transition rows), and at the end of a call every row is refreshed and c folded into z,
-so that ``z`` holds w again. The thin wrappers at the bottom check shapes once.
+so that ``z`` holds w again. The sampling, Lipschitz, step and lazy-update helpers (``draw``,
+``lipschitz_begin``/``lipschitz_end``, ``take_step``, ``sync_sequence``, ``normalise``) serve the
+tree kernel ``crfsdca.kernels.tree_sag`` too. The thin wrappers at the bottom check shapes once.
 """
 
 import numpy as np
@@ -30,13 +33,9 @@ from numba import njit
 
 from crfsdca.kernels import trees
 from crfsdca.kernels.chain import (
-    exp_marginals,
-    forward_backward,
     gold_score,
     log_partition,
-    scaled_backward,
-    scaled_expectations,
-    scaled_forward,
+    marginal_sums,
     transition_exp,
     unary_scores,
 )
@@ -113,29 +112,6 @@ def _scores(attrs, t0, t1, z, c, dims, unary, log_trans):
     for k in range(K):
         for l in range(K):
             log_trans[k, l] = c * z[off + k * K + l]
-
-
-@njit(cache=True, nogil=True)
-def _oracle(unary, log_trans, fb, node, log_edge, edge_sum):
-    """log Z, node marginals node[:T] and summed edge marginals edge_sum (K, K) of one sequence.
-
-    Scaled forward-backward (sum_t p(y_t = k, y_t+1 = l) = E[k, l] sum_t alpha[t, k] v[t+1, l]),
-    exact log space when the scaled messages leave their range. fb = (exp_trans, scaled ws).
-    """
-    exp_trans, scaled = fb[0], fb[1:]
-    T, K = unary.shape
-    trans_max = transition_exp(log_trans, exp_trans)
-    log_z, ok = scaled_forward(unary, exp_trans, trans_max, scaled)
-    if ok and scaled_backward(exp_trans, scaled, T):
-        edge_sum[:, :] = 0.0
-        scaled_expectations(scaled, T, node, edge_sum)
-        for k in range(K):
-            for l in range(K):
-                edge_sum[k, l] *= exp_trans[k, l]
-        return log_z
-    log_z = forward_backward(unary, log_trans, exp_trans, trans_max, scaled, node, log_edge)
-    exp_marginals(node[:T], log_edge[: T - 1], node, edge_sum)
-    return log_z
 
 
 @njit(cache=True, nogil=True)
@@ -376,7 +352,7 @@ def _step(i, layout, memory, samplers, z, dims, params, ws):
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
     sync_sequence(sa, A, nb + K, K, z, memory[0], lazy[1], s_last)
     _scores((attr_offsets, attr_ids, attr_values), t0, t1, z, lazy[0], dims, unary, log_trans)
-    log_z = _oracle(unary[:T], log_trans, fb, node, log_edge, edge_sum)
+    log_z = marginal_sums(unary[:T], log_trans, fb, node, log_edge, edge_sum)
     if not np.isfinite(log_z):
         return 1, 1, SEARCHED
     y = labels[t0:t1]

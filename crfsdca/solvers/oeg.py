@@ -10,7 +10,8 @@ halving the per-sequence learning rate eta_i after every rejected trial. The dua
 clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
 :class:`crfsdca.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
-compiled kernel (``crfsdca.kernels.oeg``).
+compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.tree_oracle.TreeProblem`,
+``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts).
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ counterpart of the increases that line searches make. ``skipped_visit="decay"`` 
 rule, under which a skipped visit still decays L_max.
 
 The gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
-between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``).
+between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``). On a
+:class:`~crfsdca.tree_oracle.TreeProblem` the same method runs in ``crfsdca.kernels.tree_sag``
+(the tree oracle's marginals; y_i's edge sums are kept per edge type).
 
 SAG is a primal method; with ``certificate`` on, every evaluation also reports the dual value
 D(nu(w)) = P(w) - ||grad P(w)||^2 / (2 lambda) of the oracle marginals at w (Le Priol et al.
