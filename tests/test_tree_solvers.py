@@ -243,15 +243,16 @@ def test_oeg_starts_on_trees_keep_the_dual_identities(problem, init):
 
 
 # -- chains as trees, seeds, checkpoints ---------------------------------------------------------
+@pytest.mark.parametrize("n_bias_rows", [0, 3])
 @pytest.mark.parametrize("name", ["sag-nus", "sag-nus-skip", "oeg"])
-def test_a_chain_given_as_trees_runs_the_chain_solver(name):
+def test_a_chain_given_as_trees_runs_the_chain_solver(name, n_bias_rows):
     """Chains written as trees (node t's parent t - 1, one edge type; the bias rows count,
     root, leaf are then count, first, last): the tree kernels take the chain kernels' steps."""
     nodes = nodes_of([1, 4, 2, 5, 3, 5, 1, 4, 2, 3], seed=8)
     chains = trees_from_parents([np.arange(-1, T - 1) for T in nodes.lengths.tolist()])
-    fm = FeatureMap(A, K, 3)
+    fm = FeatureMap(A, K, n_bias_rows)
     chain = Problem(train=nodes, feature_map=fm)
-    tree = tree_problem(TreeData(nodes, chains))
+    tree = tree_problem(TreeData(nodes, chains), n_bias_rows=n_bias_rows)
     options = {"tol": 0.0, "max_epochs": 5, "seed": 4, "budget_stop": True}
     a, b = solve(chain, name, **options), solve(tree, name, **options)
     np.testing.assert_allclose(b.weights, a.weights, rtol=1e-9, atol=1e-12)
