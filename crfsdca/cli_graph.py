@@ -16,8 +16,6 @@ from typing import Any
 
 import click
 
-GRAPH_SOLVERS = {"tree": ("sdca", "lbfgs")}
-
 
 def conllu_paths(dataset: str, test: str | None, data_dir: str | None) -> tuple[str, str | None]:
     """(train file, test file or None) of a registered CoNLL-U dataset or of files."""
@@ -69,11 +67,6 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
     from crfsdca.tree_oracle import tree_problem
 
     solver_name = run["solver"]
-    if graph == "tree" and solver_name not in GRAPH_SOLVERS["tree"]:
-        raise click.UsageError(
-            f"--graph tree trains with --solver {' or '.join(GRAPH_SOLVERS['tree'])}; got"
-            f" {solver_name}"
-        )
     label = run.get("label") or "xpos"
     train_path, test_path = conllu_paths(run["dataset"], run["test"], run["data_dir"])
     corpus = read_examples(train_path, label, run["max_sequences"])

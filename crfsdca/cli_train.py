@@ -157,7 +157,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     default=None,
     type=click.Choice(["chain", "tree"]),
     help="CoNLL-U data: link each word to its syntactic head (tree) or to the next word"
-    " (chain); trees train with --solver sdca or lbfgs",
+    " (chain); every --solver trains either",
 )
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")

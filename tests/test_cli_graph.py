@@ -70,10 +70,6 @@ def test_train_tree_certifies_and_saves(tmp_path, solver):
 def test_graph_misuse_is_one_line(tmp_path):
     data = conllu(tmp_path / "train.conllu", SENTENCES)
     common = ["train", str(data), "--graph", "tree"]
-    result = CliRunner().invoke(main, [*common, "--solver", "oeg"])
-    assert (
-        result.exit_code == 2 and "--graph tree trains with --solver sdca or lbfgs" in result.stderr
-    )
     result = CliRunner().invoke(main, [*common, "--workers", "2"])
     assert result.exit_code == 2 and "--graph runs in one process" in result.stderr
     bad = conllu(tmp_path / "cycle.conllu", [[("a", "X", "X", 2), ("b", "X", "X", 1)]])
@@ -204,3 +200,21 @@ def test_ewt_tree_model_evaluates_as_trained(tmp_path):
     scores = json.loads(result.stdout)
     assert scores["n_tokens"] == 25094
     assert scores["token_accuracy"] == trained["test_token_accuracy"]
+
+
+@pytest.mark.parametrize("solver", ["sag-nus", "sag-nus-skip", "oeg"])
+def test_train_tree_with_the_primal_and_eg_baselines(tmp_path, solver):
+    """SAG-NUS, SAG-NUS* and OEG train on trees from the CLI (the first 9 sentences): the
+    certified gap reaches --tol and the saved model tags every training word right."""
+    data = conllu(tmp_path / "train.conllu", SENTENCES)
+    args = ["train", str(data), "--graph", "tree", "--label", "upos", "--test", str(data)]
+    args += ["--solver", solver, "--tol", "1e-6", "--max-sequences", "9", "--epochs", "500"]
+    args += ["--json", "-q", "--model", str(tmp_path / "m.npz")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.splitlines()[-1])
+    assert out["graph"] == "tree" and out["n"] == 9
+    assert out["stop_reason"] == "tol" and 0 <= out["gap"] <= 1e-6
+    assert out["test_token_accuracy"] == 1.0
+    header = load_model(tmp_path / "m.npz")[1]
+    assert header["solver"] == solver and header["training"]["gap"] == out["gap"]

@@ -303,6 +303,29 @@ def log_partition(unary, log_trans, exp_trans, trans_max, ws):
 
 
 @njit(cache=True, nogil=True)
+def marginal_sums(unary, log_trans, fb, node, log_edge, edge_sum):
+    """log Z, node marginals node[:T] and summed edge marginals edge_sum (K, K) of one sequence.
+
+    Scaled forward-backward (sum_t p(y_t = k, y_t+1 = l) = E[k, l] sum_t alpha[t, k] v[t+1, l]),
+    exact log space when the scaled messages leave their range. fb = (exp_trans, scaled ws).
+    """
+    exp_trans, scaled = fb[0], fb[1:]
+    T, K = unary.shape
+    trans_max = transition_exp(log_trans, exp_trans)
+    log_z, ok = scaled_forward(unary, exp_trans, trans_max, scaled)
+    if ok and scaled_backward(exp_trans, scaled, T):
+        edge_sum[:, :] = 0.0
+        scaled_expectations(scaled, T, node, edge_sum)
+        for k in range(K):
+            for l in range(K):
+                edge_sum[k, l] *= exp_trans[k, l]
+        return log_z
+    log_z = forward_backward(unary, log_trans, exp_trans, trans_max, scaled, node, log_edge)
+    exp_marginals(node[:T], log_edge[: T - 1], node, edge_sum)
+    return log_z
+
+
+@njit(cache=True, nogil=True)
 def viterbi(unary, log_trans, delta, backptr, out):
     """MAP labelling into ``out`` (T,) int64; return its score.
 

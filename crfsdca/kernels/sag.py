@@ -15,14 +15,17 @@ with params[SKIP_DECAY] = 1 it still decays L_max like every other iteration.
 
 Memory (§2): y_i is stored as the node marginals (T_i, K) and the summed edge marginals (K, K) of
 the last visit; g - y_i only touches the emission rows of the attributes present in x_i, the bias
-rows and the transition rows (the gold part cancels after the first visit).
+rows and the transition rows (the gold part cancels after the first visit). The oracle calls are
+the chain kernels' (``chain.marginal_sums`` at w, ``chain.log_partition`` per line-search trial).
 
 Just-in-time updates (§5): w = c z, c <- c (1 - alpha lambda), z <- z - alpha / (m c) d, so that
 with S the running sum of alpha / (m c) a row r whose d_r did not change since it was last brought
 up to date (at S_r) is refreshed by z_r <- z_r - d_r (S - S_r) when a sequence that touches it is
 visited. Every weight vector is handled in rows of K entries (attribute rows, then the bias rows,
 then the K transition rows), and at the end of a call every row is refreshed and c folded into z,
-so that ``z`` holds w again. The thin wrappers at the bottom check shapes once.
+so that ``z`` holds w again. The sampling, Lipschitz, step and lazy-update helpers (``draw``,
+``lipschitz_begin``/``lipschitz_end``, ``take_step``, ``sync_sequence``, ``normalise``) serve the
+tree kernel ``crfsdca.kernels.tree_sag`` too. The thin wrappers at the bottom check shapes once.
 """
 
 import numpy as np
@@ -30,13 +33,9 @@ from numba import njit
 
 from crfsdca.kernels import trees
 from crfsdca.kernels.chain import (
-    exp_marginals,
-    forward_backward,
     gold_score,
     log_partition,
-    scaled_backward,
-    scaled_expectations,
-    scaled_forward,
+    marginal_sums,
     transition_exp,
     unary_scores,
 )
@@ -53,7 +52,7 @@ N_STATS = 5
 
 
 @njit(cache=True, nogil=True)
-def _draw(samplers, m, n, u, non_uniformity):
+def draw(samplers, m, n, u, non_uniformity):
     """Next sequence (§3 step 1) from three uniforms u (3,).
 
     With probability (n - m)/n an uncovered sequence, uniformly; otherwise a covered one, drawn
@@ -79,7 +78,7 @@ def _sync_row(r, K, z, d, s_now, s_last):
 
 
 @njit(cache=True, nogil=True)
-def _sync_sequence(sa, A, n_rest, K, z, d, s_now, s_last):
+def sync_sequence(sa, A, n_rest, K, z, d, s_now, s_last):
     """Refresh the rows a step on a sequence reads and writes: its attributes, bias, transitions."""
     for s in range(sa.shape[0]):
         _sync_row(sa[s], K, z, d, s_now, s_last)
@@ -88,7 +87,7 @@ def _sync_sequence(sa, A, n_rest, K, z, d, s_now, s_last):
 
 
 @njit(cache=True, nogil=True)
-def _normalise(z, d, lazy, s_last, K):
+def normalise(z, d, lazy, s_last, K):
     """Refresh every row and fold c into z: z <- c (z - d (S - S_r)); then c = 1, S = 0."""
     c, s_now = lazy[0], lazy[1]
     for r in range(s_last.shape[0]):
@@ -113,29 +112,6 @@ def _scores(attrs, t0, t1, z, c, dims, unary, log_trans):
     for k in range(K):
         for l in range(K):
             log_trans[k, l] = c * z[off + k * K + l]
-
-
-@njit(cache=True, nogil=True)
-def _oracle(unary, log_trans, fb, node, log_edge, edge_sum):
-    """log Z, node marginals node[:T] and summed edge marginals edge_sum (K, K) of one sequence.
-
-    Scaled forward-backward (sum_t p(y_t = k, y_t+1 = l) = E[k, l] sum_t alpha[t, k] v[t+1, l]),
-    exact log space when the scaled messages leave their range. fb = (exp_trans, scaled ws).
-    """
-    exp_trans, scaled = fb[0], fb[1:]
-    T, K = unary.shape
-    trans_max = transition_exp(log_trans, exp_trans)
-    log_z, ok = scaled_forward(unary, exp_trans, trans_max, scaled)
-    if ok and scaled_backward(exp_trans, scaled, T):
-        edge_sum[:, :] = 0.0
-        scaled_expectations(scaled, T, node, edge_sum)
-        for k in range(K):
-            for l in range(K):
-                edge_sum[k, l] *= exp_trans[k, l]
-        return log_z
-    log_z = forward_backward(unary, log_trans, exp_trans, trans_max, scaled, node, log_edge)
-    exp_marginals(node[:T], log_edge[: T - 1], node, edge_sum)
-    return log_z
 
 
 @njit(cache=True, nogil=True)
@@ -253,28 +229,31 @@ def _start_lipschitz(i, was_covered, memory, samplers, params):
 
 
 @njit(cache=True, nogil=True)
-def _lipschitz_step(i, was_covered, f, gsq, ls_args, memory, samplers, params):
-    """§3 step 3 (and the §4 skip rule); returns (oracle calls, outcome).
+def lipschitz_begin(i, was_covered, memory, samplers, params):
+    """(L_i for the visit's line search, skipped): skipped when the §4 skip budget of i lasts.
 
-    outcome: SEARCHED, CAPPED (the doubling cap was reached), SKIPPED (§4 skip budget) or
-    SMALL_GRADIENT (||g||^2 <= threshold: no test). A skipped visit keeps L_i (no revisit
-    factor); it raises L_max to L_i only when it also decays L_max (params[SKIP_DECAY] = 1).
+    A skipped visit keeps L_i (no revisit factor); otherwise a revisit starts from
+    params[REVISIT] L_i.
     """
-    lipschitz, successes, skips, scalars = memory[3], memory[5], memory[6], memory[7]
+    skips = memory[6]
     L = _start_lipschitz(i, was_covered, memory, samplers, params)
-    calls, outcome = 0, SKIPPED
     if params[SKIP] == 1.0 and skips[i] > 0:
         skips[i] -= 1
-    else:
-        outcome = SMALL_GRADIENT
-        if was_covered:
-            L *= params[REVISIT]
-        doublings = 0
-        if gsq > params[THRESHOLD]:
-            scores, trial, fb, y = ls_args
-            max_d = int(params[MAX_DOUBLINGS])
-            L, calls, doublings = _line_search(L, f, gsq, scores, trial, fb, y, max_d)
-            outcome = CAPPED if doublings < 0 else SEARCHED
+        return L, True
+    if was_covered:
+        L *= params[REVISIT]
+    return L, False
+
+
+@njit(cache=True, nogil=True)
+def lipschitz_end(i, L, outcome, doublings, memory, samplers, params):
+    """Store L_i = L after a visit with ``outcome`` (and its line search's ``doublings``).
+
+    First-test successes feed the §4 skip rule; a skipped visit raises L_max to L_i only when
+    it also decays L_max (params[SKIP_DECAY] = 1).
+    """
+    lipschitz, successes, skips, scalars = memory[3], memory[5], memory[6], memory[7]
+    if outcome != SKIPPED:
         if doublings == 0:
             successes[i] += 1
             skips[i] = 1 << min(successes[i] - 1, 62) if params[SKIP] == 1.0 else 0
@@ -285,11 +264,30 @@ def _lipschitz_step(i, was_covered, f, gsq, ls_args, memory, samplers, params):
     if outcome != SKIPPED or params[SKIP_DECAY] == 1.0:
         scalars[L_MAX] = max(scalars[L_MAX], L)
     trees.update(samplers[2], i, L + params[LAM], False)
+
+
+@njit(cache=True, nogil=True)
+def _lipschitz_step(i, was_covered, f, gsq, ls_args, memory, samplers, params):
+    """§3 step 3 (and the §4 skip rule); returns (oracle calls, outcome).
+
+    outcome: SEARCHED, CAPPED (the doubling cap was reached), SKIPPED (§4 skip budget) or
+    SMALL_GRADIENT (||g||^2 <= threshold: no test).
+    """
+    L, skipped = lipschitz_begin(i, was_covered, memory, samplers, params)
+    calls, outcome, doublings = 0, SKIPPED, 0
+    if not skipped:
+        outcome = SMALL_GRADIENT
+        if gsq > params[THRESHOLD]:
+            scores, trial, fb, y = ls_args
+            max_d = int(params[MAX_DOUBLINGS])
+            L, calls, doublings = _line_search(L, f, gsq, scores, trial, fb, y, max_d)
+            outcome = CAPPED if doublings < 0 else SEARCHED
+    lipschitz_end(i, L, outcome, doublings, memory, samplers, params)
     return calls, outcome
 
 
 @njit(cache=True, nogil=True)
-def _take_step(memory, lazy, params, n, s_last, z, K, decay):
+def take_step(memory, lazy, params, n, s_last, z, K, decay):
     """w <- (1 - alpha lambda) w - (alpha/m) d as c, S updates (§3 steps 4-6, §5).
 
     L_max then decays by params[DECAY] when ``decay`` (not after a frozen skipped visit).
@@ -308,7 +306,7 @@ def _take_step(memory, lazy, params, n, s_last, z, K, decay):
     if decay:
         scalars[L_MAX] = l_max * params[DECAY]
     if c < params[RESCALE]:
-        _normalise(z, memory[0], lazy, s_last, K)
+        normalise(z, memory[0], lazy, s_last, K)
 
 
 @njit(cache=True, nogil=True)
@@ -352,9 +350,9 @@ def _step(i, layout, memory, samplers, z, dims, params, ws):
     t0, t1 = layout[0][i], layout[0][i + 1]
     T = t1 - t0
     sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
-    _sync_sequence(sa, A, nb + K, K, z, memory[0], lazy[1], s_last)
+    sync_sequence(sa, A, nb + K, K, z, memory[0], lazy[1], s_last)
     _scores((attr_offsets, attr_ids, attr_values), t0, t1, z, lazy[0], dims, unary, log_trans)
-    log_z = _oracle(unary[:T], log_trans, fb, node, log_edge, edge_sum)
+    log_z = marginal_sums(unary[:T], log_trans, fb, node, log_edge, edge_sum)
     if not np.isfinite(log_z):
         return 1, 1, SEARCHED
     y = labels[t0:t1]
@@ -369,7 +367,7 @@ def _step(i, layout, memory, samplers, z, dims, params, ws):
     ls_args = (scores, (bufs[10], bufs[11]), fb, y)
     calls, outcome = _lipschitz_step(i, was_covered, f, gsq, ls_args, memory, samplers, params)
     decay = outcome != SKIPPED or params[SKIP_DECAY] == 1.0
-    _take_step(memory, lazy, params, memory[3].shape[0], s_last, z, K, decay)
+    take_step(memory, lazy, params, memory[3].shape[0], s_last, z, K, decay)
     return 1 + calls, 0, outcome
 
 
@@ -390,7 +388,7 @@ def _run_steps(layout, memory, samplers, z, dims, params, draws, ws):
     for s in range(draws.shape[0]):
         if calls >= params[BUDGET]:
             break
-        i = _draw(samplers, int(memory[7][N_COVERED]), n, draws[s], params[NON_UNIFORMITY])
+        i = draw(samplers, int(memory[7][N_COVERED]), n, draws[s], params[NON_UNIFORMITY])
         chosen[s] = i
         c, st, outcome = _step(i, layout, memory, samplers, z, dims, params, ws)
         calls += c
@@ -400,7 +398,7 @@ def _run_steps(layout, memory, samplers, z, dims, params, draws, ws):
         done += 1
         stats[0] += c - 1
         stats[outcome] += 1.0
-    _normalise(z, memory[0], lazy, s_last, K)
+    normalise(z, memory[0], lazy, s_last, K)
     return done, calls, status, stats, chosen
 
 

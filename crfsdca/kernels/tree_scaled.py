@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.tree import _example, tree_unary
+from crfsdca.kernels.tree import _example, downward, tree_unary, upward
 
 TINY = 1e-280
 
@@ -243,3 +243,106 @@ def scaled_marginals(exp_pair, parents, types, order, sws, node, edge):
             node[v, k] *= inv
             outside[v, k] *= inv
     return True
+
+
+# -- one example at given potentials: the oracle calls of the stochastic solvers -----------------
+# ``local = (parents, types, order, (children_start, children))`` of the example (its slices of
+# the packed graph); ``tables = (log_pair, exp_pair, pair_max)`` one (K, K) table per type (or
+# per edge, with types[v] = v); ``ws`` the log-space work arrays of kernels.tree, ``sws`` this
+# module's; ``logs = (log_node (n, K), log_edge (n, K, K), root_z (n,))`` for the fallback.
+
+
+@njit(cache=True, nogil=True)
+def exp_tables(log_pair, exp_pair, pair_max):
+    """exp_pair[t] = exp(log_pair[t] - pair_max[t]), pair_max[t] = max log_pair[t]."""
+    T, K = log_pair.shape[0], log_pair.shape[1]
+    for t in range(T):
+        m = log_pair[t, 0, 0]
+        for j in range(K):
+            for k in range(K):
+                m = max(m, log_pair[t, j, k])
+        pair_max[t] = m
+        for j in range(K):
+            for k in range(K):
+                exp_pair[t, j, k] = np.exp(log_pair[t, j, k] - m)
+
+
+@njit(cache=True, nogil=True)
+def log_partition(unary, tables, local, ws, sws):
+    """log Z of one example: scaled upward pass, the log-space one when it leaves its range."""
+    log_pair, exp_pair, pair_max = tables
+    parents, types, order, _ = local
+    log_z, ok = scaled_upward(unary, exp_pair, pair_max, parents, types, order, sws)
+    if ok:
+        return log_z
+    return upward(unary, log_pair, parents, types, order, ws)
+
+
+@njit(cache=True, nogil=True)
+def marginal_sums(unary, tables, local, ws, sws, logs, node, edge_sum):
+    """log Z of one example, node marginals into node (n, K) and its edge marginals summed by
+    type into edge_sum (n_types, K, K) (zeroed here): scaled space, log space as fallback."""
+    log_pair, exp_pair, pair_max = tables
+    parents, types, order, children = local
+    edge_sum[:] = 0.0
+    log_z, ok = scaled_upward(unary, exp_pair, pair_max, parents, types, order, sws)
+    if ok and scaled_downward(exp_pair, parents, types, order, sws, node, edge_sum):
+        return log_z
+    log_node, log_edge, root_z = logs
+    edge_sum[:] = 0.0
+    log_z = upward(unary, log_pair, parents, types, order, ws)
+    if not np.isfinite(log_z):
+        return log_z
+    downward(unary, log_pair, parents, types, order, children, ws, root_z, log_node, log_edge)
+    n, K = unary.shape
+    for v in range(n):
+        for k in range(K):
+            node[v, k] = np.exp(log_node[v, k])
+        if parents[v] >= 0:
+            out = edge_sum[types[v]]
+            for j in range(K):
+                for k in range(K):
+                    out[j, k] += np.exp(log_edge[v, j, k])
+    return log_z
+
+
+@njit(cache=True, nogil=True)
+def potential_marginals(node_pot, edge_pot, local, ws, sws, probs, log_node, log_edge):
+    """log Z and log marginals of p(y) propto exp(sum_v node_pot[v, y_v] + sum_{v not a root}
+    edge_pot[v, y_p(v), y_v]): potentials of every node and every edge (not tied by type).
+
+    local = (parents, order, children, identity (n,) = 0..n-1); probs = (exp_edge (n, K, K),
+    edge_max (n,), node (n, K), edge (n, K, K), root_z (n,)). Scaled space when every marginal
+    stays >= TINY, else the exact log-space recursions of kernels.tree. Roots' rows of
+    edge_pot are ignored; those of log_edge are left untouched.
+    """
+    parents, order, children, identity = local
+    exp_edge, edge_max, node, edge, root_z = probs
+    n, K = node_pot.shape
+    for v in range(n):
+        if parents[v] >= 0:
+            exp_tables(edge_pot[v : v + 1], exp_edge[v : v + 1], edge_max[v : v + 1])
+    log_z, ok = scaled_upward(node_pot, exp_edge, edge_max, parents, identity, order, sws)
+    if ok:
+        ok = scaled_marginals(exp_edge, parents, identity, order, sws, node, edge)
+    for v in range(n if ok else 0):
+        for k in range(K):
+            ok &= node[v, k] >= TINY
+            log_node[v, k] = min(np.log(node[v, k]), 0.0)
+        for j in range(K if parents[v] >= 0 else 0):
+            for k in range(K):
+                ok &= edge[v, j, k] >= TINY
+                log_edge[v, j, k] = min(np.log(edge[v, j, k]), 0.0)
+    if ok:
+        return log_z
+    log_z = upward(node_pot, edge_pot, parents, identity, order, ws)
+    if not np.isfinite(log_z):
+        return log_z
+    downward(node_pot, edge_pot, parents, identity, order, children, ws, root_z, log_node, log_edge)
+    for v in range(n):  # rounding can leave a log marginal a hair above 0
+        for k in range(K):
+            log_node[v, k] = min(log_node[v, k], 0.0)
+        for j in range(K if parents[v] >= 0 else 0):
+            for k in range(K):
+                log_edge[v, j, k] = min(log_edge[v, j, k], 0.0)
+    return log_z

@@ -10,7 +10,8 @@ halving the per-sequence learning rate eta_i after every rejected trial. The dua
 clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
 :class:`crfsdca.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
-compiled kernel (``crfsdca.kernels.oeg``).
+compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.tree_oracle.TreeProblem`,
+``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.dual import DualState, gibbs_start, smoothed_empirical
-from crfsdca.kernels import oeg
+from crfsdca.kernels import oeg, tree_oeg
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.local_tree import tree_finish_state, tree_smoothed_empirical
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.sag_nus import DRAW_BLOCK
+from crfsdca.tree_oracle import TreeProblem
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -113,10 +116,13 @@ class OEG:
     def initial_state(self, problem: Problem) -> OEGState:
         """Dual start of ``init`` with w = w_hat(mu) exactly, eta_i = learning_rate."""
         cfg = self.config
-        if cfg.init == "gibbs":
+        epsilon = 1.0 if cfg.init == "uniform" else cfg.init_epsilon
+        if isinstance(problem, TreeProblem):
+            dual = _tree_start(problem, cfg, epsilon)
+        elif cfg.init == "gibbs":
             dual = gibbs_start(problem, cfg.gibbs_score)
         else:
-            dual = smoothed_empirical(problem, 1.0 if cfg.init == "uniform" else cfg.init_epsilon)
+            dual = smoothed_empirical(problem, epsilon)
         rng = np.random.default_rng(cfg.seed)
         n = problem.n_sequences
         return OEGState(
@@ -131,7 +137,20 @@ class OEG:
     ) -> SolverResult:
         """Run OEG from ``state`` (or the configured dual start)."""
         state = state or self.initial_state(problem)
-        return run_loop(self, _Runner(problem, self.config, state), monitor)
+        runner = _TreeRunner if isinstance(problem, TreeProblem) else _Runner
+        return run_loop(self, runner(problem, self.config, state), monitor)
+
+
+def _tree_start(problem: TreeProblem, cfg: OEGConfig, epsilon: float) -> DualState:
+    """The dual start of ``cfg.init`` on trees (tree SDCA's smoothed start, or Gibbs)."""
+    if cfg.init != "gibbs":
+        return tree_smoothed_empirical(problem, epsilon)
+    data, K = problem.train, problem.feature_map.n_labels
+    log_node, log_edge = np.empty((data.n_items, K)), np.zeros((data.n_items, K, K))
+    layout = sequence_layout(data.nodes)
+    tree_oeg.gibbs_marginals(layout, data.packed, K, cfg.gibbs_score, log_node, log_edge,
+                             data.max_length)  # fmt: skip
+    return tree_finish_state(problem, log_node, log_edge)
 
 
 class _Runner:
@@ -141,15 +160,24 @@ class _Runner:
         self.problem, self.cfg, self.state = problem, cfg, state
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state.rng_state
+        self.n = problem.train.n_sequences
+        self.setup_kernel(problem)
+        self.counters = dict(
+            state.counters or dict.fromkeys(("halvings", "skipped_visits", "visits"), 0.0)
+        )
+
+    def setup_kernel(self, problem: Problem) -> None:
+        """The kernel's data layout, dimensions and workspace."""
         data, fm = problem.train, problem.feature_map
-        self.n = data.n_sequences
         self.layout = sequence_layout(data)
         self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
         max_u = max_unique(self.layout)
         self.workspace = oeg.make_workspace(data.max_length, self.dims, max_u)
-        self.counters = dict(
-            state.counters or dict.fromkeys(("halvings", "skipped_visits", "visits"), 0.0)
-        )
+
+    def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:
+        """The compiled visits of ``indices`` (``kernels.oeg.run_steps``)."""
+        w = self.state.dual.weights
+        return oeg.run_steps(self.layout, dual, w, self.dims, params, indices, self.workspace)
 
     @property
     def weights(self) -> NDArray[np.float64]:
@@ -176,9 +204,7 @@ class _Runner:
         """Run the kernel on ``indices``; returns (visits, oracle calls)."""
         d, st = self.state.dual, self.state
         dual = (d.log_node, d.log_edge, d.entropies, st.learning_rates)
-        done, calls, status, stats = oeg.run_steps(
-            self.layout, dual, d.weights, self.dims, self.params(budget), indices, self.workspace
-        )
+        done, calls, status, stats = self.run_kernel(dual, self.params(budget), indices)
         if self.cfg.oeg_sampling == "permutation":
             st.order = st.order[done + (status != 0) :]
         st.oracle_calls += calls
@@ -212,3 +238,23 @@ class _Runner:
             "dual": dual,
             "extra": {k: float(v) for k, v in self.counters.items()},
         }
+
+
+class _TreeRunner(_Runner):
+    """The runner on a :class:`~crfsdca.tree_oracle.TreeProblem` (``kernels.tree_oeg``)."""
+
+    def setup_kernel(self, problem: TreeProblem) -> None:
+        """The nodes' layout, the packed trees, dimensions with edge types, the workspace."""
+        data, fm = problem.train, problem.feature_map
+        self.layout = sequence_layout(data.nodes)
+        self.graph = data.packed
+        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows, fm.n_edge_types)
+        max_u = max_unique(self.layout)
+        self.workspace = tree_oeg.make_workspace(data.max_length, self.dims, max_u)
+
+    def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:
+        """The compiled visits of ``indices`` (``kernels.tree_oeg.run_steps``)."""
+        w = self.state.dual.weights
+        return tree_oeg.run_steps(
+            self.layout, self.graph, dual, w, self.dims, params, indices, self.workspace
+        )

@@ -17,7 +17,9 @@ counterpart of the increases that line searches make. ``skipped_visit="decay"`` 
 rule, under which a skipped visit still decays L_max.
 
 The gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
-between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``).
+between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``). On a
+:class:`~crfsdca.tree_oracle.TreeProblem` the same method runs in ``crfsdca.kernels.tree_sag``
+(the tree oracle's marginals; y_i's edge sums are kept per edge type).
 
 SAG is a primal method; with ``certificate`` on, every evaluation also reports the dual value
 D(nu(w)) = P(w) - ||grad P(w)||^2 / (2 lambda) of the oracle marginals at w (Le Priol et al.
@@ -32,13 +34,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sag
+from crfsdca.kernels import sag, tree_sag
 from crfsdca.kernels.trees import build
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.samplers import tree_capacity
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.loop import chunk_budget, run_loop
+from crfsdca.tree_oracle import TreeProblem
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -135,11 +138,12 @@ class SAGMemory:
     def zeros(cls, problem: Problem, initial_lipschitz: float) -> SAGMemory:
         data, K = problem.train, problem.feature_map.n_labels
         n = data.n_sequences
+        types = (problem.feature_map.n_edge_types,) if isinstance(problem, TreeProblem) else ()
         return cls(
             weights=problem.feature_map.zeros(),
             grad_sum=problem.feature_map.zeros(),
             node_marginals=np.zeros((data.n_items, K)),
-            edge_sums=np.zeros((n, K, K)),
+            edge_sums=np.zeros((n, *types, K, K)),
             lipschitz=np.full(n, float(initial_lipschitz)),
             covered=np.zeros(n, np.bool_),
             successes=np.zeros(n, np.int64),
@@ -187,8 +191,8 @@ class SAGNUS:
     ) -> SolverResult:
         """Run SAG-NUS from ``state`` (or w = 0)."""
         state = state or self.initial_state(problem)
-        runner = _Runner(problem, self.config, state)
-        return run_loop(self, runner, monitor)
+        runner = _TreeRunner if isinstance(problem, TreeProblem) else _Runner
+        return run_loop(self, runner(problem, self.config, state), monitor)
 
 
 class SAGNUSSkip(SAGNUS):
@@ -205,14 +209,18 @@ class _Runner:
         self.problem, self.cfg, self.state = problem, cfg, state
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state.rng_state
+        self.n = problem.train.n_sequences
+        self.setup_kernel(problem)
+        self.rescale_below = RESCALE_BELOW
+        self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
+
+    def setup_kernel(self, problem: Problem) -> None:
+        """The kernel's data layout, dimensions and workspace."""
         data, fm = problem.train, problem.feature_map
-        self.n = data.n_sequences
         self.layout = sequence_layout(data)
         self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
         max_u = max_unique(self.layout)
         self.workspace = sag.make_workspace(data.max_length, self.dims, max_u)
-        self.rescale_below = RESCALE_BELOW
-        self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
 
     @property
     def weights(self) -> NDArray[np.float64]:
@@ -260,19 +268,17 @@ class _Runner:
             out.append(tree)
         return tuple(out)
 
+    def run_kernel(self, memory: tuple, params: np.ndarray, draws: np.ndarray) -> tuple:
+        """The compiled iterations on ``draws`` (``kernels.sag.run_steps``)."""
+        weights = self.state.memory.weights
+        return sag.run_steps(
+            self.layout, memory, self.samplers(), weights, self.dims, params, draws, self.workspace
+        )
+
     def run(self, draws: np.ndarray, budget: int) -> tuple[int, int, np.ndarray]:
         """Run the kernel on ``draws``; update counters; returns (updates, calls, chosen)."""
         memory = self.kernel_memory()
-        done, calls, status, stats, chosen = sag.run_steps(
-            self.layout,
-            memory,
-            self.samplers(),
-            self.state.memory.weights,
-            self.dims,
-            self.params(budget),
-            draws,
-            self.workspace,
-        )
+        done, calls, status, stats, chosen = self.run_kernel(memory, self.params(budget), draws)
         self.state.memory.lipschitz_max[0] = memory[7][sag.L_MAX]
         self.state.oracle_calls += calls
         self.state.updates += done
@@ -312,3 +318,24 @@ class _Runner:
             out["primal"] = primal
             out["dual"] = primal - float(grad @ grad) / (2.0 * self.problem.regularization)
         return out
+
+
+class _TreeRunner(_Runner):
+    """The runner on a :class:`~crfsdca.tree_oracle.TreeProblem` (``kernels.tree_sag``)."""
+
+    def setup_kernel(self, problem: TreeProblem) -> None:
+        """The nodes' layout, the packed trees, dimensions with edge types, the workspace."""
+        data, fm = problem.train, problem.feature_map
+        self.layout = sequence_layout(data.nodes)
+        self.graph = data.packed
+        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows, fm.n_edge_types)
+        max_u = max_unique(self.layout)
+        self.workspace = tree_sag.make_workspace(data.max_length, self.dims, max_u)
+
+    def run_kernel(self, memory: tuple, params: np.ndarray, draws: np.ndarray) -> tuple:
+        """The compiled iterations on ``draws`` (``kernels.tree_sag.run_steps``)."""
+        weights = self.state.memory.weights
+        return tree_sag.run_steps(
+            self.layout, self.graph, memory, self.samplers(), weights, self.dims, params, draws,
+            self.workspace,
+        )  # fmt: skip

@@ -1,0 +1,265 @@
+"""Online exponentiated gradient (OEG) on tree-structured examples (chains: ``kernels.oeg``).
+
+Dual block i is a tree-structured law u_i with node marginals (n, K) and edge marginals
+(n, K, K) (row v: the edge parent(v)-v; roots' rows unused), stored as logs like tree SDCA's
+dual state. One EG step with learning rate eta (``baselines.md`` §6) is
+
+    theta' = (1 - eta) theta + eta s(w),
+
+with s(w) the CRF scores at w = w_hat(mu) (node scores, the transition table of each edge's
+type) and theta the junction-tree reparameterisation of mu_i (Z(theta) = 1), as for chains:
+theta_v(k, l) = log mu_v(p, v)(k, l) - log mu_p(k) on the edge of v, except for the first child
+of a root (no subtraction); node tables are 0 except on isolated nodes (log mu_v). Every node p
+thus loses (degree(p) - 1) log mu_p: the junction-tree factorisation. A forbidden entry
+(log mu = -inf) stays forbidden. The marginals of theta' (one oracle call per trial) come from
+the tree kernel ``kernels.tree_scaled.potential_marginals`` (per-node and per-edge potentials).
+The step is accepted when the dual grows,
+
+    Delta(n D) = H~(mu') - H~(mu_i) - lambda n (<w, v> + ||v||^2 / 2) > 0,
+    v = -(1/(lambda n)) E_{mu' - mu_i}[F(x_i, .)],
+
+otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times).
+
+Arrays: ``layout``, ``graph`` and ``dims = (A, K, n_bias, n_types)`` as in ``kernels.tree_sag``;
+``dual = (log_node (N, K), log_edge (N, K, K), entropies, learning_rates)``; ``params`` and the
+returned stats as in ``kernels.oeg``.
+"""
+
+import numpy as np
+from numba import njit
+
+from crfsdca.kernels.oeg import (
+    BUDGET,
+    GROWTH,
+    LAM_N,
+    MAX_HALVINGS,
+    N_PARAMS,
+    N_STATS,
+    compact_dot,
+)
+from crfsdca.kernels.sag import scatter_rows
+from crfsdca.kernels.tree import tree_entropy_terms, tree_unary
+from crfsdca.kernels.tree_sag import add_features
+from crfsdca.kernels.tree_scaled import potential_marginals
+
+
+@njit(cache=True, nogil=True)
+def _eg_direction(lmn, lme, scores, local, base, diff):
+    """theta(mu) (module docstring) into base and s(w) - theta(mu) into diff.
+
+    lmn (n, K), lme (n, K, K) log mu; scores = (unary (n, K), log_pair (n_types, K, K)) at w;
+    local = (parents, types, (children_start, children)); base, diff = (node, edge) tables.
+    """
+    unary, log_pair = scores
+    parents, types, (start, children) = local
+    b_node, b_edge = base
+    d_node, d_edge = diff
+    n, K = lmn.shape
+    for v in range(n):
+        p = parents[v]
+        isolated = p < 0 and start[v + 1] == start[v]
+        for k in range(K):
+            lm = lmn[v, k]
+            b_node[v, k] = lm if isolated else 0.0
+            d_node[v, k] = 0.0 if lm == -np.inf else unary[v, k] - b_node[v, k]
+        if p < 0:
+            continue
+        sub = parents[p] >= 0 or children[start[p]] != v
+        table = log_pair[types[v]]
+        for j in range(K):
+            s = lmn[p, j] if sub else 0.0
+            for k in range(K):
+                lm = lme[v, j, k]
+                b = -np.inf if lm == -np.inf else lm - s
+                b_edge[v, j, k] = b
+                d_edge[v, j, k] = 0.0 if lm == -np.inf else table[j, k] - b
+
+
+@njit(cache=True, nogil=True)
+def _mix(eta, base, diff, psi, parents):
+    """psi = base + eta diff on every node table and every edge table (non-roots)."""
+    b_node, b_edge = base
+    d_node, d_edge = diff
+    p_node, p_edge = psi
+    n, K = parents.shape[0], b_node.shape[1]
+    for v in range(n):
+        for k in range(K):
+            p_node[v, k] = b_node[v, k] + eta * d_node[v, k]
+        if parents[v] >= 0:
+            for j in range(K):
+                for k in range(K):
+                    p_edge[v, j, k] = b_edge[v, j, k] + eta * d_edge[v, j, k]
+
+
+@njit(cache=True, nogil=True)
+def block_stats(log_node, log_edge, parents, types, node, edge_sum):
+    """Node marginals node (n, K) and edge marginals summed by type edge_sum (n_types, K, K)."""
+    n, K = parents.shape[0], log_node.shape[1]
+    edge_sum[:] = 0.0
+    for v in range(n):
+        for k in range(K):
+            node[v, k] = np.exp(log_node[v, k])
+        if parents[v] >= 0:
+            out = edge_sum[types[v]]
+            for j in range(K):
+                for k in range(K):
+                    out[j, k] += np.exp(log_edge[v, j, k])
+
+
+@njit(cache=True, nogil=True)
+def _trial(eta, ex, sa, w, dims, lam_n, bufs):
+    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D))."""
+    base, diff, psi, oracle, lnn, lne, new, old, v, deg = bufs
+    s, e, _, graph = ex
+    n = e - s
+    parents, types = graph[0][s:e], graph[1][s:e]
+    _mix(eta, base, diff, psi, parents)
+    ws, sws, probs, local = oracle
+    log_z = potential_marginals(psi[0][:n], psi[1][:n], local, ws, sws, probs, lnn, lne)
+    if not np.isfinite(log_z):
+        return log_z, 0.0, 0.0
+    h_new = tree_entropy_terms(lnn[:n], lne[:n], parents, deg[:n])
+    block_stats(lnn, lne, parents, types, new[0], new[1])
+    emit, rest = v
+    U = sa.shape[0]
+    emit[:U] = 0.0
+    rest[:, :] = 0.0
+    kappa = -1.0 / lam_n
+    add_features(ex, new[0][:n], new[1], kappa, 0.0, emit, rest)
+    add_features(ex, old[0][:n], old[1], -kappa, 0.0, emit, rest)
+    a, b = compact_dot(sa, dims[0], w, emit[:U], rest)
+    return log_z, h_new, h_new - lam_n * (a + 0.5 * b)
+
+
+@njit(cache=True, nogil=True)
+def _prepare(i, layout, graph, dual, w, dims, bufs):
+    """Scores at w, theta(mu_i) and its direction, mu_i's statistics, the degrees, the local
+    graph of the oracle; returns (s, e, local graph)."""
+    parents, types, order, child_start, children = graph
+    A, K, n_bias, n_types = dims
+    s, e = layout[0][i], layout[0][i + 1]
+    n = e - s
+    unary, deg, identity = bufs[10], bufs[9], bufs[11]
+    tree_unary(layout[:5], graph, s, e, w, dims, unary)
+    off = (A + n_bias) * K
+    log_pair = w[off : off + n_types * K * K].reshape((n_types, K, K))
+    start = child_start[s : e + 1]
+    lmn, lme = dual[0][s:e], dual[1][s:e]
+    local = (parents[s:e], types[s:e], (start, children))
+    _eg_direction(lmn, lme, (unary[:n], log_pair), local, bufs[0], bufs[1])
+    block_stats(lmn, lme, parents[s:e], types[s:e], bufs[7][0], bufs[7][1])
+    for v in range(n):
+        deg[v] = start[v + 1] - start[v] + (1 if parents[s + v] >= 0 else 0)
+        identity[v] = v
+    return s, e, (parents[s:e], order[s:e], (start, children), identity[:n])
+
+
+@njit(cache=True, nogil=True)
+def _step(i, layout, graph, dual, w, dims, params, bufs):
+    """One OEG visit of example i; returns (oracle calls, accepted, status)."""
+    log_node, log_edge, entropies, rates = dual
+    A, K = dims[0], dims[1]
+    s, e, local = _prepare(i, layout, graph, dual, w, dims, bufs)
+    n, parents = e - s, local[0]
+    sa = layout[7][layout[6][i] : layout[6][i + 1]]
+    ex = (s, e, layout, graph)
+    cur = bufs[:3] + (bufs[3] + (local,),) + bufs[4:10]
+    eta = rates[i]
+    for h in range(int(params[MAX_HALVINGS]) + 1):
+        log_z, h_new, gain = _trial(eta, ex, sa, w, dims, params[LAM_N], cur)
+        if not np.isfinite(log_z):
+            return h + 1, False, 1
+        if gain - entropies[i] > 0.0:
+            log_node[s:e] = bufs[4][:n]
+            for v in range(n):
+                if parents[v] >= 0:
+                    log_edge[s + v] = bufs[5][v]
+            entropies[i] = h_new
+            scatter_rows(sa, A, bufs[8][0][: sa.shape[0]], bufs[8][1], w, K)
+            rates[i] = min(eta * params[GROWTH], 1.0)
+            return h + 1, True, 0
+        eta *= 0.5
+    return int(params[MAX_HALVINGS]) + 1, False, 0
+
+
+@njit(cache=True, nogil=True)
+def _run_steps(layout, graph, dual, w, dims, params, indices, bufs):
+    """Visit indices[s] in turn until they run out or params[BUDGET] oracle calls are made.
+
+    Returns (visits done, oracle calls, status, stats) as ``kernels.oeg``.
+    """
+    stats = np.zeros(N_STATS)
+    done, calls = 0, 0
+    for s in range(indices.shape[0]):
+        if calls >= params[BUDGET]:
+            break
+        c, accepted, status = _step(indices[s], layout, graph, dual, w, dims, params, bufs)
+        calls += c
+        if status != 0:
+            return done, calls, indices[s] + 1, stats
+        done += 1
+        stats[0] += 1.0 if accepted else 0.0
+        stats[1] += c - 1 if accepted else c
+        stats[2] += 0.0 if accepted else 1.0
+    return done, calls, 0, stats
+
+
+@njit(cache=True, nogil=True)
+def _gibbs_marginals(layout, graph, score, log_node, log_edge, bufs):
+    """Marginals of p(y) propto exp(score (#gold labels of y + #gold edges of y)), per example."""
+    seq_offsets, labels = layout[0], layout[4]
+    parents, _, order, child_start, children = graph
+    p_node, p_edge = bufs[2]
+    ws, sws, probs = bufs[3]
+    identity = bufs[11]
+    for i in range(seq_offsets.shape[0] - 1):
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        n = e - s
+        for v in range(n):
+            identity[v] = v
+            p_node[v, :] = 0.0
+            p_node[v, labels[s + v]] = score
+            p_edge[v, :, :] = 0.0
+            if parents[s + v] >= 0:
+                p_edge[v, labels[s + parents[s + v]], labels[s + v]] = score
+        local = (parents[s:e], order[s:e], (child_start[s : e + 1], children), identity[:n])
+        potential_marginals(p_node[:n], p_edge[:n], local, ws, sws, probs, log_node[s:e],
+                            log_edge[s:e])  # fmt: skip
+
+
+# -- thin Python wrappers ------------------------------------------------------------------------
+def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int):
+    """Buffers of one visit: theta(mu), s - theta(mu), psi (each a (node, edge) pair), the
+    oracle's buffers (log-space, scaled, probabilities), log mu' (node, edge), (node, edge-sum)
+    marginals of mu' and of mu_i, the compact direction v (emit, rest), degrees, node scores,
+    the identity edge types."""
+    A, K, n_bias, n_types = dims
+    n, U = max(int(max_n), 1), max(int(max_U), 1)
+
+    def pair():
+        return np.empty((n, K)), np.empty((n, K, K))
+
+    def stats():
+        return np.empty((n, K)), np.empty((n_types, K, K))
+
+    ws = (*(np.empty((n, K)) for _ in range(4)), np.empty(K))
+    sws = (*(np.empty((n, K)) for _ in range(4)), np.empty(n))
+    probs = (np.empty((n, K, K)), np.empty(n), np.empty((n, K)), np.empty((n, K, K)), np.empty(n))
+    bufs = (pair(), pair(), pair(), (ws, sws, probs), np.empty((n, K)), np.empty((n, K, K)))
+    bufs += (stats(), stats(), (np.empty((U, K)), np.empty((n_bias + n_types * K, K))))
+    return bufs + (np.empty(n, np.int64), np.empty((n, K)), np.empty(n, np.int64))
+
+
+def run_steps(layout, graph, dual, w, dims, params, indices, ws):
+    """Run OEG visits on trees (see ``_run_steps``); returns (done, calls, status, stats)."""
+    if params.shape != (N_PARAMS,):
+        raise ValueError(f"expected params of shape ({N_PARAMS},); got {params.shape}")
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    done, calls, status, stats = _run_steps(layout, graph, dual, w, dims, params, indices, ws)
+    return int(done), int(calls), int(status), stats
+
+
+def gibbs_marginals(layout, graph, K, score, log_node, log_edge, max_n):
+    """Fill log_node (N, K), log_edge (N, K, K) with the Gibbs-``score`` marginals (§6)."""
+    ws = make_workspace(max_n, (0, K, 0, 1), 1)
+    _gibbs_marginals(layout, graph, float(score), log_node, log_edge, ws)
