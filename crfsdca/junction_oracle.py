@@ -1,0 +1,352 @@
+"""Junction-tree CRFs: examples with their own junction tree, the oracle, the problem.
+
+A :class:`JunctionData` pairs a :class:`~crfsdca.sequences.SequenceData` (an example's nodes are
+its items: per-node sparse attributes, one label per node) with one
+:class:`~crfsdca.junction.JunctionTree` per example. The weights follow
+:class:`~crfsdca.features.FeatureMap` with ``n_edge_types = 0`` and one block of K^a entries per
+factor type (``factor_arities``), bias rows read as (count, first node, last node).
+
+:class:`JunctionOracle` computes log Z, clique and separator marginals, the batch value and
+gradient and MAP labels with :mod:`crfsdca.kernels.junction_batch`; :class:`JunctionProblem` is a
+:class:`~crfsdca.problem.Problem` whose oracle is a JunctionOracle, so L-BFGS and the monitor
+run unchanged. :func:`second_order_data` and :func:`junction_problem` build the usual cases.
+
+The packed tables of every example (``JunctionData.packed``) are laid out region by region:
+clique tables first, then the separator tables of the non-root cliques; the segment table of an
+example is the two runs (cliques, +1) and (separators, -1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca._dtypes import FLOAT, INDEX
+from crfsdca.errors import GraphError
+from crfsdca.features import FeatureMap
+from crfsdca.junction import JunctionTree, second_order_chain
+from crfsdca.kernels import junction_batch as kernels
+from crfsdca.problem import Problem
+from crfsdca.sequences import SequenceData
+
+__all__ = [
+    "MAX_TABLE",
+    "JunctionData",
+    "JunctionOracle",
+    "JunctionProblem",
+    "junction_problem",
+    "second_order_data",
+]
+
+MAX_TABLE = 2**24  # entries of one clique table (K^|c|)
+
+
+@dataclass(frozen=True, eq=False)
+class JunctionData:
+    """Nodes (as a SequenceData) and one junction tree per example, packed for the kernels.
+
+    ``factor_arities`` gives the arity of every factor type 0..T-1; when None it is read from the
+    trees (every type from 0 to the largest must then be used by some example).
+    """
+
+    nodes: SequenceData
+    graphs: tuple[JunctionTree, ...]
+    factor_arities: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        graphs = tuple(self.graphs)
+        object.__setattr__(self, "graphs", graphs)
+        lengths = self.nodes.lengths.tolist()
+        if len(graphs) != len(lengths):
+            raise GraphError(
+                f"{len(graphs)} junction trees for {len(lengths)} examples; expected one each"
+            )
+        arities = dict(enumerate(self.factor_arities or ()))
+        for i, (g, n) in enumerate(zip(graphs, lengths, strict=True)):
+            if g.n_nodes != n:
+                raise GraphError(
+                    f"example {i}: the junction tree has {g.n_nodes} nodes but the example {n}"
+                    " items"
+                )
+            for t, a in g.factor_arities.items():
+                if self.factor_arities is not None and t >= len(self.factor_arities):
+                    raise GraphError(
+                        f"example {i}: factor type {t} is not declared; expected a type in"
+                        f" [0, {len(self.factor_arities)})"
+                    )
+                if arities.setdefault(t, a) != a:
+                    raise GraphError(
+                        f"example {i}: factor type {t} has arity {a}; expected {arities[t]}"
+                    )
+        missing = [t for t in range(len(arities)) if t not in arities]
+        if missing:
+            raise GraphError(f"factor type {missing[0]} is used by no example; give factor_arities")
+        object.__setattr__(self, "factor_arities", tuple(arities[t] for t in range(len(arities))))
+        K = self.nodes.n_labels
+        for i, g in enumerate(graphs):
+            big = max(len(c) for c in g.cliques)
+            if K**big > MAX_TABLE:
+                c = next(j for j, c in enumerate(g.cliques) if len(c) == big)
+                raise GraphError(
+                    f"example {i}: clique {c} has {K}^{big} = {K**big} table entries; expected at"
+                    f" most {MAX_TABLE}"
+                )
+
+    @cached_property
+    def region_sizes(self) -> NDArray[np.int64]:
+        """Table entries (cliques and separators) of every example."""
+        K = self.nodes.n_labels
+        return np.array([_region(g, K)[2] for g in self.graphs], INDEX)
+
+    @property
+    def n_table_entries(self) -> int:
+        return int(self.region_sizes.sum())
+
+    @cached_property
+    def packed(self) -> tuple[tuple, tuple, tuple]:
+        """(jt, assign, runs): see kernels.junction, kernels.junction_batch and
+        kernels.segments; ``runs = (seg_start, seg_off, seg_len, seg_coef)``."""
+        return _pack(self.graphs, self.nodes.n_labels, self.region_sizes)
+
+    @cached_property
+    def max_table(self) -> int:
+        K = self.nodes.n_labels
+        return max(K ** max(len(c) for c in g.cliques) for g in self.graphs)
+
+    # the SequenceData interface the problem and the monitor read
+    def __getattr__(self, name: str):
+        if name in ("nodes", "graphs", "factor_arities", "packed"):
+            raise AttributeError(name)
+        return getattr(self.nodes, name)
+
+
+def _region(g: JunctionTree, K: int) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """(clique table offsets, separator table offsets, region size), local to the example."""
+    a = g.arrays
+    tab = K ** np.diff(a["var_start"])
+    sep = np.where(g.clique_parents >= 0, K ** np.diff(a["sep_start"]), 0)
+    tab_off = np.concatenate([[0], np.cumsum(tab)[:-1]])
+    sep_off = tab.sum() + np.concatenate([[0], np.cumsum(sep)[:-1]])
+    return tab_off.astype(INDEX), sep_off.astype(INDEX), int(tab.sum() + sep.sum())
+
+
+def _pack(graphs, K: int, region_sizes) -> tuple[tuple, tuple, tuple]:
+    def cat(key: str, shift: list[int] | None = None, keep_negative: bool = False):
+        parts = []
+        for g, d in zip(graphs, shift or [0] * len(graphs), strict=True):
+            x = g.arrays[key]
+            parts.append(np.where(x >= 0, x + d, x) if keep_negative else x + d)
+        return np.ascontiguousarray(np.concatenate(parts), INDEX)
+
+    def csr(key: str) -> NDArray[np.int64]:
+        counts = np.concatenate([np.diff(g.arrays[key]) for g in graphs])
+        return np.concatenate([[0], np.cumsum(counts)]).astype(INDEX)
+
+    n_cliques = [g.n_cliques for g in graphs]
+    c0 = np.concatenate([[0], np.cumsum(n_cliques)]).astype(INDEX)
+    shift = c0[:-1].tolist()
+    regions = [_region(g, K) for g in graphs]
+    ex_region = np.concatenate([[0], np.cumsum(region_sizes)]).astype(INDEX)
+    jt = (
+        c0, ex_region, csr("var_start"), cat("vars"),
+        cat("parent", shift, keep_negative=True), cat("order", shift), csr("child_start"),
+        cat("children", shift), np.concatenate([r[0] for r in regions]).astype(INDEX),
+        np.concatenate([r[1] for r in regions]).astype(INDEX), csr("sep_start"),
+        cat("sep_child"), cat("sep_parent"),
+    )  # fmt: skip
+    assign = (
+        csr("node_start"), cat("node_ids"), cat("node_pos"), csr("fac_start"), cat("fac_type"),
+        csr("fac_pos_start"), cat("fac_pos"),
+    )  # fmt: skip
+    seg_off, seg_len, seg_coef, seg_count = [], [], [], []
+    for _, sep_off, size in regions:
+        cliques_end = int(sep_off[0])
+        seg_off.append(0), seg_len.append(cliques_end), seg_coef.append(1.0)
+        if size > cliques_end:
+            seg_off.append(cliques_end), seg_len.append(size - cliques_end), seg_coef.append(-1.0)
+        seg_count.append(1 + (size > cliques_end))
+    seg_start = np.concatenate([[0], np.cumsum(seg_count)]).astype(INDEX)
+    runs = (seg_start, np.array(seg_off, INDEX), np.array(seg_len, INDEX), np.array(seg_coef))
+    return jt, assign, runs
+
+
+class JunctionOracle:
+    """log Z, marginals, value and gradient, MAP of junction-tree examples."""
+
+    def __init__(self, data: JunctionData, feature_map: FeatureMap) -> None:
+        if data.n_labels != feature_map.n_labels:
+            raise ValueError(
+                f"data has {data.n_labels} labels but the feature map {feature_map.n_labels}"
+            )
+        fa, da = feature_map.factor_arities, data.factor_arities
+        if fa[: len(da)] != da:
+            raise GraphError(
+                f"the junction trees use factor arities {da}; the feature map has {fa}"
+            )
+        self.data, self.feature_map = data, feature_map
+        self._data = data.nodes.arrays()
+        self._jt, self._assign, self._runs = data.packed
+        fm = feature_map
+        woff = np.array([fm.factor_offset(t) for t in range(len(fa))] or [0], INDEX)
+        self._feat = (woff, np.array(fa or (1,), INDEX))
+        self._dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
+        self._ws = make_workspace(data, fm.n_labels)
+
+    @property
+    def n_sequences(self) -> int:
+        return self.data.n_sequences
+
+    @property
+    def kernel_args(self) -> tuple:
+        """(data, jt, assign, feat, dims, runs) as the kernels take them."""
+        return self._data, self._jt, self._assign, self._feat, self._dims, self._runs
+
+    def marginals(self, i: int, w: NDArray[np.float64]) -> tuple[float, list, list]:
+        """(log Z_i, clique log-marginals, separator log-marginals (None at roots)) of example
+        i; the table of a clique of m nodes has shape (K,) * m, in the clique's node order."""
+        if not 0 <= i < self.n_sequences:
+            raise IndexError(f"example index {i} out of range [0, {self.n_sequences})")
+        w = self.feature_map.check_weights(w)
+        log_z = kernels.marginals(self._data, self._jt, self._assign, self._feat, i, w,
+                                  self._dims, self._ws)  # fmt: skip
+        g, K = self.data.graphs[i], self.feature_map.n_labels
+        c0 = int(self._jt[0][i])
+        tab_off, sep_off = self._jt[8], self._jt[9]
+        marg = self._ws[1][2]
+        cliques, seps = [], []
+        for c, nodes in enumerate(g.cliques):
+            t0, m = int(tab_off[c0 + c]), len(nodes)
+            cliques.append(marg[t0 : t0 + K**m].reshape((K,) * m).copy())
+            if g.clique_parents[c] < 0:
+                seps.append(None)
+            else:
+                s0, ms = int(sep_off[c0 + c]), len(g.separator(c))
+                seps.append(marg[s0 : s0 + K**ms].reshape((K,) * ms).copy())
+        return float(log_z), cliques, seps
+
+    def log_partition(self, i: int, w: NDArray[np.float64]) -> float:
+        return self.marginals(i, w)[0]
+
+    def value_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
+        w = self.feature_map.check_weights(w)
+        grad = np.empty(self.feature_map.n_features, FLOAT)
+        total, bad = kernels.value_and_expected(
+            self._data, self._jt, self._assign, self._feat, w, self._dims, self._ws, grad
+        )
+        if bad >= 0 or not math.isfinite(total):
+            raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
+        gold = self.gold_features()
+        grad -= gold
+        return float(total - w @ gold), grad
+
+    def expected_features(self, log_tables: NDArray[np.floating]) -> NDArray[np.float64]:
+        """sum_i E_mu_i F for tables packed like the dual state."""
+        out = self.feature_map.zeros()
+        bws = self._ws[1]
+        kernels.expected_features(self._data, self._jt, self._assign, self._feat, log_tables,
+                                  self._dims, out, bws[3], bws[4])  # fmt: skip
+        return out
+
+    def gold_features(self) -> NDArray[np.float64]:
+        """Read-only sum_i F(x_i, y_i): the expected features of the gold tables."""
+        if getattr(self, "_gold", None) is None:
+            tables = np.empty(self.data.n_table_entries)
+            kernels.empirical_tables(self._data, self._jt, self.feature_map.n_labels, 0.0, tables)
+            gold = self.expected_features(tables)
+            gold.setflags(write=False)
+            self._gold = gold
+        return self._gold
+
+    def predict(self, w: NDArray[np.float64]) -> NDArray[np.int64]:
+        """MAP label of every node, packed like the data's labels."""
+        w = self.feature_map.check_weights(w)
+        out = np.empty(self.data.n_items, INDEX)
+        backptr = np.empty(int(self.data.region_sizes.max()), INDEX)
+        chosen = np.empty(max(g.n_cliques for g in self.data.graphs), INDEX)
+        kernels.predict(self._data, self._jt, self._assign, self._feat, w, self._dims, self._ws,
+                        backptr, chosen, out)  # fmt: skip
+        return out
+
+
+def make_workspace(data: JunctionData, K: int) -> tuple[tuple, tuple]:
+    """(message workspace, batch workspace) sized for the largest example."""
+    R = int(data.region_sizes.max())
+    table = data.max_table
+    cliques = max(g.n_cliques for g in data.graphs)
+    mws = (np.empty(R), np.empty(R), np.empty(table), np.empty(table), np.empty(cliques))
+    bws = (np.empty((max(data.max_length, 1), K)), np.empty(R), np.empty(R), np.empty(table),
+           np.empty(K))  # fmt: skip
+    return mws, bws
+
+
+@dataclass(eq=False)
+class JunctionProblem(Problem):
+    """A :class:`Problem` on junction-tree examples (``train``/``test`` are JunctionData)."""
+
+    @cached_property
+    def oracle(self) -> JunctionOracle:  # type: ignore[override]
+        return JunctionOracle(self.train, self.feature_map)
+
+    @cached_property
+    def test_oracle(self) -> JunctionOracle | None:  # type: ignore[override]
+        return None if self.test is None else JunctionOracle(self.test, self.feature_map)
+
+
+def junction_problem(
+    train: JunctionData,
+    *,
+    n_bias_rows: int = 3,
+    regularization: float | None = None,
+    test: JunctionData | None = None,
+    name: str = "",
+) -> JunctionProblem:
+    """A JunctionProblem with one weight block per factor type of train (or test)."""
+    arities = train.factor_arities
+    if test is not None and len(test.factor_arities) > len(arities):
+        arities = test.factor_arities
+    fm = FeatureMap(train.n_attributes, train.n_labels, n_bias_rows, 0, arities)
+    return JunctionProblem(
+        train=train, feature_map=fm, regularization=regularization, test=test, name=name
+    )
+
+
+def second_order_data(nodes: SequenceData) -> JunctionData:
+    """Every example as a second-order chain (bigram type 0: K^2, trigram type 1: K^3)."""
+    lengths = nodes.lengths.tolist()
+    graphs = tuple(second_order_chain(T, example=i) for i, T in enumerate(lengths))
+    return JunctionData(nodes, graphs, factor_arities=(2, 3))
+
+
+def junctions_from_cliques(
+    nodes: SequenceData,
+    cliques: Sequence[Sequence[Sequence[int]]],
+    factors: Sequence[Sequence[tuple[Sequence[int], int]]],
+    clique_parents: Sequence[Sequence[int] | None] | None = None,
+    factor_arities: tuple[int, ...] | None = None,
+) -> JunctionData:
+    """JunctionData from per-example cliques, factors and (optionally) clique parents; errors
+    name the example."""
+    lengths = nodes.lengths.tolist()
+    parents = clique_parents if clique_parents is not None else [None] * len(lengths)
+    if not len(cliques) == len(factors) == len(parents) == len(lengths):
+        raise GraphError(
+            f"{len(cliques)} clique lists, {len(factors)} factor lists and {len(parents)} parent"
+            f" arrays for {len(lengths)} examples; expected one each"
+        )
+    graphs = tuple(
+        JunctionTree(
+            T,
+            tuple(tuple(c) for c in cs),
+            None if p is None else np.asarray(p, INDEX),
+            tuple((tuple(s), t) for s, t in fs),
+            example=i,
+        )  # fmt: skip
+        for i, (T, cs, fs, p) in enumerate(zip(lengths, cliques, factors, parents, strict=True))
+    )
+    return JunctionData(nodes, graphs, factor_arities)

@@ -1,0 +1,193 @@
+"""Junction-tree CRFs over a batch of examples: clique potentials from the weights, value and
+gradient, MAP labels, expected features and the empirical (smoothed gold) tables.
+
+``data = (seq_offsets, attr_offsets, attr_ids, attr_values, labels)`` as in SequenceData (an
+example's nodes are its items); ``jt`` as in :mod:`crfsdca.kernels.junction`;
+``assign = (node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos)``: per
+clique, the nodes whose unary scores it carries (local index, position in the clique) and the
+factors it carries (type, positions of the scope in the clique); ``feat = (woff, arity)``: the
+offset in w of each factor type's block of K^arity entries; ``dims = (A, K, n_bias)``.
+
+Node scores: sum_j value_j E[j] + bias rows read as (count, first node, last node) in node
+index order (a chain's layout). The potential of clique entry idx is the sum of its nodes' scores
+and of its factors' weights ``w[woff[t] + project(idx, scope)]``.
+
+Workspace ``ws = (mws, bws)``: ``mws`` the message workspace of kernels.junction and
+``bws = (unary, phi, marg, prob, pk)``: (max nodes, K), two region-sized, one table-sized and
+one (K,) float64 arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from crfsdca.kernels.junction import _strides, collect, distribute, project, viterbi
+
+
+@njit(cache=True, nogil=True)
+def node_unary(data, s, e, w, dims, unary):
+    """Scores of the nodes s..e-1 into unary[:e-s] (attributes and the bias rows)."""
+    _, attr_offsets, attr_ids, attr_values, _ = data
+    A, K, n_bias = dims
+    b = A * K
+    n = e - s
+    for v in range(n):
+        g = s + v
+        for k in range(K):
+            u = 0.0
+            if n_bias:
+                u = w[b + k]
+                if v == 0:
+                    u += w[b + K + k]
+                if v == n - 1:
+                    u += w[b + 2 * K + k]
+            unary[v, k] = u
+        for q in range(attr_offsets[g], attr_offsets[g + 1]):
+            row = attr_ids[q] * K
+            x = attr_values[q]
+            for k in range(K):
+                unary[v, k] += x * w[row + k]
+
+
+@njit(cache=True, nogil=True)
+def potentials(data, jt, assign, feat, i, w, dims, unary, phi):
+    """Clique potentials of example i into phi (region-local clique tables)."""
+    seq_offsets = data[0]
+    ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    woff = feat[0]
+    K = dims[1]
+    node_unary(data, seq_offsets[i], seq_offsets[i + 1], w, dims, unary)
+    strides = np.empty(4, np.int64)
+    for c in range(ex_cliques[i], ex_cliques[i + 1]):
+        size = _strides(var_start[c + 1] - var_start[c], K, strides)
+        t0 = tab_off[c]
+        for idx in range(size):
+            phi[t0 + idx] = 0.0
+        for r in range(node_start[c], node_start[c + 1]):
+            v, st = node_ids[r], strides[node_pos[r]]
+            for idx in range(size):
+                phi[t0 + idx] += unary[v, (idx // st) % K]
+        for f in range(fac_start[c], fac_start[c + 1]):
+            base, lo, hi = woff[fac_type[f]], fac_pos_start[f], fac_pos_start[f + 1]
+            for idx in range(size):
+                phi[t0 + idx] += w[base + project(idx, strides, K, fac_pos, lo, hi)]
+
+
+@njit(cache=True, nogil=True)
+def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, prob, pk):
+    """out += coef E F(x_i, .) under the clique log-marginals log_tab (region-local)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
+    ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    woff = feat[0]
+    A, K, n_bias = dims
+    s = seq_offsets[i]
+    n = seq_offsets[i + 1] - s
+    strides = np.empty(4, np.int64)
+    for c in range(ex_cliques[i], ex_cliques[i + 1]):
+        size = _strides(var_start[c + 1] - var_start[c], K, strides)
+        t0 = tab_off[c]
+        for idx in range(size):
+            prob[idx] = coef * np.exp(log_tab[t0 + idx])
+        for r in range(node_start[c], node_start[c + 1]):
+            v, st = node_ids[r], strides[node_pos[r]]
+            pk[:] = 0.0
+            for idx in range(size):
+                pk[(idx // st) % K] += prob[idx]
+            g = s + v
+            for q in range(attr_offsets[g], attr_offsets[g + 1]):
+                row, x = attr_ids[q] * K, attr_values[q]
+                for k in range(K):
+                    out[row + k] += x * pk[k]
+            if n_bias:
+                for k in range(K):
+                    out[A * K + k] += pk[k]
+                    if v == 0:
+                        out[A * K + K + k] += pk[k]
+                    if v == n - 1:
+                        out[A * K + 2 * K + k] += pk[k]
+        for f in range(fac_start[c], fac_start[c + 1]):
+            base, lo, hi = woff[fac_type[f]], fac_pos_start[f], fac_pos_start[f + 1]
+            for idx in range(size):
+                out[base + project(idx, strides, K, fac_pos, lo, hi)] += prob[idx]
+
+
+@njit(cache=True, nogil=True)
+def marginals(data, jt, assign, feat, i, w, dims, ws):
+    """log Z of example i; its clique and separator log-marginals into bws.marg (region)."""
+    mws, bws = ws
+    unary, phi, marg = bws[0], bws[1], bws[2]
+    potentials(data, jt, assign, feat, i, w, dims, unary, phi)
+    log_z = collect(i, phi, jt, dims[1], mws)
+    if np.isfinite(log_z):
+        distribute(i, phi, jt, dims[1], mws, marg)
+    return log_z
+
+
+@njit(cache=True, nogil=True)
+def value_and_expected(data, jt, assign, feat, w, dims, ws, grad):
+    """sum_i log Z_i and grad = sum_i E_nu_i F (zeroed here); returns (sum, index of the first
+    example with a non-finite log Z or -1). The caller subtracts the gold features."""
+    bws = ws[1]
+    grad[:] = 0.0
+    total = 0.0
+    for i in range(data[0].size - 1):
+        log_z = marginals(data, jt, assign, feat, i, w, dims, ws)
+        if not np.isfinite(log_z):
+            return total, i
+        total += log_z
+        add_expected(data, jt, assign, feat, i, bws[2], dims, 1.0, grad, bws[3], bws[4])
+    return total, -1
+
+
+@njit(cache=True, nogil=True)
+def predict(data, jt, assign, feat, w, dims, ws, backptr, chosen, out):
+    """MAP labels of every node of every example into out (N,) int64."""
+    seq_offsets = data[0]
+    mws, bws = ws
+    for i in range(seq_offsets.size - 1):
+        potentials(data, jt, assign, feat, i, w, dims, bws[0], bws[1])
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        viterbi(i, bws[1], jt, dims[1], mws, backptr, chosen, out[s:e])
+
+
+@njit(cache=True, nogil=True)
+def expected_features(data, jt, assign, feat, log_tab, dims, out, prob, pk):
+    """out += sum_i E_mu_i F for the tables log_tab (all regions, like the dual state)."""
+    ex_region = jt[1]
+    for i in range(data[0].size - 1):
+        region = log_tab[ex_region[i] : ex_region[i + 1]]
+        add_expected(data, jt, assign, feat, i, region, dims, 1.0, out, prob, pk)
+
+
+@njit(cache=True, nogil=True)
+def empirical_tables(data, jt, K, epsilon, out):
+    """log(epsilon / K^|t| + (1 - epsilon) [entry = gold]) for every clique and separator table
+    t (epsilon = 0: the gold tables, log 0 = -inf elsewhere)."""
+    seq_offsets, labels = data[0], data[4]
+    ex_cliques, ex_region, var_start, vars_, parent = jt[0], jt[1], jt[2], jt[3], jt[4]
+    tab_off, sep_off, sep_start, sep_child = jt[8], jt[9], jt[10], jt[11]
+    strides = np.empty(4, np.int64)
+    for i in range(seq_offsets.size - 1):
+        s, base = seq_offsets[i], ex_region[i]
+        for c in range(ex_cliques[i], ex_cliques[i + 1]):
+            m = var_start[c + 1] - var_start[c]
+            size = _strides(m, K, strides)
+            gold = 0
+            for p in range(m):
+                gold += labels[s + vars_[var_start[c] + p]] * strides[p]
+            _fill(out, base + tab_off[c], size, gold, epsilon)
+            if parent[c] >= 0:
+                lo, hi = sep_start[c], sep_start[c + 1]
+                g = project(gold, strides, K, sep_child, lo, hi)
+                _fill(out, base + sep_off[c], K ** (hi - lo), g, epsilon)
+
+
+@njit(cache=True, nogil=True)
+def _fill(out, t0, size, gold, epsilon):
+    off = np.log(epsilon / size) if epsilon > 0 else -np.inf
+    for idx in range(size):
+        out[t0 + idx] = off
+    out[t0 + gold] = np.log(epsilon / size + (1.0 - epsilon))
