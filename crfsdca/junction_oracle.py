@@ -202,9 +202,9 @@ class JunctionOracle:
         return self.data.n_sequences
 
     @property
-    def kernel_args(self) -> tuple:
-        """(data, jt, assign, feat, dims, runs) as the kernels take them."""
-        return self._data, self._jt, self._assign, self._feat, self._dims, self._runs
+    def packed_structure(self) -> tuple:
+        """(jt, assign, feat, runs): the structure as kernels.junction_sdca takes it."""
+        return self._jt, self._assign, self._feat, self._runs
 
     def marginals(self, i: int, w: NDArray[np.float64]) -> tuple[float, list, list]:
         """(log Z_i, clique log-marginals, separator log-marginals (None at roots)) of example
