@@ -211,13 +211,10 @@ class JunctionOracle:
         i; the table of a clique of m nodes has shape (K,) * m, in the clique's node order."""
         if not 0 <= i < self.n_sequences:
             raise IndexError(f"example index {i} out of range [0, {self.n_sequences})")
-        w = self.feature_map.check_weights(w)
-        log_z = kernels.marginals(self._data, self._jt, self._assign, self._feat, i, w,
-                                  self._dims, self._ws)  # fmt: skip
+        log_z, marg = self.tables(i, w)
         g, K = self.data.graphs[i], self.feature_map.n_labels
         c0 = int(self._jt[0][i])
         tab_off, sep_off = self._jt[8], self._jt[9]
-        marg = self._ws[1][2]
         cliques, seps = [], []
         for c, nodes in enumerate(g.cliques):
             t0, m = int(tab_off[c0 + c]), len(nodes)
@@ -228,6 +225,15 @@ class JunctionOracle:
                 s0, ms = int(sep_off[c0 + c]), len(g.separator(c))
                 seps.append(marg[s0 : s0 + K**ms].reshape((K,) * ms).copy())
         return float(log_z), cliques, seps
+
+    def tables(self, i: int, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        """(log Z_i, example i's clique and separator log-marginals as its flat region)."""
+        if not 0 <= i < self.n_sequences:
+            raise IndexError(f"example index {i} out of range [0, {self.n_sequences})")
+        w = self.feature_map.check_weights(w)
+        log_z = kernels.marginals(self._data, self._jt, self._assign, self._feat, i, w,
+                                  self._dims, self._ws)  # fmt: skip
+        return float(log_z), self._ws[1][2][: int(self.data.region_sizes[i])].copy()
 
     def log_partition(self, i: int, w: NDArray[np.float64]) -> float:
         return self.marginals(i, w)[0]
