@@ -254,9 +254,9 @@ class JunctionOracle:
     def expected_features(self, log_tables: NDArray[np.floating]) -> NDArray[np.float64]:
         """sum_i E_mu_i F for tables packed like the dual state."""
         out = self.feature_map.zeros()
-        bws = self._ws[1]
+        scratch = (self._ws[1][3], self._ws[1][4], self._ws[0][5])
         kernels.expected_features(self._data, self._jt, self._assign, self._feat, log_tables,
-                                  self._dims, out, bws[3], bws[4])  # fmt: skip
+                                  self._dims, out, scratch)  # fmt: skip
         return out
 
     def gold_features(self) -> NDArray[np.float64]:
@@ -285,7 +285,8 @@ def make_workspace(data: JunctionData, K: int) -> tuple[tuple, tuple]:
     R = int(data.region_sizes.max())
     table = data.max_table
     cliques = max(g.n_cliques for g in data.graphs)
-    mws = (np.empty(R), np.empty(R), np.empty(table), np.empty(table), np.empty(cliques))
+    mws = (np.empty(R), np.empty(R), np.empty(table), np.empty(table), np.empty(cliques),
+           np.empty(table, INDEX))  # fmt: skip
     bws = (np.empty((max(data.max_length, 1), K)), np.empty(R), np.empty(R), np.empty(table),
            np.empty(K))  # fmt: skip
     return mws, bws

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from crfsdca.kernels import segments, trees
-from crfsdca.kernels.junction import _strides, project
+from crfsdca.kernels.junction import fill_projection
 from crfsdca.kernels.junction_batch import marginals
 from crfsdca.kernels.sdca_epoch import GAP, GAP_IMPORTANCE, MAX, _choose
 
@@ -47,7 +47,7 @@ def _runs(runs, i):
 
 
 @njit(cache=True, nogil=True)
-def _direction(i, data, jt, assign, feat, dims, mu, nu, sws):
+def _direction(i, data, jt, assign, feat, dims, mu, nu, sws, pidx):
     """B delta on the example's unique attributes (rows), the bias rows and the factor blocks
     (fdiff, from feat's first offset); returns (number of unique attributes, |B delta|^2)."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
@@ -63,15 +63,16 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws):
     rows[:U] = 0.0
     bias[:] = 0.0
     fdiff[:] = 0.0
-    strides = np.empty(4, np.int64)
     for c in range(ex_cliques[i], ex_cliques[i + 1]):
-        size = _strides(var_start[c + 1] - var_start[c], K, strides)
+        m = var_start[c + 1] - var_start[c]
+        size = K**m
         t0 = tab_off[c]
         for r in range(node_start[c], node_start[c + 1]):
-            v, st = node_ids[r], strides[node_pos[r]]
+            v = node_ids[r]
+            fill_projection(m, K, node_pos, r, r + 1, pidx)
             pk[:] = 0.0
             for idx in range(size):
-                pk[(idx // st) % K] += nu[t0 + idx] - mu[t0 + idx]
+                pk[pidx[idx]] += nu[t0 + idx] - mu[t0 + idx]
             g = s + v
             for q in range(attr_offsets[g], attr_offsets[g + 1]):
                 row, x = np.searchsorted(uniq, attr_ids[q]), attr_values[q]
@@ -85,11 +86,10 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws):
                     if v == e - s - 1:
                         bias[2, k] += pk[k]
         for f in range(fac_start[c], fac_start[c + 1]):
-            base, lo, hi = woff[fac_type[f]] - woff[0], fac_pos_start[f], fac_pos_start[f + 1]
+            base = woff[fac_type[f]] - woff[0]
+            fill_projection(m, K, fac_pos, fac_pos_start[f], fac_pos_start[f + 1], pidx)
             for idx in range(size):
-                fdiff[base + project(idx, strides, K, fac_pos, lo, hi)] += (
-                    nu[t0 + idx] - mu[t0 + idx]
-                )
+                fdiff[base + pidx[idx]] += nu[t0 + idx] - mu[t0 + idx]
     sq = 0.0
     for r in range(U):
         for k in range(K):
@@ -140,7 +140,7 @@ def _step(i, data, struct, dual, w, dims, params, ws):
     rr = _runs(runs, i)
     kl_mn = segments.kl(lmu, lnu, rr)
     fp0 = kl_mn + segments.kl(lnu, lmu, rr)
-    U, sq = _direction(i, data, jt, assign, feat, dims, mu, nu, sws)
+    U, sq = _direction(i, data, jt, assign, feat, dims, mu, nu, sws, mws[5])
     cb = scale * sq / lam_n
     gamma, its = segments.newton(fp0, mu, nu, lnu, rr, cb, tol, max_newton)
     if gamma > 0.0:
