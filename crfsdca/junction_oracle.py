@@ -260,11 +260,11 @@ class JunctionOracle:
         return out
 
     def gold_features(self) -> NDArray[np.float64]:
-        """Read-only sum_i F(x_i, y_i): the expected features of the gold tables."""
+        """Read-only sum_i F(x_i, y_i) (every label must be known)."""
         if getattr(self, "_gold", None) is None:
-            tables = np.empty(self.data.n_table_entries)
-            kernels.empirical_tables(self._data, self._jt, self.feature_map.n_labels, 0.0, tables)
-            gold = self.expected_features(tables)
+            check_labels(self.data)
+            gold = self.feature_map.zeros()
+            kernels.gold_features(self._data, self._jt, self._assign, self._feat, self._dims, gold)
             gold.setflags(write=False)
             self._gold = gold
         return self._gold
@@ -278,6 +278,19 @@ class JunctionOracle:
         kernels.predict(self._data, self._jt, self._assign, self._feat, w, self._dims, self._ws,
                         backptr, chosen, out)  # fmt: skip
         return out
+
+
+def check_labels(data: JunctionData) -> None:
+    """GraphError naming the first example and node whose label is not in [0, K)."""
+    labels, K = data.labels, data.n_labels
+    bad = np.flatnonzero((labels < 0) | (labels >= K))
+    if bad.size:
+        g = int(bad[0])
+        i = int(np.searchsorted(data.seq_offsets, g, side="right")) - 1
+        raise GraphError(
+            f"example {i}: node {g - int(data.seq_offsets[i])}: label {int(labels[g])} is out of"
+            f" range; expected a known label in [0, {K})"
+        )
 
 
 def make_workspace(data: JunctionData, K: int) -> tuple[tuple, tuple]:
@@ -295,6 +308,10 @@ def make_workspace(data: JunctionData, K: int) -> tuple[tuple, tuple]:
 @dataclass(eq=False)
 class JunctionProblem(Problem):
     """A :class:`Problem` on junction-tree examples (``train``/``test`` are JunctionData)."""
+
+    def __post_init__(self) -> None:
+        check_labels(self.train)
+        super().__post_init__()
 
     @cached_property
     def oracle(self) -> JunctionOracle:  # type: ignore[override]

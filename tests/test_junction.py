@@ -96,6 +96,21 @@ def test_bad_junction_data_names_the_example():
         junctions_from_cliques(big, [[tuple(range(T))] for T in big.lengths.tolist()], [[], [], []])
 
 
+def test_unknown_training_labels_name_the_example_and_node():
+    from dataclasses import replace
+
+    from crfsdca.junction_oracle import JunctionOracle, junction_problem
+
+    nodes = random_sequences(0, n=4, max_T=4, K=3)
+    labels = nodes.labels.copy()
+    labels[int(nodes.seq_offsets[2]) + 1] = -1
+    data = second_order_data(replace(nodes, labels=labels))
+    with pytest.raises(GraphError, match=r"example 2: node 1: label -1 is out of range"):
+        junction_problem(data)
+    with pytest.raises(GraphError, match=r"expected a known label in \[0, 3\)"):
+        JunctionOracle(data, FeatureMap(6, 3, 3, 0, (2, 3))).gold_features()
+
+
 def test_feature_map_factor_blocks_follow_the_transition_blocks():
     chain, tree = FeatureMap(5, 3, 3), FeatureMap(5, 3, 0, 2)
     assert (chain.n_features, tree.n_features) == (33, 33)  # layouts unchanged

@@ -177,6 +177,35 @@ def expected_features(data, jt, assign, feat, log_tab, dims, out, scratch):
 
 
 @njit(cache=True, nogil=True)
+def gold_features(data, jt, assign, feat, dims, out):
+    """out += sum_i F(x_i, y_i): each node's attributes and bias rows at its label, each
+    factor's block at its scope's labels (labels must be >= 0)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
+    ex_cliques, var_start, vars_ = jt[0], jt[2], jt[3]
+    fac_start, fac_type, fac_pos_start, fac_pos = assign[3], assign[4], assign[5], assign[6]
+    woff = feat[0]
+    A, K, n_bias = dims
+    for i in range(seq_offsets.size - 1):
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        for g in range(s, e):
+            y = labels[g]
+            for q in range(attr_offsets[g], attr_offsets[g + 1]):
+                out[attr_ids[q] * K + y] += attr_values[q]
+            if n_bias:
+                out[A * K + y] += 1.0
+                if g == s:
+                    out[A * K + K + y] += 1.0
+                if g == e - 1:
+                    out[A * K + 2 * K + y] += 1.0
+        for c in range(ex_cliques[i], ex_cliques[i + 1]):
+            for f in range(fac_start[c], fac_start[c + 1]):
+                j = 0
+                for q in range(fac_pos_start[f], fac_pos_start[f + 1]):
+                    j = j * K + labels[s + vars_[var_start[c] + fac_pos[q]]]
+                out[woff[fac_type[f]] + j] += 1.0
+
+
+@njit(cache=True, nogil=True)
 def empirical_tables(data, jt, K, epsilon, out):
     """log(epsilon / K^|t| + (1 - epsilon) [entry = gold]) for every clique and separator table
     t (epsilon = 0: the gold tables, log 0 = -inf elsewhere)."""
