@@ -14,6 +14,20 @@ run unchanged. :func:`second_order_data` and :func:`junction_problem` build the 
 The packed tables of every example (``JunctionData.packed``) are laid out region by region:
 clique tables first, then the separator tables of the non-root cliques; the segment table of an
 example is the two runs (cliques, +1) and (separators, -1).
+
+Usage (``nodes`` a SequenceData, e.g. from an encoder's ``fit_transform``)::
+
+    data = second_order_data(nodes)                      # every example a second-order chain
+    data = junctions_from_cliques(                       # or one junction tree per example
+        nodes,
+        cliques=[[(0, 1, 2), (2, 3)], ...],              # node tuples, per example
+        factors=[[((0, 1), 0), ((0, 1, 2), 1), ((2, 3), 0)], ...],  # (scope, type)
+        factor_arities=(2, 3),                           # optional: read from the factors
+    )                                                    # clique_parents=... optional
+    problem = junction_problem(data, test=test_data)
+    config = SDCAConfig(tol=1e-6)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))  # or LBFGS
+    labels = problem.oracle.predict(result.weights)
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from crfsdca.tree_oracle import TreeData, TreeOracle
 
 ARITIES = (2, 3, 1)
 # hand-made junction trees: cliques of 3 with separators of 2 and 1, a forest, a clique of 4,
-# given clique parents rooted elsewhere than clique 0
+# given clique parents rooted elsewhere than clique 0, two cliques joined by an empty separator
 HAND_MADE = [
     JunctionTree(5, ((0, 1, 2), (1, 2, 3), (2, 4)), None,
                  (((0, 1), 0), ((1, 2, 3), 1), ((2, 4), 0), ((0, 1, 2), 1), ((3,), 2))),
@@ -29,6 +29,8 @@ HAND_MADE = [
     JunctionTree(4, ((0, 1, 2, 3),), None, (((0, 1, 2), 1), ((2, 3), 0), ((3, 1), 0))),
     JunctionTree(5, ((0, 1, 2), (2, 1, 3), (2, 4)), np.array([1, -1, 1]),
                  (((2, 1), 0), ((3, 2, 1), 1), ((4, 2), 0), ((4,), 2))),
+    JunctionTree(4, ((0, 1), (2, 3)), np.array([-1, 0]),  # an empty separator
+                 (((0, 1), 0), ((3, 2), 0), ((2,), 2))),
 ]  # fmt: skip
 
 
