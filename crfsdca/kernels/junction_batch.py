@@ -102,7 +102,7 @@ def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch):
         size = K**m
         t0 = tab_off[c]
         for idx in range(size):
-            prob[idx] = coef * np.exp(log_tab[t0 + idx])
+            prob[idx] = coef * np.exp(np.float64(log_tab[t0 + idx]))
         for r in range(node_start[c], node_start[c + 1]):
             v = node_ids[r]
             fill_projection(m, K, node_pos, r, r + 1, pidx)

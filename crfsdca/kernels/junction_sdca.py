@@ -136,16 +136,14 @@ def _step(i, data, struct, dual, w, dims, params, ws):
     for j in range(R):
         lnu[j] = min(lnu[j], 0.0)
         nu[j] = np.exp(lnu[j])
-        mu[j] = np.exp(lmu[j])
+        mu[j] = np.exp(np.float64(lmu[j]))
     rr = _runs(runs, i)
-    kl_mn = segments.kl(lmu, lnu, rr)
-    fp0 = kl_mn + segments.kl(lnu, lmu, rr)
+    kl_mn, fp0 = segments.kl_pair(mu, nu, lmu, lnu, rr)
     U, sq = _direction(i, data, jt, assign, feat, dims, mu, nu, sws, mws[5])
     cb = scale * sq / lam_n
     gamma, its = segments.newton(fp0, mu, nu, lnu, rr, cb, tol, max_newton)
     if gamma > 0.0:
-        segments.mix(lmu, lnu, rr, gamma)
-        entropies[i] = segments.entropy(lmu, rr)
+        entropies[i] = segments.mix(mu, nu, lmu, lnu, rr, gamma)
         _add_direction(-gamma * scale / lam_n, U, sws, w, dims, feat[0][0])
     step_sizes[i] = gamma
     return max(kl_mn, 0.0), gamma, its, 0
