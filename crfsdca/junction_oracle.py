@@ -45,6 +45,7 @@ from crfsdca.errors import GraphError
 from crfsdca.features import FeatureMap
 from crfsdca.junction import JunctionTree, second_order_chain
 from crfsdca.kernels import junction_batch as kernels
+from crfsdca.kernels import junction_scaled
 from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
 
@@ -210,6 +211,7 @@ class JunctionOracle:
         self._feat = (woff, np.array(fa or (1,), INDEX))
         self._dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
         self._ws = make_workspace(data, fm.n_labels)
+        self._ews = exp_workspace(fm)
 
     @property
     def n_sequences(self) -> int:
@@ -256,8 +258,16 @@ class JunctionOracle:
         """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
         w = self.feature_map.check_weights(w)
         grad = np.empty(self.feature_map.n_features, FLOAT)
-        total, bad = kernels.value_and_expected(
-            self._data, self._jt, self._assign, self._feat, w, self._dims, self._ws, grad
+        total, bad = junction_scaled.batch_value_and_expected(
+            self._data,
+            self._jt,
+            self._assign,
+            self._feat,
+            w,
+            self._dims,
+            self._ws,
+            self._ews,
+            grad,
         )
         if bad >= 0 or not math.isfinite(total):
             raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
@@ -305,6 +315,12 @@ def check_labels(data: JunctionData) -> None:
             f"example {i}: node {g - int(data.seq_offsets[i])}: label {int(labels[g])} is out of"
             f" range; expected a known label in [0, {K})"
         )
+
+
+def exp_workspace(fm: FeatureMap) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(exponentiated factor blocks, their log scales) for kernels.junction_scaled."""
+    n = fm.n_features - fm.factor_offset(0) if fm.factor_arities else 0
+    return np.empty(n), np.empty(len(fm.factor_arities))
 
 
 def make_workspace(data: JunctionData, K: int) -> tuple[tuple, tuple]:

@@ -88,3 +88,37 @@ def test_lbfgs_trains_a_junction_crf_to_a_certified_optimum(kind):
     assert 0.0 <= last.test_error <= 1.0  # the monitor scored the test examples
     pred = problem.test_oracle.predict(result.weights)
     assert pred.shape == test.labels.shape and pred.min() >= 0
+
+
+@pytest.mark.parametrize("kind", ["second-order", "custom"])
+@pytest.mark.parametrize("scale", [1.0, 300.0])
+def test_scaled_kernels_equal_the_log_space_kernels(kind, scale):
+    """The scaled batch value and gradient and per-example marginals equal the log-space
+    kernels; with potentials of hundreds the scaled pass fails and the example is redone in
+    log space."""
+    from crfsdca.kernels import junction_batch, junction_scaled
+
+    nodes = random_sequences(9, n=12, max_T=7, K=3, A=6)
+    data = second_order_data(nodes) if kind == "second-order" else custom_data(9, n=12, max_T=7)
+    problem = junction_problem(data)
+    oracle, fm = problem.oracle, problem.feature_map
+    w = scale * np.random.default_rng(3).normal(size=fm.n_features)
+    value, grad = oracle.value_and_gradient(w)
+    ref = np.empty(fm.n_features)
+    args = (oracle._data, oracle._jt, oracle._assign, oracle._feat)
+    ref_value, bad = junction_batch.value_and_expected(*args, w, oracle._dims, oracle._ws, ref)
+    gold = oracle.gold_features()
+    assert bad == -1
+    assert value == pytest.approx(ref_value - w @ gold, rel=1e-12)
+    np.testing.assert_allclose(grad, ref - gold, rtol=1e-9, atol=1e-9)
+    junction_scaled.exp_blocks(w, oracle._feat, 3, oracle._ews)
+    oks = []
+    for i in range(data.n_sequences):
+        log_z, tables = oracle.tables(i, w)
+        z, ok = junction_scaled.scaled_marginals(*args, i, w, oracle._dims, oracle._ws, oracle._ews)
+        oks.append(ok)
+        if ok:
+            assert z == pytest.approx(log_z, rel=1e-12)
+            probs = oracle._ws[1][2][: tables.size]
+            np.testing.assert_allclose(probs, np.exp(tables), rtol=1e-11, atol=1e-15)
+    assert all(oks) if scale == 1.0 else not all(oks)  # both paths ran

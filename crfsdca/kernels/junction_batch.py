@@ -86,9 +86,10 @@ def potentials(data, jt, assign, feat, i, w, dims, unary, phi, pidx):
 
 
 @njit(cache=True, nogil=True)
-def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch):
-    """out += coef E F(x_i, .) under the clique log-marginals log_tab (region-local);
-    ``scratch = (prob, pk, pidx)``: table-sized float64, (K,) float64, table-sized int64."""
+def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch, is_prob):
+    """out += coef E F(x_i, .) under the clique log-marginals log_tab (region-local;
+    probabilities when ``is_prob``); ``scratch = (prob, pk, pidx)``: table-sized float64, (K,)
+    float64, table-sized int64."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
     node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
@@ -102,7 +103,8 @@ def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch):
         size = K**m
         t0 = tab_off[c]
         for idx in range(size):
-            prob[idx] = coef * np.exp(np.float64(log_tab[t0 + idx]))
+            x = np.float64(log_tab[t0 + idx])
+            prob[idx] = coef * (x if is_prob else np.exp(x))
         for r in range(node_start[c], node_start[c + 1]):
             v = node_ids[r]
             fill_projection(m, K, node_pos, r, r + 1, pidx)
@@ -142,8 +144,10 @@ def marginals(data, jt, assign, feat, i, w, dims, ws):
 
 @njit(cache=True, nogil=True)
 def value_and_expected(data, jt, assign, feat, w, dims, ws, grad):
-    """sum_i log Z_i and grad = sum_i E_nu_i F (zeroed here); returns (sum, index of the first
-    example with a non-finite log Z or -1). The caller subtracts the gold features."""
+    """sum_i log Z_i and grad = sum_i E_nu_i F (zeroed here) in log space; returns (sum, index
+    of the first example with a non-finite log Z or -1). The caller subtracts the gold features.
+    The oracle runs the scaled kernels (:mod:`crfsdca.kernels.junction_scaled`) with this as
+    the fallback."""
     mws, bws = ws
     grad[:] = 0.0
     total = 0.0
@@ -152,7 +156,8 @@ def value_and_expected(data, jt, assign, feat, w, dims, ws, grad):
         if not np.isfinite(log_z):
             return total, i
         total += log_z
-        add_expected(data, jt, assign, feat, i, bws[2], dims, 1.0, grad, (bws[3], bws[4], mws[5]))
+        scratch = (bws[3], bws[4], mws[5])
+        add_expected(data, jt, assign, feat, i, bws[2], dims, 1.0, grad, scratch, False)
     return total, -1
 
 
@@ -173,7 +178,7 @@ def expected_features(data, jt, assign, feat, log_tab, dims, out, scratch):
     ex_region = jt[1]
     for i in range(data[0].size - 1):
         region = log_tab[ex_region[i] : ex_region[i + 1]]
-        add_expected(data, jt, assign, feat, i, region, dims, 1.0, out, scratch)
+        add_expected(data, jt, assign, feat, i, region, dims, 1.0, out, scratch, False)
 
 
 @njit(cache=True, nogil=True)

@@ -17,7 +17,9 @@ Arrays: ``data`` and ``dims = (A, K, n_bias)`` as in kernels.junction_batch;
 (the runs of example i are seg_start[i] to seg_start[i + 1], offsets local to its region);
 ``dual = (log_tab, entropies, gaps, step_sizes)`` (log_tab float64 or float32);
 ``params = (lambda n, scale, line_search_tol, max_newton, p_nu)``; the workspace ``ws = (mws,
-bws, sws)``: the oracle's two and ``sws = (mu, nu, ids, rows, bias, fdiff, pk)``.
+bws, sws, ews)``: the oracle's three (kernels.junction_scaled) and ``sws = (mu, nu, ids, rows,
+bias, fdiff, pk)``. nu_i comes from the scaled recursions, from the log-space ones when an entry
+underflows.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from numba import njit
 from crfsdca.kernels import segments, trees
 from crfsdca.kernels.junction import fill_projection
 from crfsdca.kernels.junction_batch import marginals
+from crfsdca.kernels.junction_scaled import exp_blocks, scaled_marginals
 from crfsdca.kernels.sdca_epoch import GAP, GAP_IMPORTANCE, MAX, _choose
 
 
@@ -125,17 +128,25 @@ def _step(i, data, struct, dual, w, dims, params, ws):
     jt, assign, feat, runs = struct
     log_tab, entropies, _, step_sizes = dual
     lam_n, scale, tol, max_newton = params[0], params[1], params[2], int(params[3])
-    mws, bws, sws = ws
+    mws, bws, sws, ews = ws
     lo, hi = jt[1][i], jt[1][i + 1]
     R = hi - lo
-    log_z = marginals(data, jt, assign, feat, i, w, dims, (mws, bws))
-    if not np.isfinite(log_z):
-        return 0.0, 0.0, 0, 1
     lnu, lmu = bws[2][:R], log_tab[lo:hi]
     mu, nu = sws[0][:R], sws[1][:R]
+    exp_blocks(w, feat, dims[1], ews)
+    _, ok = scaled_marginals(data, jt, assign, feat, i, w, dims, (mws, bws), ews)
+    if ok:  # probabilities, each >= TINY
+        for j in range(R):
+            nu[j] = min(lnu[j], 1.0)
+            lnu[j] = np.log(nu[j])
+    else:  # an entry underflowed: the exact log-space recursions
+        log_z = marginals(data, jt, assign, feat, i, w, dims, (mws, bws))
+        if not np.isfinite(log_z):
+            return 0.0, 0.0, 0, 1
+        for j in range(R):
+            lnu[j] = min(lnu[j], 0.0)
+            nu[j] = np.exp(lnu[j])
     for j in range(R):
-        lnu[j] = min(lnu[j], 0.0)
-        nu[j] = np.exp(lnu[j])
         mu[j] = np.exp(np.float64(lmu[j]))
     rr = _runs(runs, i)
     kl_mn, fp0 = segments.kl_pair(mu, nu, lmu, lnu, rr)

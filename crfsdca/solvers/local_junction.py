@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.dual import DualState
-from crfsdca.junction_oracle import check_labels, make_workspace
+from crfsdca.junction_oracle import check_labels, exp_workspace, make_workspace
 from crfsdca.kernels import junction_batch, junction_sdca
 from crfsdca.samplers import INITIAL_GAP, TreeSampler
 from crfsdca.solvers.local_tree import COUNTERS, TreeLocalSDCA
@@ -96,7 +96,7 @@ class JunctionLocalSDCA(TreeLocalSDCA):
         step_ws = junction_sdca.make_step_workspace(
             int(data.region_sizes.max()), fm.n_labels, max(max_attrs, 1), n_factor
         )
-        self.workspace = make_workspace(data, fm.n_labels) + (step_ws,)
+        self.workspace = make_workspace(data, fm.n_labels) + (step_ws, exp_workspace(fm))
         self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
         self.certified = False
 
