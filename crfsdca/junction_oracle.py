@@ -44,6 +44,7 @@ from crfsdca._dtypes import FLOAT, INDEX
 from crfsdca.errors import GraphError
 from crfsdca.features import FeatureMap
 from crfsdca.junction import JunctionTree, second_order_chain
+from crfsdca.junction_pack import pack, region
 from crfsdca.kernels import junction_batch as kernels
 from crfsdca.kernels import junction_scaled
 from crfsdca.problem import Problem
@@ -116,7 +117,7 @@ class JunctionData:
     def region_sizes(self) -> NDArray[np.int64]:
         """Table entries (cliques and separators) of every example."""
         K = self.nodes.n_labels
-        return np.array([_region(g, K)[2] for g in self.graphs], INDEX)
+        return np.array([region(g, K)[2] for g in self.graphs], INDEX)
 
     @property
     def n_table_entries(self) -> int:
@@ -126,7 +127,7 @@ class JunctionData:
     def packed(self) -> tuple[tuple, tuple, tuple]:
         """(jt, assign, runs): see kernels.junction, kernels.junction_batch and
         kernels.segments; ``runs = (seg_start, seg_off, seg_len, seg_coef)``."""
-        return _pack(self.graphs, self.nodes.n_labels, self.region_sizes)
+        return pack(self.graphs, self.nodes.n_labels, self.region_sizes)
 
     @cached_property
     def max_table(self) -> int:
@@ -138,56 +139,6 @@ class JunctionData:
         if name in ("nodes", "graphs", "factor_arities", "packed"):
             raise AttributeError(name)
         return getattr(self.nodes, name)
-
-
-def _region(g: JunctionTree, K: int) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
-    """(clique table offsets, separator table offsets, region size), local to the example."""
-    a = g.arrays
-    tab = K ** np.diff(a["var_start"])
-    sep = np.where(g.clique_parents >= 0, K ** np.diff(a["sep_start"]), 0)
-    tab_off = np.concatenate([[0], np.cumsum(tab)[:-1]])
-    sep_off = tab.sum() + np.concatenate([[0], np.cumsum(sep)[:-1]])
-    return tab_off.astype(INDEX), sep_off.astype(INDEX), int(tab.sum() + sep.sum())
-
-
-def _pack(graphs, K: int, region_sizes) -> tuple[tuple, tuple, tuple]:
-    def cat(key: str, shift: list[int] | None = None, keep_negative: bool = False):
-        parts = []
-        for g, d in zip(graphs, shift or [0] * len(graphs), strict=True):
-            x = g.arrays[key]
-            parts.append(np.where(x >= 0, x + d, x) if keep_negative else x + d)
-        return np.ascontiguousarray(np.concatenate(parts), INDEX)
-
-    def csr(key: str) -> NDArray[np.int64]:
-        counts = np.concatenate([np.diff(g.arrays[key]) for g in graphs])
-        return np.concatenate([[0], np.cumsum(counts)]).astype(INDEX)
-
-    n_cliques = [g.n_cliques for g in graphs]
-    c0 = np.concatenate([[0], np.cumsum(n_cliques)]).astype(INDEX)
-    shift = c0[:-1].tolist()
-    regions = [_region(g, K) for g in graphs]
-    ex_region = np.concatenate([[0], np.cumsum(region_sizes)]).astype(INDEX)
-    jt = (
-        c0, ex_region, csr("var_start"), cat("vars"),
-        cat("parent", shift, keep_negative=True), cat("order", shift), csr("child_start"),
-        cat("children", shift), np.concatenate([r[0] for r in regions]).astype(INDEX),
-        np.concatenate([r[1] for r in regions]).astype(INDEX), csr("sep_start"),
-        cat("sep_child"), cat("sep_parent"),
-    )  # fmt: skip
-    assign = (
-        csr("node_start"), cat("node_ids"), cat("node_pos"), csr("fac_start"), cat("fac_type"),
-        csr("fac_pos_start"), cat("fac_pos"),
-    )  # fmt: skip
-    seg_off, seg_len, seg_coef, seg_count = [], [], [], []
-    for _, sep_off, size in regions:
-        cliques_end = int(sep_off[0])
-        seg_off.append(0), seg_len.append(cliques_end), seg_coef.append(1.0)
-        if size > cliques_end:
-            seg_off.append(cliques_end), seg_len.append(size - cliques_end), seg_coef.append(-1.0)
-        seg_count.append(1 + (size > cliques_end))
-    seg_start = np.concatenate([[0], np.cumsum(seg_count)]).astype(INDEX)
-    runs = (seg_start, np.array(seg_off, INDEX), np.array(seg_len, INDEX), np.array(seg_coef))
-    return jt, assign, runs
 
 
 class JunctionOracle:

@@ -122,3 +122,39 @@ def test_scaled_kernels_equal_the_log_space_kernels(kind, scale):
             probs = oracle._ws[1][2][: tables.size]
             np.testing.assert_allclose(probs, np.exp(tables), rtol=1e-11, atol=1e-15)
     assert all(oks) if scale == 1.0 else not all(oks)  # both paths ran
+
+
+def test_uncached_projection_patterns_give_the_same_results(monkeypatch):
+    """With no budget for cached projection arrays every projection is computed per table."""
+    from crfsdca import junction_pack
+
+    nodes = random_sequences(11, n=10, max_T=7, K=3, A=6)
+    cached = junction_problem(custom_data(11, n=10, max_T=7))
+    assert cached.oracle.data.packed  # packed (lazily) with the default budget
+    monkeypatch.setattr(junction_pack, "PATTERN_BUDGET", 0)
+    uncached = junction_problem(custom_data(11, n=10, max_T=7))
+    assert cached.train.packed[0][16].size > 0 and uncached.train.packed[0][16].size == 0
+    assert np.all(uncached.train.packed[1][7] == -1)
+    second = second_order_data(nodes)
+    assert np.all(second.packed[0][13] == -1)
+    for problem, other in ((cached, uncached), (junction_problem(second), None)):
+        w = np.random.default_rng(4).normal(size=problem.feature_map.n_features)
+        value, grad = problem.oracle.value_and_gradient(w)
+        if other is None:  # second-order, uncached: against the log-space kernels
+            from crfsdca.kernels import junction_batch
+
+            o = problem.oracle
+            ref = np.empty_like(grad)
+            ref_value, _ = junction_batch.value_and_expected(
+                o._data, o._jt, o._assign, o._feat, w, o._dims, o._ws, ref
+            )
+            assert value == pytest.approx(ref_value - w @ o.gold_features(), rel=1e-12)
+            continue
+        o_value, o_grad = other.oracle.value_and_gradient(w)
+        assert o_value == pytest.approx(value, rel=1e-13)
+        np.testing.assert_allclose(o_grad, grad, rtol=1e-12, atol=1e-13)
+        np.testing.assert_array_equal(other.oracle.predict(w), problem.oracle.predict(w))
+        for i in range(problem.n_sequences):
+            np.testing.assert_allclose(
+                other.oracle.tables(i, w)[1], problem.oracle.tables(i, w)[1], rtol=1e-13, atol=1e-13
+            )

@@ -12,7 +12,10 @@ Packed structure ``jt`` (all int64, :class:`crfsdca.junction_oracle.JunctionData
 - ``tab_off``, ``sep_off`` (C,): offsets of a clique's table and of its separator table, local to
   the example's region (``sep_off`` of a root is unused);
 - ``sep_start`` (C + 1,), ``sep_child``, ``sep_parent``: the separator c ∩ parent(c) as positions
-  in c and in parent(c).
+  in c and in parent(c);
+- ``sep_pat_child``, ``sep_pat_parent`` (C,), ``pat_off`` (P + 1,), ``pat_data``: the projection
+  pattern of each separator on c's and on the parent's table, and the cached projection arrays
+  (:func:`projection`; -1: not cached, computed per table).
 
 A clique of m nodes has a table of K^m entries; entry ``idx`` gives node at position p the label
 ``(idx // K^(m-1-p)) % K``. Projections onto separators and factor scopes are this digit
@@ -86,6 +89,17 @@ def fill_projection(m, K, pos, lo, hi, out):
 
 
 @njit(cache=True, nogil=True)
+def projection(pat, m, K, pos, lo, hi, pidx, jt):
+    """The projection array (entry -> index in the table of the nodes at positions pos[lo:hi])
+    of a table of m nodes: pattern ``pat`` of the cache ``(jt[15], jt[16])``, or filled into
+    pidx when pat < 0 (a pattern over the cache's budget)."""
+    if pat >= 0:
+        return jt[16][jt[15][pat] : jt[15][pat + 1]]
+    fill_projection(m, K, pos, lo, hi, pidx)
+    return pidx
+
+
+@njit(cache=True, nogil=True)
 def _gather(c, skip, with_down, phi, jt, K, ws):
     """tmp[:size] = phi_c (+ down_c) + the messages of c's children except ``skip``."""
     var_start, parent, child_start, children = jt[2], jt[4], jt[6], jt[7]
@@ -98,17 +112,17 @@ def _gather(c, skip, with_down, phi, jt, K, ws):
         tmp[idx] = phi[t0 + idx]
     if with_down and parent[c] >= 0:
         so = sep_off[c]
-        fill_projection(m, K, sep_child, sep_start[c], sep_start[c + 1], pidx)
+        proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
         for idx in range(size):
-            tmp[idx] += down[so + pidx[idx]]
+            tmp[idx] += down[so + proj[idx]]
     for q in range(child_start[c], child_start[c + 1]):
         ch = children[q]
         if ch == skip:
             continue
         so = sep_off[ch]
-        fill_projection(m, K, sep_parent, sep_start[ch], sep_start[ch + 1], pidx)
+        proj = projection(jt[14][ch], m, K, sep_parent, sep_start[ch], sep_start[ch + 1], pidx, jt)
         for idx in range(size):
-            tmp[idx] += up[so + pidx[idx]]
+            tmp[idx] += up[so + proj[idx]]
     return size, m
 
 
@@ -140,12 +154,13 @@ def _marginalize(tmp, size, pidx, ssize, out, so, acc, use_max, arg):
 
 
 @njit(cache=True, nogil=True)
-def _message(c, pos, tmp, size, m, jt, K, ws, out, so, use_max, arg):
-    """Marginalize tmp (c's table) onto the separator at positions pos[sep_start[x]...]."""
+def _message(c, pat, pos, tmp, size, m, jt, K, ws, out, so, use_max, arg):
+    """Marginalize tmp (a table of m nodes) onto c's separator at positions pos[...] of it
+    (projection pattern pat)."""
     sep_start, pidx, acc = jt[10], ws[5], ws[3]
     lo, hi = sep_start[c], sep_start[c + 1]
-    fill_projection(m, K, pos, lo, hi, pidx)
-    _marginalize(tmp, size, pidx, K ** (hi - lo), out, so, acc, use_max, arg)
+    proj = projection(pat, m, K, pos, lo, hi, pidx, jt)
+    _marginalize(tmp, size, proj, K ** (hi - lo), out, so, acc, use_max, arg)
 
 
 @njit(cache=True, nogil=True)
@@ -160,7 +175,7 @@ def collect(i, phi, jt, K, ws):
         if parent[c] < 0:
             log_z += logsumexp(tmp[:size])
         else:
-            _message(c, sep_child, tmp, size, m, jt, K, ws, up, sep_off[c], False, acc)
+            _message(c, jt[13][c], sep_child, tmp, size, m, jt, K, ws, up, sep_off[c], False, acc)
     return log_z
 
 
@@ -190,7 +205,8 @@ def distribute(i, phi, jt, K, ws, out):
         for r in range(child_start[c], child_start[c + 1]):
             ch = children[r]
             size, m = _gather(c, ch, True, phi, jt, K, ws)
-            _message(ch, sep_parent, tmp, size, m, jt, K, ws, down, sep_off[ch], False, acc)
+            pat = jt[14][ch]
+            _message(ch, pat, sep_parent, tmp, size, m, jt, K, ws, down, sep_off[ch], False, acc)
 
 
 @njit(cache=True, nogil=True)
@@ -215,7 +231,8 @@ def viterbi(i, phi, jt, K, ws, backptr, chosen, out):
             chosen[c - c0] = best
             total += tmp[best]
         else:
-            _message(c, sep_child, tmp, size, m, jt, K, ws, up, sep_off[c], True, backptr)
+            pat = jt[13][c]
+            _message(c, pat, sep_child, tmp, size, m, jt, K, ws, up, sep_off[c], True, backptr)
     strides = np.empty(4, np.int64)
     for q in range(c0, ex_cliques[i + 1]):
         c = order[q]

@@ -3,9 +3,10 @@ gradient, MAP labels, expected features and the empirical (smoothed gold) tables
 
 ``data = (seq_offsets, attr_offsets, attr_ids, attr_values, labels)`` as in SequenceData (an
 example's nodes are its items); ``jt`` as in :mod:`crfsdca.kernels.junction`;
-``assign = (node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos)``: per
-clique, the nodes whose unary scores it carries (local index, position in the clique) and the
-factors it carries (type, positions of the scope in the clique); ``feat = (woff, arity)``: the
+``assign = (node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos,
+node_pat, fac_pat)``: per clique, the nodes whose unary scores it carries (local index, position
+in the clique) and the factors it carries (type, positions of the scope in the clique), with
+their projection patterns (kernels.junction.projection); ``feat = (woff, arity)``: the
 offset in w of each factor type's block of K^arity entries; ``dims = (A, K, n_bias)``.
 
 Node scores: sum_j value_j E[j] + bias rows read as (count, first node, last node) in node
@@ -22,14 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.junction import (
-    _strides,
-    collect,
-    distribute,
-    fill_projection,
-    project,
-    viterbi,
-)
+from crfsdca.kernels.junction import _strides, collect, distribute, project, projection, viterbi
 
 
 @njit(cache=True, nogil=True)
@@ -63,7 +57,7 @@ def potentials(data, jt, assign, feat, i, w, dims, unary, phi, pidx):
     table-sized int64 scratch."""
     seq_offsets = data[0]
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
     woff = feat[0]
     K = dims[1]
     node_unary(data, seq_offsets[i], seq_offsets[i + 1], w, dims, unary)
@@ -75,14 +69,15 @@ def potentials(data, jt, assign, feat, i, w, dims, unary, phi, pidx):
             phi[t0 + idx] = 0.0
         for r in range(node_start[c], node_start[c + 1]):
             v = node_ids[r]
-            fill_projection(m, K, node_pos, r, r + 1, pidx)
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
             for idx in range(size):
-                phi[t0 + idx] += unary[v, pidx[idx]]
+                phi[t0 + idx] += unary[v, proj[idx]]
         for f in range(fac_start[c], fac_start[c + 1]):
             base = woff[fac_type[f]]
-            fill_projection(m, K, fac_pos, fac_pos_start[f], fac_pos_start[f + 1], pidx)
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                phi[t0 + idx] += w[base + pidx[idx]]
+                phi[t0 + idx] += w[base + proj[idx]]
 
 
 @njit(cache=True, nogil=True)
@@ -92,7 +87,7 @@ def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch, i
     float64, table-sized int64."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
     prob, pk, pidx = scratch
     woff = feat[0]
     A, K, n_bias = dims
@@ -107,10 +102,10 @@ def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch, i
             prob[idx] = coef * (x if is_prob else np.exp(x))
         for r in range(node_start[c], node_start[c + 1]):
             v = node_ids[r]
-            fill_projection(m, K, node_pos, r, r + 1, pidx)
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
             pk[:] = 0.0
             for idx in range(size):
-                pk[pidx[idx]] += prob[idx]
+                pk[proj[idx]] += prob[idx]
             g = s + v
             for q in range(attr_offsets[g], attr_offsets[g + 1]):
                 row, x = attr_ids[q] * K, attr_values[q]
@@ -125,9 +120,10 @@ def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch, i
                         out[A * K + 2 * K + k] += pk[k]
         for f in range(fac_start[c], fac_start[c + 1]):
             base = woff[fac_type[f]]
-            fill_projection(m, K, fac_pos, fac_pos_start[f], fac_pos_start[f + 1], pidx)
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                out[base + pidx[idx]] += prob[idx]
+                out[base + proj[idx]] += prob[idx]
 
 
 @njit(cache=True, nogil=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.junction import fill_projection
+from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import add_expected, marginals, node_unary
 
 TINY = 1e-280
@@ -50,7 +50,7 @@ def _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, pidx):
     """Scaled clique tables of example i into P; returns (sum of log scales, ok)."""
     seq_offsets = data[0]
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
     eblocks, escales = ews
     woff = feat[0]
     K = dims[1]
@@ -72,16 +72,17 @@ def _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, pidx):
             P[t0 + idx] = 1.0
         for r in range(node_start[c], node_start[c + 1]):
             v = node_ids[r]
-            fill_projection(m, K, node_pos, r, r + 1, pidx)
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
             for idx in range(size):
-                P[t0 + idx] *= unary[v, pidx[idx]]
+                P[t0 + idx] *= unary[v, proj[idx]]
         for f in range(fac_start[c], fac_start[c + 1]):
             t = fac_type[f]
             base = woff[t] - woff[0]
             total += escales[t]
-            fill_projection(m, K, fac_pos, fac_pos_start[f], fac_pos_start[f + 1], pidx)
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                P[t0 + idx] *= eblocks[base + pidx[idx]]
+                P[t0 + idx] *= eblocks[base + proj[idx]]
         top = 0.0
         for idx in range(size):
             top = max(top, P[t0 + idx])
@@ -105,31 +106,32 @@ def _product(c, skip, with_down, P, jt, K, ws):
         tmp[idx] = P[t0 + idx]
     if with_down and parent[c] >= 0:
         so = sep_off[c]
-        fill_projection(m, K, sep_child, sep_start[c], sep_start[c + 1], pidx)
+        proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
         for idx in range(size):
-            tmp[idx] *= down[so + pidx[idx]]
+            tmp[idx] *= down[so + proj[idx]]
     for q in range(child_start[c], child_start[c + 1]):
         ch = children[q]
         if ch != skip:
             so = sep_off[ch]
-            fill_projection(m, K, sep_parent, sep_start[ch], sep_start[ch + 1], pidx)
+            lo, hi = sep_start[ch], sep_start[ch + 1]
+            proj = projection(jt[14][ch], m, K, sep_parent, lo, hi, pidx, jt)
             for idx in range(size):
-                tmp[idx] *= up[so + pidx[idx]]
+                tmp[idx] *= up[so + proj[idx]]
     return size, m
 
 
 @njit(cache=True, nogil=True)
-def _sum_to(c, pos, size, m, jt, K, ws, out, so):
+def _sum_to(c, pat, pos, size, m, jt, K, ws, out, so):
     """out[so + s] = sum of tmp over entries projecting to s (separator of c at positions pos),
     normalised to max 1; returns log of the normaliser (nan when it is not > TINY)."""
     sep_start, tmp, pidx = jt[10], ws[2], ws[5]
     lo, hi = sep_start[c], sep_start[c + 1]
     ssize = K ** (hi - lo)
-    fill_projection(m, K, pos, lo, hi, pidx)
+    proj = projection(pat, m, K, pos, lo, hi, pidx, jt)
     for s in range(ssize):
         out[so + s] = 0.0
     for idx in range(size):
-        out[so + pidx[idx]] += tmp[idx]
+        out[so + proj[idx]] += tmp[idx]
     top = 0.0
     for s in range(ssize):
         top = max(top, out[so + s])
@@ -168,7 +170,7 @@ def scaled_marginals(data, jt, assign, feat, i, w, dims, ws, ews):
                 return 0.0, False
             log_z += acc + np.log(total)
         else:
-            scale = _sum_to(c, sep_child, size, m, jt, K, mws, up, sep_off[c])
+            scale = _sum_to(c, jt[13][c], sep_child, size, m, jt, K, mws, up, sep_off[c])
             if not np.isfinite(scale):
                 return 0.0, False
             lsum[c - c0] = acc + scale
@@ -186,7 +188,7 @@ def scaled_marginals(data, jt, assign, feat, i, w, dims, ws, ews):
         for r in range(child_start[c], child_start[c + 1]):
             ch = children[r]
             size, m = _product(c, ch, True, P, jt, K, mws)
-            scale = _sum_to(ch, sep_parent, size, m, jt, K, mws, down, sep_off[ch])
+            scale = _sum_to(ch, jt[14][ch], sep_parent, size, m, jt, K, mws, down, sep_off[ch])
             if not np.isfinite(scale):
                 return 0.0, False
     return log_z, True

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from crfsdca.kernels import segments, trees
-from crfsdca.kernels.junction import fill_projection
+from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import marginals
 from crfsdca.kernels.junction_scaled import exp_blocks, scaled_marginals
 from crfsdca.kernels.sdca_epoch import GAP, GAP_IMPORTANCE, MAX, _choose
@@ -55,7 +55,7 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws, pidx):
     (fdiff, from feat's first offset); returns (number of unique attributes, |B delta|^2)."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
     woff = feat[0]
     _, _, ids, rows, bias, fdiff, pk = sws
     A, K, n_bias = dims
@@ -72,10 +72,10 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws, pidx):
         t0 = tab_off[c]
         for r in range(node_start[c], node_start[c + 1]):
             v = node_ids[r]
-            fill_projection(m, K, node_pos, r, r + 1, pidx)
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
             pk[:] = 0.0
             for idx in range(size):
-                pk[pidx[idx]] += nu[t0 + idx] - mu[t0 + idx]
+                pk[proj[idx]] += nu[t0 + idx] - mu[t0 + idx]
             g = s + v
             for q in range(attr_offsets[g], attr_offsets[g + 1]):
                 row, x = np.searchsorted(uniq, attr_ids[q]), attr_values[q]
@@ -90,9 +90,10 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws, pidx):
                         bias[2, k] += pk[k]
         for f in range(fac_start[c], fac_start[c + 1]):
             base = woff[fac_type[f]] - woff[0]
-            fill_projection(m, K, fac_pos, fac_pos_start[f], fac_pos_start[f + 1], pidx)
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                fdiff[base + pidx[idx]] += nu[t0 + idx] - mu[t0 + idx]
+                fdiff[base + proj[idx]] += nu[t0 + idx] - mu[t0 + idx]
     sq = 0.0
     for r in range(U):
         for k in range(K):
