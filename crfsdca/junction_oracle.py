@@ -315,6 +315,11 @@ def junction_problem(
     arities = train.factor_arities
     if test is not None and len(test.factor_arities) > len(arities):
         arities = test.factor_arities
+    if not arities:
+        raise GraphError(
+            "the junction trees have no factors; expected at least one factor type (e.g. pairs"
+            " of labels) tying the nodes of a clique"
+        )
     fm = FeatureMap(train.n_attributes, train.n_labels, n_bias_rows, 0, arities)
     return JunctionProblem(
         train=train, feature_map=fm, regularization=regularization, test=test, name=name

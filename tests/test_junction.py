@@ -86,6 +86,10 @@ def test_bad_junction_data_names_the_example():
     with pytest.raises(GraphError, match=r"example 1: factor type 1 is not declared"):
         JunctionData(nodes, tuple(graphs), factor_arities=(2,))
     cliques = [[(v,) for v in range(T)] for T in lengths]
+    from crfsdca.junction_oracle import junction_problem
+
+    with pytest.raises(GraphError, match=r"the junction trees have no factors"):
+        junction_problem(junctions_from_cliques(nodes, cliques, [[] for _ in lengths]))
     factors = [[((0,), 1)] for _ in lengths]
     with pytest.raises(GraphError, match=r"factor type 0 is used by no example"):
         junctions_from_cliques(nodes, cliques, factors)
