@@ -94,16 +94,22 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws, pidx):
             proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
                 fdiff[base + proj[idx]] += nu[t0 + idx] - mu[t0 + idx]
+    return U, _norm_sq(U, rows, bias, fdiff)
+
+
+@njit(cache=True, nogil=True)
+def _norm_sq(U, rows, bias, fdiff):
+    """|B delta|^2: the first U rows, the bias rows and the factor blocks."""
     sq = 0.0
     for r in range(U):
-        for k in range(K):
+        for k in range(rows.shape[1]):
             sq += rows[r, k] * rows[r, k]
     for r in range(3):
-        for k in range(K):
+        for k in range(bias.shape[1]):
             sq += bias[r, k] * bias[r, k]
     for j in range(fdiff.size):
         sq += fdiff[j] * fdiff[j]
-    return U, sq
+    return sq
 
 
 @njit(cache=True, nogil=True)
