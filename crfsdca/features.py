@@ -21,6 +21,10 @@ With ``n_bias_rows == 0`` the model is exactly CRFsuite's dense first-order CRF.
 Tree-structured models (:mod:`crfsdca.tree_oracle`) have ``n_edge_types`` transition blocks
 laid end to end, entry ``(A + R) * K + e * K * K + j * K + k`` for an edge of type ``e`` with
 label ``j`` at the parent and ``k`` at the child, and read the bias rows as (count, root, leaf).
+
+Junction-tree models (:mod:`crfsdca.junction_oracle`) add one block of K^a entries per factor
+type of arity a (``factor_arities``), laid end to end after the transition blocks (they
+usually have ``n_edge_types = 0``); entry ``factor_offset(t) + sum_p y_p K^(a-1-p)``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class FeatureMap:
     n_labels: int
     n_bias_rows: int = 3
     n_edge_types: int = 1  # transition blocks (trees: one per edge type; chains: 1)
+    factor_arities: tuple[int, ...] = ()  # junction trees: one K^a block per factor type
 
     def __post_init__(self) -> None:
         if self.n_attributes < 0:
@@ -51,13 +56,28 @@ class FeatureMap:
             raise ValueError(f"n_labels must be >= 1; got {self.n_labels}")
         if self.n_bias_rows not in (0, 3):
             raise ValueError(f"n_bias_rows must be 0 or 3; got {self.n_bias_rows}")
-        if self.n_edge_types < 1:
+        if self.n_edge_types < (0 if self.factor_arities else 1):
             raise ValueError(f"n_edge_types must be >= 1; got {self.n_edge_types}")
+        object.__setattr__(self, "factor_arities", tuple(int(a) for a in self.factor_arities))
+        if any(a < 1 for a in self.factor_arities):
+            raise ValueError(f"factor arities must be >= 1; got {self.factor_arities}")
 
     @property
     def n_features(self) -> int:
         K = self.n_labels
-        return (self.n_attributes + self.n_bias_rows) * K + self.n_edge_types * K * K
+        factors = sum(K**a for a in self.factor_arities)
+        return (self.n_attributes + self.n_bias_rows) * K + self.n_edge_types * K * K + factors
+
+    def factor_offset(self, t: int) -> int:
+        """Flat index of the first entry of factor type t's block."""
+        K = self.n_labels
+        before = sum(K**a for a in self.factor_arities[:t])
+        return self.transition_offset + self.n_edge_types * K * K + before
+
+    def factor(self, w: NDArray[np.float64], t: int) -> NDArray[np.float64]:
+        """View (K,) * arity of factor type t's block."""
+        off, a = self.factor_offset(t), self.factor_arities[t]
+        return w[off : off + self.n_labels**a].reshape((self.n_labels,) * a)
 
     @property
     def transition_offset(self) -> int:
@@ -85,7 +105,8 @@ class FeatureMap:
     def transitions(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
         """View (n_edge_types, n_labels, n_labels): one transition block per edge type."""
         K = self.n_labels
-        return w[self.transition_offset :].reshape(self.n_edge_types, K, K)
+        off = self.transition_offset
+        return w[off : off + self.n_edge_types * K * K].reshape(self.n_edge_types, K, K)
 
     def check_weights(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
         w = np.ascontiguousarray(w, FLOAT)

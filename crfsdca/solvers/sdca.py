@@ -19,10 +19,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from crfsdca.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
+from crfsdca.junction_oracle import JunctionProblem
 from crfsdca.problem import Problem
 from crfsdca.samplers import SCHEMES, check_scheme
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
+from crfsdca.solvers.local_junction import (
+    JunctionLocalSDCA,
+    junction_dual_bytes,
+    junction_smoothed_empirical,
+)
 from crfsdca.solvers.local_tree import TreeLocalSDCA, tree_smoothed_empirical
 from crfsdca.solvers.loop import run_loop
 from crfsdca.tree_oracle import TreeProblem
@@ -117,6 +123,8 @@ class SDCA:
         self.config = config or SDCAConfig()
 
     def initial_state(self, problem: Problem) -> SDCAState:
+        if isinstance(problem, JunctionProblem):
+            return self._junction_state(problem)
         if isinstance(problem, TreeProblem):
             dual = tree_smoothed_empirical(problem, self.config.init_epsilon)
             rng = np.random.default_rng(self.config.seed)
@@ -136,18 +144,43 @@ class SDCA:
     ) -> SolverResult:
         """Run SDCA from ``state`` (or the smoothed empirical initialisation)."""
         state = state or self.initial_state(problem)
-        runner = TreeLocalSDCA if isinstance(problem, TreeProblem) else LocalSDCA
+        runner = LocalSDCA
+        if isinstance(problem, JunctionProblem):
+            runner = JunctionLocalSDCA
+        elif isinstance(problem, TreeProblem):
+            runner = TreeLocalSDCA
         return run_loop(self, runner(problem, self.config, state), monitor)
 
+    def _junction_state(self, problem: JunctionProblem) -> SDCAState:
+        """The smoothed start on the clique and separator tables, after the memory check."""
+        if self.config.init != "smoothed":
+            raise ValueError(f"junction trees start from init='smoothed'; got {self.config.init!r}")
+        dtype = np.dtype(self.config.dual_dtype)
+        data = problem.train
+        need = junction_dual_bytes(data, problem.feature_map.n_features, dtype)
+        _check_memory(
+            need,
+            f"the SDCA dual state ({data.n_table_entries:.3g} clique and separator table entries"
+            f" x {dtype.itemsize} bytes)",
+            "use --dual-dtype float32 (half the size) or fewer sequences (--max-sequences)",
+        )
+        dual = junction_smoothed_empirical(problem, self.config.init_epsilon, dtype)
+        rng = np.random.default_rng(self.config.seed)
+        return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
 
-def _check_memory(need: int) -> None:
+
+def _check_memory(
+    need: int,
+    what: str = "the SDCA dual state",
+    fixes: str = "use --dual-dtype float32, fewer sequences (--max-sequences), or the"
+    " distributed solver",
+) -> None:
     """Refuse to allocate a dual state larger than the available memory."""
     available = _available_memory()
     if available is not None and need > available:
         raise MemoryError(
-            f"the SDCA dual state needs {need / 2**30:.2f} GiB but only {available / 2**30:.2f} GiB"
-            " is available; use --dual-dtype float32, fewer sequences (--max-sequences), or the"
-            " distributed solver"
+            f"{what} needs {need / 2**30:.2f} GiB but only {available / 2**30:.2f} GiB"
+            f" is available; {fixes}"
         )
 
 

@@ -1,0 +1,113 @@
+"""SDCA on junction trees: the L-BFGS optimum, P - D = mean block KL, w = w_hat(mu), the memory
+guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _synthetic import random_sequences
+from test_junction_oracle import custom_data
+
+from crfsdca.junction_oracle import junction_problem, second_order_data
+from crfsdca.kernels import junction_sdca
+from crfsdca.monitor import Monitor
+from crfsdca.solvers import sdca as sdca_module
+from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.local_junction import JunctionLocalSDCA, junction_weights_from_dual
+from crfsdca.solvers.sdca import SDCA, SDCAConfig
+
+
+def problem_of(kind, seed=6, n=30):
+    if kind == "second-order":
+        return junction_problem(second_order_data(random_sequences(seed, n=n, max_T=6, K=3)))
+    return junction_problem(custom_data(seed, n=n, max_T=6))
+
+
+def exact_gaps(problem, state):
+    runner = JunctionLocalSDCA(problem, SDCAConfig(), state)
+    d = state.dual
+    return junction_sdca.exact_gaps(
+        problem.oracle._data, runner.structure, d.log_edge, d.weights, runner.dims,
+        runner.workspace,
+    )  # fmt: skip
+
+
+def dual_value(problem, state):
+    d = state.dual
+    return d.entropies.mean() - 0.5 * problem.regularization * float(d.weights @ d.weights)
+
+
+@pytest.mark.parametrize("kind", ["second-order", "custom"])
+def test_primal_minus_dual_is_the_mean_block_kl_at_the_start(kind):
+    """For any consistent dual point and w = w_hat(mu): P(w) - D(mu) = mean_i KL(mu_i || nu_i)."""
+    problem = problem_of(kind, n=12)
+    state = SDCA(SDCAConfig(init_epsilon=0.3)).initial_state(problem)
+    gaps = exact_gaps(problem, state)
+    primal = problem.primal(state.dual.weights)
+    assert primal - dual_value(problem, state) == pytest.approx(gaps.mean(), rel=1e-10)
+    assert gaps.min() > 0
+
+
+@pytest.mark.parametrize(("kind", "sampling"), [("second-order", "gap"), ("custom", "uniform")])
+def test_sdca_on_junction_trees_reaches_the_lbfgs_optimum(kind, sampling):
+    """The same optimum as L-BFGS (relative 1e-6), a true gap <= 1e-6, the dual never above
+    the primal optimum and non-decreasing, P - D = mean exact block KL, w = w_hat(mu)."""
+    problem = problem_of(kind)
+    lb = LBFGSConfig(tol=1e-12, max_epochs=3000)
+    p_star = problem.primal(LBFGS(lb).solve(problem, Monitor(problem, "lbfgs", lb)).weights)
+    config = SDCAConfig(sampling=sampling, tol=1e-7, max_epochs=500, seed=2, line_search_tol=1e-6)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol" and 0 <= last.gap <= 1e-7
+    primal = problem.primal(result.weights)
+    assert (primal - p_star) / abs(p_star) <= 1e-6 and primal - p_star <= last.gap + 1e-12
+    duals = np.array([r.dual for r in result.trace.records])
+    assert np.all(duals <= p_star + 1e-12) and np.all(np.diff(duals) >= -1e-12)
+    d = result.state.dual
+    gaps = exact_gaps(problem, result.state)
+    assert gaps.mean() == pytest.approx(last.gap, rel=1e-8, abs=1e-14)
+    assert primal - dual_value(problem, result.state) == pytest.approx(
+        gaps.mean(), rel=1e-6, abs=1e-13
+    )
+    np.testing.assert_allclose(
+        d.weights, junction_weights_from_dual(problem, d.log_edge), rtol=1e-9, atol=1e-12
+    )
+    entropies = junction_sdca.all_entropies(problem.oracle.packed_structure, d.log_edge)
+    np.testing.assert_allclose(d.entropies, entropies, rtol=1e-10, atol=1e-12)
+
+
+def test_the_memory_guard_refuses_before_allocating(monkeypatch):
+    problem = problem_of("second-order", n=10)
+    entries = problem.train.n_table_entries
+    monkeypatch.setattr(sdca_module, "_available_memory", lambda: 8 * entries - 1)
+    with pytest.raises(MemoryError, match=r"table entries x 8 bytes\) needs .* GiB .* float32"):
+        SDCA(SDCAConfig()).initial_state(problem)
+    state = SDCA(SDCAConfig(dual_dtype="float32")).initial_state(problem)  # half fits
+    assert state.dual.log_edge.dtype == np.float32 and state.dual.log_edge.size == entries
+    K = problem.feature_map.n_labels
+    lengths = problem.train.lengths
+    expected = sum(K**T if T <= 2 else (T - 2) * K**3 + (T - 3) * K**2 for T in lengths.tolist())
+    assert entries == expected
+
+
+def test_a_checkpointed_junction_state_resumes_and_float32_duals_converge():
+    """The dual state survives to_checkpoint/from_checkpoint exactly and the run continues to
+    tol; float32 tables reach a true gap of 1e-5 too."""
+    from crfsdca.solvers.sdca import SDCAState
+
+    problem = problem_of("second-order", seed=8, n=15)
+    short = SDCAConfig(tol=1e-7, max_epochs=3, seed=1, line_search_tol=1e-6)
+    with pytest.warns(UserWarning, match="max_epochs"):
+        first = SDCA(short).solve(problem, Monitor(problem, "sdca", short))
+    arrays, header = first.state.to_checkpoint()
+    state = SDCAState.from_checkpoint({k: np.array(v) for k, v in arrays.items()}, header)
+    np.testing.assert_array_equal(state.dual.log_edge, first.state.dual.log_edge)
+    config = SDCAConfig(tol=1e-7, max_epochs=300, seed=1, line_search_tol=1e-6)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config), state)
+    assert result.stop_reason == "tol" and result.trace.records[-1].gap <= 1e-7
+    single = SDCAConfig(tol=1e-5, max_epochs=300, seed=1, dual_dtype="float32")
+    result32 = SDCA(single).solve(problem, Monitor(problem, "sdca", single))
+    assert result32.state.dual.log_edge.dtype == np.float32
+    assert result32.stop_reason == "tol" and 0 <= result32.trace.records[-1].gap <= 1e-5
+    gaps = exact_gaps(problem, result32.state)
+    assert gaps.mean() <= 1e-5
