@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from crfsdca.errors import ModelFormatError, NotFittedError
 from crfsdca.evaluation import evaluate_data
-from crfsdca.features import FeatureMap
+from crfsdca.features import FeatureMap, observed_features
 from crfsdca.modelfile import load_model, save_model
 from crfsdca.monitor import Monitor
 from crfsdca.oracle import Oracle
@@ -47,6 +47,10 @@ class SequenceCRF:
         lambda > 0; default 1/n.
     n_bias_rows : int, optional
         3 (count, first, last bias rows) or 0; default: the encoder's choice, else 3.
+    all_possible_states, all_possible_transitions : bool
+        False gives CRFsuite's sparse model (:func:`crfsdca.features.observed_features`):
+        only the (attribute, label) pairs, or label bigrams, seen in training have a weight.
+        Trained by ``lbfgs`` only. Default True (the dense model).
     **solver_options
         Fields of the solver's config dataclass (e.g. ``sampling="gap"``, ``max_epochs=50``).
     """
@@ -56,11 +60,20 @@ class SequenceCRF:
         solver: str = "sdca",
         regularization: float | None = None,
         n_bias_rows: int | None = None,
+        all_possible_states: bool = True,
+        all_possible_transitions: bool = True,
         **solver_options: Any,
     ) -> None:
         self.solver = solver
         self.regularization = regularization
         self.n_bias_rows = n_bias_rows
+        self.all_possible_states = bool(all_possible_states)
+        self.all_possible_transitions = bool(all_possible_transitions)
+        if solver != "lbfgs" and not (self.all_possible_states and self.all_possible_transitions):
+            raise ValueError(
+                f"all_possible_states=False or all_possible_transitions=False (CRFsuite's sparse"
+                f" model) is trained by solver 'lbfgs' only; got solver {solver!r}"
+            )
         self.solver_options = solver_options
         make_solver(solver, **solver_options)  # validate early
         self.weights_: NDArray[np.float64] | None = None
@@ -83,16 +96,31 @@ class SequenceCRF:
         checkpointer: Callable[[object, Any], None] | None = None,
         checkpoint_every: float = 1.0,
         records: list[dict[str, Any]] | None = None,
+        dropped: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
     ) -> SequenceCRF:
         """Train on ``train``; ``test`` is evaluated at every monitoring pass.
 
         ``state`` continues a run (e.g. from a checkpoint, whose trace ``records`` are put back
         first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs.
+        ``dropped`` completes CRFsuite's sparse model (see
+        :func:`crfsdca.features.observed_features`).
         """
         bias = self.n_bias_rows if self.n_bias_rows is not None else 3
         fm = FeatureMap(train.n_attributes, train.n_labels, bias)
+        free = observed_features(
+            train,
+            fm,
+            all_states=self.all_possible_states,
+            all_transitions=self.all_possible_transitions,
+            dropped=dropped,
+        )
         problem = Problem(
-            train=train, feature_map=fm, regularization=self.regularization, test=test, name=name
+            train=train,
+            feature_map=fm,
+            regularization=self.regularization,
+            test=test,
+            name=name,
+            free=free,
         )
         solver = make_solver(self.solver, **self.solver_options)
         monitor = Monitor(
@@ -159,6 +187,8 @@ class SequenceCRF:
             "n_attributes": fm.n_attributes,
             "n_labels": fm.n_labels,
             "n_bias_rows": fm.n_bias_rows,
+            "all_possible_states": self.all_possible_states,
+            "all_possible_transitions": self.all_possible_transitions,
             "labels": list(self.label_names_),
             "regularization": self.regularization_,
             "solver": self.solver,
@@ -182,6 +212,8 @@ class SequenceCRF:
                 solver=header["solver"],
                 regularization=header["regularization"],
                 n_bias_rows=header["n_bias_rows"],
+                all_possible_states=header.get("all_possible_states", True),
+                all_possible_transitions=header.get("all_possible_transitions", True),
                 **header.get("solver_options", {}),
             )
             fm = FeatureMap(header["n_attributes"], header["n_labels"], header["n_bias_rows"])
