@@ -85,7 +85,7 @@ def _name(key: Any) -> str:
 
 def _append_item(item: Any, names: list[str], values: list[Any]) -> None:
     """Append the attribute names and values (numbers, bools included) of one token."""
-    if isinstance(item, Mapping):
+    if type(item) is dict or isinstance(item, Mapping):  # the ABC check is slow: dicts first
         add_name, add_value = names.append, values.append
         for key, value in item.items():
             if type(key) is not str:
@@ -185,12 +185,12 @@ def _check_labels(y: Sequence[Sequence[str]], lengths: list[int], name: str) -> 
         if isinstance(seq, str):
             raise TypeError(f"y[{i}]: expected a list of labels; got the string {seq!r}")
         seq = list(seq)
-        for t, label in enumerate(seq):
-            if not isinstance(label, str):
-                raise TypeError(
-                    f"y[{i}][{t}]: labels must be str (as in CRFsuite); got"
-                    f" {type(label).__name__} {label!r}"
-                )
+        if not all(type(x) is str or isinstance(x, str) for x in seq):
+            t, label = next((t, x) for t, x in enumerate(seq) if not isinstance(x, str))
+            raise TypeError(
+                f"y[{i}][{t}]: labels must be str (as in CRFsuite); got"
+                f" {type(label).__name__} {label!r}"
+            )
         if len(seq) != lengths[i]:
             raise ValueError(f"{name}: sequence {i}: {lengths[i]} items but {len(seq)} labels")
         labels.append(seq)
