@@ -52,24 +52,10 @@ _UNSUPPORTED = {
     "arow": "'sdca', which also updates one sequence at a time (AROW has no likelihood objective)",
 }
 _PARAM_NAMES = (
-    "algorithm",
-    "c1",
-    "c2",
-    "max_iterations",
-    "tol",
-    "sampling",
-    "non_uniformity",
-    "all_possible_states",
-    "all_possible_transitions",
-    "epsilon",
-    "period",
-    "delta",
-    "num_memories",
-    "verbose",
-    "random_state",
-    "model_filename",
-    "n_jobs",
-)
+    "algorithm", "c1", "c2", "max_iterations", "tol", "sampling", "non_uniformity",
+    "all_possible_states", "all_possible_transitions", "epsilon", "period", "delta",
+    "num_memories", "verbose", "random_state", "model_filename", "n_jobs"
+)  # fmt: skip
 
 
 def solver_name(algorithm: str) -> str:
@@ -94,16 +80,9 @@ CRFSUITE_LBFGS = {
     "delta": 1e-5,
     "history": 6,
 }
-#: estimator parameter -> solver config field, for algorithm="lbfgs" (others: max_epochs)
-_FIELDS = {
-    "tol": "tol",
-    "sampling": "sampling",
-    "non_uniformity": "non_uniformity",
-    "epsilon": "epsilon",
-    "period": "period",
-    "delta": "delta",
-    "num_memories": "history",
-}
+#: estimator parameters passed to the solver's config, under these names when they differ
+_OPTIONS = ("tol", "sampling", "non_uniformity", "epsilon", "period", "delta", "num_memories")
+_RENAMED = {"num_memories": "history"}
 
 
 class CRF(_Base):
@@ -231,8 +210,8 @@ class CRF(_Base):
         options: dict[str, Any] = dict(CRFSUITE_LBFGS) if lbfgs else {}
         if self.max_iterations is not None:
             options["max_iterations" if lbfgs else "max_epochs"] = self.max_iterations
-        for param, field_name in _FIELDS.items():
-            value = getattr(self, param)
+        for param in _OPTIONS:
+            value, field_name = getattr(self, param), _RENAMED.get(param, param)
             if value is None:
                 continue
             if field_name not in fields:
