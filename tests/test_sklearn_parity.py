@@ -4,8 +4,9 @@ sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0, c2=C2, all_possible_states=True,
 all_possible_transitions=True) trains CRFsuite's dense first-order CRF on
 ``sum_i NLL_i(w) + c2 ||w||^2``; crfsdca.CRF(c2=C2) trains the same model on the same
 objective divided by n (``algorithm="lbfgs"`` is given both flags: its default is CRFsuite's
-sparse model, whose parity is in ``tests/test_sklearn_sparse.py``). Both optima must give the same objective value (CRFsuite's weights are
-evaluated with crfsdca's objective) and the same predictions on held-out sentences.
+sparse model, whose parity is in ``tests/test_sklearn_sparse.py``). Both optima must give the
+same objective value (CRFsuite's weights are evaluated with crfsdca's objective) and the same
+predictions on held-out sentences.
 """
 
 from __future__ import annotations
