@@ -2,20 +2,28 @@
 
 CoNLL-2002 Dutch NER (``conll2002-ned``): the tutorial's ``word2features``, train on the train
 split, entity (chunk) F1 on the test split (testb), c1=0, c2=0.1, max_iterations=100,
-all_possible_transitions=True. The crfsdca runs change only the import (``algorithm="lbfgs"``
-as in the tutorial), and then the algorithm (``"sdca"``, crfsdca's default, with ``tol``
-``--sdca-tol``: its duality gap, absolute on the mean objective). crfsdca's model is dense, as
-CRFsuite's with ``all_possible_states=True``, so sklearn-crfsuite is also run with that option:
-the same model and objective as crfsdca's, whose predictions should agree.
+all_possible_transitions=True. "crfsdca, import changed only" is ``crfsdca.CRF`` with exactly
+the tutorial's arguments: CRFsuite's sparse model (all_possible_states=False, the default),
+L-BFGS iterations counted as CRFsuite counts them, CRFsuite's stopping defaults. The same
+run with ``n_jobs=1`` uses one core, as CRFsuite does (the default uses numba's threads for the
+full-batch passes). Then the dense model in both libraries (``all_possible_states=True``) and
+crfsdca's SDCA on the dense model with ``tol`` ``--sdca-tol`` (its duality gap, absolute on
+the mean objective).
+
+The runs are interleaved round by round (``--rounds``); the table gives the median fit time,
+the median over rounds of the ratio to the tutorial's run of the same round, entity F1, token
+accuracy, the L-BFGS iterations and function evaluations, and the machine load.
 
 Run from the repository root::
 
-    CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_sklearn_tutorial.py [--max-train N]
+    CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_sklearn_tutorial.py [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import time
 
 from crfsdca.metrics import chunk_f1_score, flat_accuracy
@@ -80,13 +88,44 @@ def run(crf_class: type, X_train, y_train, X_test, y_test, **params) -> dict:
         "f1": 100 * chunk_f1_score(y_test, y_pred),
         "accuracy": 100 * flat_accuracy(y_test, y_pred),
         "y_pred": y_pred,
+        "steps": _steps(crf, len(X_train)),
+        "weights": len(crf.state_features_) + len(crf.transition_features_),
     }
+
+
+def _steps(crf, n: int) -> str:
+    """L-BFGS iterations / function evaluations (CRFsuite: iterations), or epochs."""
+    log = crf.training_log_
+    if hasattr(log, "iterations"):  # sklearn-crfsuite's log parser
+        return f"{len(log.iterations)} it."
+    last = log[-1]
+    if last.solver == "lbfgs":
+        return f"{round(last.updates / n)} it. / {round(last.oracle_calls / n)} ev."
+    return f"{last.epoch:.1f} ep."
+
+
+def _runs(sklearn_crfsuite, crfsdca, sdca_tol: float) -> dict:
+    dense = {"algorithm": "lbfgs", "all_possible_states": True}
+    return {
+        "sklearn_crfsuite (tutorial)": (sklearn_crfsuite.CRF, {"algorithm": "lbfgs"}),
+        "crfsdca (import changed)": (crfsdca.CRF, {"algorithm": "lbfgs"}),
+        "crfsdca (same, n_jobs=1)": (crfsdca.CRF, {"algorithm": "lbfgs", "n_jobs": 1}),
+        "sklearn_crfsuite (dense)": (sklearn_crfsuite.CRF, dense),
+        "crfsdca (dense)": (crfsdca.CRF, dense),
+        "crfsdca (sdca, dense)": (crfsdca.CRF, {"algorithm": "sdca", "tol": sdca_tol}),
+    }
+
+
+def _load() -> str:
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-train", type=int, default=None, help="first N training sentences")
     parser.add_argument("--sdca-tol", type=float, default=1e-4, help="tol of the sdca run")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of all runs")
+    parser.add_argument("--skip", action="append", default=[], help="leave out a run (name)")
     args = parser.parse_args()
 
     import sklearn_crfsuite
@@ -101,33 +140,47 @@ def main() -> None:
     print(f"train {len(X_train)} sentences, test {len(X_test)} sentences", flush=True)
     # compile crfsdca's kernels outside the timed runs
     crfsdca.CRF(max_iterations=1).fit(X_train[:20], y_train[:20])
+    crfsdca.CRF(algorithm="lbfgs", max_iterations=1).fit(X_train[:20], y_train[:20])
 
-    runs = {
-        "sklearn_crfsuite (lbfgs)": (sklearn_crfsuite.CRF, {"algorithm": "lbfgs"}),
-        "sklearn_crfsuite (dense)": (
-            sklearn_crfsuite.CRF,
-            {"algorithm": "lbfgs", "all_possible_states": True},
-        ),
-        "crfsdca (lbfgs)": (crfsdca.CRF, {"algorithm": "lbfgs"}),
-        "crfsdca (sdca)": (crfsdca.CRF, {"algorithm": "sdca", "tol": args.sdca_tol}),
-    }
-    results = {}
-    for name, (cls, params) in runs.items():
-        results[name] = run(cls, X_train, y_train, X_test, y_test, **params)
-        r = results[name]
-        print(
-            f"{name:26s} fit {r['seconds']:8.1f} s  entity F1 {r['f1']:6.2f}"
-            f"  token accuracy {r['accuracy']:6.2f}",
-            flush=True,
+    runs = {k: v for k, v in _runs(sklearn_crfsuite, crfsdca, args.sdca_tol).items()
+            if k not in args.skip}  # fmt: skip
+    results: dict[str, list[dict]] = {name: [] for name in runs}
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds}, {_load()}", flush=True)
+        for name, (cls, params) in runs.items():
+            out = run(cls, X_train, y_train, X_test, y_test, **params)
+            results[name].append(out)
+            print(
+                f"  {name:28s} fit {out['seconds']:7.1f} s  entity F1 {out['f1']:6.2f}"
+                f"  {out['steps']}",
+                flush=True,
+            )
+    print(f"end, {_load()}")
+    _report(results)
+
+
+def _report(results: dict[str, list[dict]]) -> None:
+    base_name = "sklearn_crfsuite (tutorial)"
+    base = results.get(base_name)
+    print(
+        "| run | fit (s), median | x tutorial | entity F1 | token acc. | iterations |"
+        " non-zero weights | tokens = tutorial's |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name, outs in results.items():
+        seconds = statistics.median(o["seconds"] for o in outs)
+        ratio = (
+            statistics.median(o["seconds"] / b["seconds"] for o, b in zip(outs, base, strict=True))
+            if base
+            else float("nan")
         )
-    base, dense = results["sklearn_crfsuite (lbfgs)"], results["sklearn_crfsuite (dense)"]
-    print("relative to the tutorial's sklearn_crfsuite run (and agreement with the dense one):")
-    for name, r in results.items():
-        agree = flat_accuracy(dense["y_pred"], r["y_pred"])
+        first = outs[0]
+        agree = flat_accuracy(base[0]["y_pred"], first["y_pred"]) if base else float("nan")
+        each = ", ".join(f"{o['seconds']:.1f}" for o in outs)
         print(
-            f"{name:26s} fit time x{r['seconds'] / base['seconds']:5.2f}"
-            f"  F1 {r['f1'] - base['f1']:+.2f} points  tokens agreeing with dense"
-            f" {100 * agree:6.2f}%"
+            f"| {name} | {seconds:.1f} ({each})"
+            f" | {ratio:.2f} | {first['f1']:.2f} | {first['accuracy']:.2f} | {first['steps']}"
+            f" | {first['weights']:,} | {100 * agree:.2f}% |"
         )
 
 

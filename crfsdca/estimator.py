@@ -13,10 +13,12 @@ Each edge type of the training trees gets its own transition block. With scikit-
 routing, ``cross_validate(crf.set_fit_request(graphs=True).set_score_request(graphs=True), X, y,
 params={"graphs": graphs})`` splits the trees with the sequences.
 
-The model is CRFsuite's dense first-order CRF (no bias rows): every attribute seen in training
-has a weight for every label and every label pair has a transition weight, which is CRFsuite
-with ``all_possible_states=True`` and ``all_possible_transitions=True``. CRFsuite's L2 term
-``c2 ||w||^2`` added to the summed loss over n sequences is crfsdca's mean loss plus
+The model is CRFsuite's first-order CRF (no bias rows). With ``algorithm="lbfgs"`` it is, by
+default, CRFsuite's default sparse model: a state weight only for the (attribute, label) pairs
+seen in training and a transition weight only for the label bigrams seen
+(``all_possible_states``, ``all_possible_transitions`` add the others, as in CRFsuite). The
+other solvers train the dense model (both flags True), which is their default. CRFsuite's L2
+term ``c2 ||w||^2`` added to the summed loss over n sequences is crfsdca's mean loss plus
 ``(lambda/2) ||w||^2`` with ``lambda = 2 c2 / n``: both reach the same optimum.
 """
 
@@ -25,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,20 +59,10 @@ _UNSUPPORTED = {
     "arow": "'sdca', which also updates one sequence at a time (AROW has no likelihood objective)",
 }
 _PARAM_NAMES = (
-    "algorithm",
-    "c1",
-    "c2",
-    "max_iterations",
-    "tol",
-    "sampling",
-    "non_uniformity",
-    "all_possible_states",
-    "all_possible_transitions",
-    "verbose",
-    "random_state",
-    "model_filename",
-    "n_jobs",
-)
+    "algorithm", "c1", "c2", "max_iterations", "tol", "sampling", "non_uniformity",
+    "all_possible_states", "all_possible_transitions", "epsilon", "period", "delta",
+    "num_memories", "verbose", "random_state", "model_filename", "n_jobs"
+)  # fmt: skip
 
 
 def solver_name(algorithm: str) -> str:
@@ -84,6 +75,21 @@ def solver_name(algorithm: str) -> str:
             f" the nearest is {_UNSUPPORTED[algorithm]}"
         )
     raise ValueError(f"algorithm must be one of {sorted(SOLVERS)}; got {algorithm!r}")
+
+
+#: CRFsuite's L-BFGS defaults, used by ``algorithm="lbfgs"`` for what is not given: no
+#: iteration limit (nor evaluation limit: 1e9, finite for the model file's JSON), epsilon 1e-5,
+#: period 10, delta 1e-5, 6 correction pairs.
+CRFSUITE_LBFGS = {
+    "max_epochs": 1e9,
+    "epsilon": 1e-5,
+    "period": 10,
+    "delta": 1e-5,
+    "history": 6,
+}
+#: estimator parameters passed to the solver's config, under these names when they differ
+_OPTIONS = ("tol", "sampling", "non_uniformity", "epsilon", "period", "delta", "num_memories")
+_RENAMED = {"num_memories": "history"}
 
 
 class CRF(_Base):
@@ -102,8 +108,10 @@ class CRF(_Base):
         ``regularization = 2 * c2 / n`` for n training sequences. Default: ``1 / n``
         (crfsdca's default, i.e. ``c2 = 0.5``; sklearn-crfsuite's default is ``c2 = 1``).
     max_iterations : float, optional
-        Maximum number of epochs (passes over the data; for ``"lbfgs"``, function
-        evaluations). Default: the solver's (100 for sdca, 1000 for lbfgs).
+        For ``"lbfgs"``, the maximum number of L-BFGS iterations, as CRFsuite counts them
+        (an iteration's line search may evaluate several points); default: none, as CRFsuite.
+        For the others, the maximum number of epochs (passes over the data); default: the
+        solver's (100 for sdca).
     tol : float, optional
         Stop when the duality gap (dual solvers) or the L-BFGS gradient certificate falls
         below it. Default: the solver's.
@@ -112,8 +120,15 @@ class CRF(_Base):
     non_uniformity : float, optional
         SDCA / SAG-NUS fraction of non-uniform draws. Default: the solver's.
     all_possible_states, all_possible_transitions : bool, optional
-        crfsdca's model is dense, as CRFsuite's with both set to True; ``None`` and ``True``
-        are accepted, ``False`` warns (UserWarning) that it has no effect.
+        As in CRFsuite: False (CRFsuite's default) gives a state weight only to the
+        (attribute, label) pairs, and a transition weight only to the label bigrams, seen in
+        training; every other weight is structurally 0 (:func:`crfsdca.features.observed_features`).
+        True gives every pair a weight. ``None``: False with ``"lbfgs"``, True with the other
+        solvers, which train the dense model only (False with them raises ValueError).
+    epsilon, period, delta, num_memories : optional
+        CRFsuite's L-BFGS stopping tests and memory (``"lbfgs"`` only): stop when
+        ``||grad|| / max(1, ||w||) <= epsilon`` or when the objective improved by less than
+        ``delta`` (relative) over ``period`` iterations. Defaults: CRFsuite's (1e-5, 10, 1e-5, 6).
     verbose : bool
         Write one line per evaluated epoch (objective, gap, dev accuracy) to stderr.
     random_state : int, optional
@@ -154,6 +169,10 @@ class CRF(_Base):
         non_uniformity: float | None = None,
         all_possible_states: bool | None = None,
         all_possible_transitions: bool | None = None,
+        epsilon: float | None = None,
+        period: int | None = None,
+        delta: float | None = None,
+        num_memories: int | None = None,
         verbose: bool = False,
         random_state: int | None = None,
         model_filename: str | None = None,
@@ -168,6 +187,10 @@ class CRF(_Base):
         self.non_uniformity = non_uniformity
         self.all_possible_states = all_possible_states
         self.all_possible_transitions = all_possible_transitions
+        self.epsilon = epsilon
+        self.period = period
+        self.delta = delta
+        self.num_memories = num_memories
         self.verbose = verbose
         self.random_state = random_state
         self.model_filename = model_filename
@@ -192,19 +215,17 @@ class CRF(_Base):
     def _solver_options(self) -> dict[str, Any]:
         name = solver_name(self.algorithm)
         fields = set(SOLVERS[name].config_class.__dataclass_fields__)
-        options: dict[str, Any] = {}
-        given = {
-            "max_epochs": self.max_iterations,
-            "tol": self.tol,
-            "sampling": self.sampling,
-            "non_uniformity": self.non_uniformity,
-        }
-        for field_name, value in given.items():
+        lbfgs = name == "lbfgs"
+        options: dict[str, Any] = dict(CRFSUITE_LBFGS) if lbfgs else {}
+        if self.max_iterations is not None:
+            options["max_iterations" if lbfgs else "max_epochs"] = self.max_iterations
+        for param in _OPTIONS:
+            value, field_name = getattr(self, param), _RENAMED.get(param, param)
             if value is None:
                 continue
             if field_name not in fields:
                 raise ValueError(
-                    f"{field_name} is not an option of algorithm={self.algorithm!r};"
+                    f"{param} is not an option of algorithm={self.algorithm!r};"
                     f" leave it None or choose an algorithm that has it"
                 )
             options[field_name] = value
@@ -226,20 +247,27 @@ class CRF(_Base):
             raise ValueError(f"c2 must be > 0 (crfsdca needs an L2 term); got {self.c2!r}")
         return 2.0 * float(self.c2) / n_sequences
 
-    def _check_dense_options(self) -> None:
+    def _model_flags(self, trees: bool = False) -> dict[str, bool]:
+        """``all_possible_states`` and ``all_possible_transitions`` as SequenceCRF takes them
+        (trees always train the dense model)."""
+        lbfgs = solver_name(self.algorithm) == "lbfgs" and not trees
+        flags = {}
         for name in ("all_possible_states", "all_possible_transitions"):
             value = getattr(self, name)
-            if value is None or value is True:
-                continue
-            if value is False:
-                warnings.warn(
-                    f"{name}=False has no effect: crfsdca's model is dense, as CRFsuite's with "
-                    "all_possible_states=True and all_possible_transitions=True",
-                    UserWarning,
-                    stacklevel=3,
-                )
-            else:
+            if value is None:
+                value = not lbfgs  # CRFsuite's default with lbfgs; the dense model otherwise
+            elif not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"{name} must be True, False or None; got {value!r}")
+            elif not value and trees:
+                raise ValueError(f"{name}=False: tree-structured CRFs train the dense model")
+            elif not value and not lbfgs:
+                raise ValueError(
+                    f"{name}=False (CRFsuite's sparse model) is trained by algorithm='lbfgs'"
+                    f" only; algorithm={self.algorithm!r} trains the dense model: leave"
+                    f" {name} None (or True), or use algorithm='lbfgs'"
+                )
+            flags[name] = bool(value)
+        return flags
 
     def fit(
         self,
@@ -254,12 +282,12 @@ class CRF(_Base):
 
         ``X_dev``, ``y_dev`` (both or neither) are evaluated at every monitoring pass; their
         token error is in ``training_log_``. ``graphs`` (and ``graphs_dev`` for the dev set)
-        make a tree-structured CRF: one Tree or parent array per sequence (algorithm
-        ``"sdca"`` or ``"lbfgs"``); the model then predicts only sequences given with trees.
+        make a tree-structured CRF (the dense model, every algorithm): one Tree or parent array
+        per sequence; the model then predicts only sequences given with trees.
         """
         if (X_dev is None) != (y_dev is None):
             raise ValueError("pass both X_dev and y_dev to use a dev set, or neither")
-        self._check_dense_options()
+        flags = self._model_flags(trees=graphs is not None)
         options = self._solver_options()
         encoder = FeatureDictEncoder()
         train = encoder.fit_transform(X, y)
@@ -269,11 +297,13 @@ class CRF(_Base):
             solver=solver_name(self.algorithm),
             regularization=self._regularization(train.n_sequences),
             n_bias_rows=0,
+            **flags,
             **options,
         )
         callback = _log_line if self.verbose else None
         with _one_blas_thread(), _threads(self.n_jobs):
-            model.fit(train, dev, encoder=encoder.encoder.to_dict(), name="X", callback=callback)
+            model.fit(train, dev, encoder=encoder.encoder.to_dict(), name="X",
+                      callback=callback, dropped=encoder.dropped_)  # fmt: skip
         self._finish(model, encoder, train)
         return self
 

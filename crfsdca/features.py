@@ -113,3 +113,59 @@ class FeatureMap:
         if w.shape != (self.n_features,):
             raise ValueError(f"weights must have shape ({self.n_features},); got {w.shape}")
         return w
+
+
+def observed_features(
+    data,
+    feature_map: FeatureMap,
+    *,
+    all_states: bool,
+    all_transitions: bool,
+    dropped: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+) -> NDArray[np.int64] | None:
+    """Flat indices of the weights of CRFsuite's model of ``data`` (a ``SequenceData``).
+
+    CRFsuite (``crf1df_generate`` in crf1d_feature.c) creates a state feature (attribute, label)
+    for every attribute of every training token with that token's label, its frequency being
+    the sum of the attribute's values there, and a transition feature (label at t, label at
+    t+1) for every label bigram inside a sequence (no start or end transitions); it keeps the
+    features of frequency >= ``feature.minfreq`` (0 by default: an (attribute, label) pair
+    whose values sum to a negative number is dropped). ``all_states`` (CRFsuite's
+    ``feature.possible_states``) adds every label for every attribute, ``all_transitions``
+    (``feature.possible_transitions``) every label pair. Every other weight of the dense
+    layout is structurally zero. Bias rows, which CRFsuite has not, are always free.
+    One deviation: with ``all_states`` every state weight is free, where CRFsuite still drops
+    the pairs of negative frequency (only possible with negative attribute values), so that
+    the dense model stays the one every solver trains.
+
+    ``dropped`` = (token, attribute id) of attribute occurrences the packed data left out
+    because their values summed to 0 on the token (a bool feature that is False): CRFsuite
+    still creates their features, of frequency 0.
+
+    Returns the sorted free indices, or None when both flags are set (every weight is free).
+    """
+    if all_states and all_transitions:
+        return None
+    if feature_map.n_edge_types != 1:
+        raise ValueError("CRFsuite's sparse model is defined for chains (one transition block)")
+    A, K = feature_map.n_attributes, feature_map.n_labels
+    labels = data.labels
+    if all_states:
+        states = np.ones(A * K, bool)
+    else:
+        per_token = np.diff(data.attr_offsets)
+        keys = data.attr_ids * K + np.repeat(labels, per_token)
+        seen = np.bincount(keys, minlength=A * K) > 0
+        if dropped is not None and dropped[0].size:
+            seen[dropped[1] * K + labels[dropped[0]]] = True
+        frequency = np.bincount(keys, weights=data.attr_values, minlength=A * K)
+        states = seen & (frequency >= 0.0)
+    if all_transitions:
+        trans = np.ones(K * K, bool)
+    else:
+        inside = np.ones(max(labels.size - 1, 0), bool)
+        inside[data.seq_offsets[1:-1] - 1] = False  # no bigram across a sequence boundary
+        trans = np.zeros(K * K, bool)
+        trans[labels[:-1][inside] * K + labels[1:][inside]] = True
+    bias = np.ones(feature_map.n_bias_rows * K, bool)
+    return np.flatnonzero(np.concatenate([states, bias, trans])).astype(np.int64)

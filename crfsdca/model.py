@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from crfsdca.errors import GraphError, ModelFormatError, NotFittedError
 from crfsdca.evaluation import evaluate_data
-from crfsdca.features import FeatureMap
+from crfsdca.features import FeatureMap, observed_features
 from crfsdca.modelfile import load_model, save_model
 from crfsdca.monitor import Monitor
 from crfsdca.oracle import Oracle
@@ -31,8 +31,6 @@ from crfsdca.solvers import SOLVERS, SolverResult
 from crfsdca.trace import TraceRecord
 from crfsdca.tree_oracle import TreeData, TreeOracle, tree_problem
 
-#: solvers that train tree-structured models
-TREE_SOLVERS = ("sdca", "lbfgs")
 GRAPHS = ("chain", "tree")
 
 
@@ -55,6 +53,10 @@ class SequenceCRF:
         lambda > 0; default 1/n.
     n_bias_rows : int, optional
         3 (count, first, last bias rows) or 0; default: the encoder's choice, else 3.
+    all_possible_states, all_possible_transitions : bool
+        False gives CRFsuite's sparse model (:func:`crfsdca.features.observed_features`):
+        only the (attribute, label) pairs, or label bigrams, seen in training have a weight.
+        Trained by ``lbfgs`` only. Default True (the dense model).
     **solver_options
         Fields of the solver's config dataclass (e.g. ``sampling="gap"``, ``max_epochs=50``).
     """
@@ -64,11 +66,20 @@ class SequenceCRF:
         solver: str = "sdca",
         regularization: float | None = None,
         n_bias_rows: int | None = None,
+        all_possible_states: bool = True,
+        all_possible_transitions: bool = True,
         **solver_options: Any,
     ) -> None:
         self.solver = solver
         self.regularization = regularization
         self.n_bias_rows = n_bias_rows
+        self.all_possible_states = bool(all_possible_states)
+        self.all_possible_transitions = bool(all_possible_transitions)
+        if solver != "lbfgs" and not (self.all_possible_states and self.all_possible_transitions):
+            raise ValueError(
+                f"all_possible_states=False or all_possible_transitions=False (CRFsuite's sparse"
+                f" model) is trained by solver 'lbfgs' only; got solver {solver!r}"
+            )
         self.solver_options = solver_options
         make_solver(solver, **solver_options)  # validate early
         self.weights_: NDArray[np.float64] | None = None
@@ -92,16 +103,18 @@ class SequenceCRF:
         checkpointer: Callable[[object, Any], None] | None = None,
         checkpoint_every: float = 1.0,
         records: list[dict[str, Any]] | None = None,
+        dropped: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
     ) -> SequenceCRF:
         """Train on ``train``; ``test`` is evaluated at every monitoring pass.
 
         ``train`` and ``test`` are both :class:`SequenceData` (chains) or both
-        :class:`~crfsdca.tree_oracle.TreeData` (trees: one transition block per edge type used,
-        solvers ``sdca`` and ``lbfgs``). ``state`` continues a run (e.g. from a checkpoint,
-        whose trace ``records`` are put back first); ``checkpointer(state, trace)`` is called
-        every ``checkpoint_every`` epochs.
+        :class:`~crfsdca.tree_oracle.TreeData` (trees: one transition block per edge type used).
+        ``state`` continues a run (e.g. from a checkpoint, whose trace ``records`` are put back
+        first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs.
+        ``dropped`` completes CRFsuite's sparse model (see
+        :func:`crfsdca.features.observed_features`).
         """
-        problem = self._problem(train, test, name)
+        problem = self._problem(train, test, name, dropped)
         fm = problem.feature_map
         solver = make_solver(self.solver, **self.solver_options)
         monitor = Monitor(
@@ -125,7 +138,7 @@ class SequenceCRF:
         self.problem_ = problem
         return self
 
-    def _problem(self, train, test, name: str) -> Problem:
+    def _problem(self, train, test, name: str, dropped=None) -> Problem:
         bias = self.n_bias_rows if self.n_bias_rows is not None else 3
         graph = _graph_of(train)
         if test is not None and _graph_of(test) != graph:
@@ -134,16 +147,29 @@ class SequenceCRF:
                 " give both as TreeData or both as SequenceData"
             )
         if graph == "tree":
-            if self.solver not in TREE_SOLVERS:
+            if not (self.all_possible_states and self.all_possible_transitions):
                 raise ValueError(
-                    f"trees train with solver {' or '.join(TREE_SOLVERS)}; got {self.solver!r}"
+                    "trees train the dense model: all_possible_states and"
+                    " all_possible_transitions must be True"
                 )
             return tree_problem(
                 train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
             )
         fm = FeatureMap(train.n_attributes, train.n_labels, bias)
+        free = observed_features(
+            train,
+            fm,
+            all_states=self.all_possible_states,
+            all_transitions=self.all_possible_transitions,
+            dropped=dropped,
+        )
         return Problem(
-            train=train, feature_map=fm, regularization=self.regularization, test=test, name=name
+            train=train,
+            feature_map=fm,
+            regularization=self.regularization,
+            test=test,
+            name=name,
+            free=free,
         )
 
     def _check_fitted(self) -> None:
@@ -230,6 +256,8 @@ class SequenceCRF:
             "n_bias_rows": fm.n_bias_rows,
             "graph": self.graph_,
             "n_edge_types": fm.n_edge_types,
+            "all_possible_states": self.all_possible_states,
+            "all_possible_transitions": self.all_possible_transitions,
             "labels": list(self.label_names_),
             "regularization": self.regularization_,
             "solver": self.solver,
@@ -253,6 +281,8 @@ class SequenceCRF:
                 solver=header["solver"],
                 regularization=header["regularization"],
                 n_bias_rows=header["n_bias_rows"],
+                all_possible_states=header.get("all_possible_states", True),
+                all_possible_transitions=header.get("all_possible_transitions", True),
                 **header.get("solver_options", {}),
             )
             graph, n_types = _graph_header(header)

@@ -33,6 +33,10 @@ class Problem:
         Evaluated by the monitor (test error), never trained on.
     name : str
         Dataset name recorded in traces.
+    free : ndarray of int64, optional
+        Sorted flat indices of the weights that exist (CRFsuite's sparse model,
+        :func:`crfsdca.features.observed_features`); every other weight is structurally zero
+        and the gradient is restricted to these coordinates. None: every weight is free.
     """
 
     train: SequenceData
@@ -41,6 +45,7 @@ class Problem:
     test: SequenceData | None = None
     name: str = ""
     meta: dict = field(default_factory=dict)
+    free: NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
         if self.regularization is None:
@@ -59,6 +64,13 @@ class Problem:
         if self.train.n_items and self.train.labels.min() < 0:
             bad = int(np.flatnonzero(self.train.labels < 0)[0])
             raise ValueError(f"training token {bad} has a label unknown to the model")
+        if self.free is not None:
+            free = np.ascontiguousarray(self.free, np.int64)
+            if free.ndim != 1 or (free.size and (free[0] < 0 or free[-1] >= fm.n_features)):
+                raise ValueError(f"free indices must lie in [0, {fm.n_features})")
+            if np.any(np.diff(free) <= 0):
+                raise ValueError("free indices must be sorted and distinct")
+            self.free = free
 
     @property
     def n_sequences(self) -> int:
@@ -77,10 +89,18 @@ class Problem:
         return self.primal_and_gradient(w)[0]
 
     def primal_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        """P(w) and its gradient lambda w + (1/n) sum_i (E_nu_i F - F_i)."""
+        """P(w) and its gradient lambda w + (1/n) sum_i (E_nu_i F - F_i).
+
+        With ``free`` set, ``w`` must be zero off the free coordinates and the gradient is the
+        one of P restricted to them (zero elsewhere).
+        """
         loss_sum, grad_sum = self.oracle.value_and_gradient(w)
         n, lam = self.n_sequences, self.regularization
         value = 0.5 * lam * float(w @ w) + loss_sum / n
         grad = grad_sum / n
         grad += lam * w
+        if self.free is not None:
+            restricted = np.zeros_like(grad)
+            restricted[self.free] = grad[self.free]
+            grad = restricted
         return value, grad

@@ -220,20 +220,29 @@ def test_bad_parameters(data):
         CRF(algorithm="lbfgs", sampling="gap").fit(X, y)
     with pytest.raises(ValueError, match="algorithm must be one of"):
         CRF(algorithm="newton").fit(X, y)
-    with pytest.warns(UserWarning, match="all_possible_states=False has no effect"):
+    with pytest.raises(ValueError, match="all_possible_states=False .* algorithm='lbfgs' only"):
         CRF(all_possible_states=False, max_iterations=1).fit(X[:5], y[:5])
+    with pytest.raises(ValueError, match="all_possible_transitions=False .*'lbfgs' only"):
+        CRF(algorithm="oeg", all_possible_transitions=False).fit(X[:5], y[:5])
+    with pytest.raises(TypeError, match="all_possible_states must be True, False or None"):
+        CRF(all_possible_states="yes").fit(X[:5], y[:5])
+    with pytest.raises(ValueError, match="delta is not an option of algorithm='sdca'"):
+        CRF(delta=1e-5).fit(X[:5], y[:5])
 
 
 def test_c2_is_crfsuites_scale(data):
     """c2 and lambda = 2 c2 / n give the same weights; c1=0 is accepted."""
-    from crfsdca.estimator import _one_blas_thread
+    from crfsdca.estimator import CRFSUITE_LBFGS, _one_blas_thread
     from crfsdca.featuredicts import FeatureDictEncoder
     from crfsdca.model import SequenceCRF
 
     (X, y), _ = data
-    crf = CRF(algorithm="lbfgs", c1=0, c2=0.3).fit(X, y)
+    dense = {"all_possible_states": True, "all_possible_transitions": True}
+    crf = CRF(algorithm="lbfgs", c1=0, c2=0.3, **dense).fit(X, y)
     train = FeatureDictEncoder().fit_transform(X, y)
-    ref = SequenceCRF(solver="lbfgs", regularization=0.6 / len(X), n_bias_rows=0)
+    ref = SequenceCRF(
+        solver="lbfgs", regularization=0.6 / len(X), n_bias_rows=0, **dense, **CRFSUITE_LBFGS
+    )
     with _one_blas_thread():  # as CRF.fit: the same sums in the same order
         ref.fit(train)
     np.testing.assert_array_equal(crf._model.weights_, ref.weights_)

@@ -3,6 +3,18 @@
 Each value+gradient evaluation is one full pass (n oracle calls). At every iterate the dual point
 nu(w) gives the certificate P(w) - D(nu(w)) = ||grad P(w)||^2 / (2 lambda) >= P(w) - P*
 (Le Priol et al. 2018, eqs. 7-8), reported as the gap; the run stops when it is <= tol.
+
+A problem with free coordinates (CRFsuite's sparse model, ``Problem.free``) is optimised over
+those only: the L-BFGS vectors hold the free weights, every other weight stays exactly 0, and
+P restricted to the free coordinates is still lambda-strongly convex, so the certificate (with
+the restricted gradient) bounds P(w) - P* of the restricted problem.
+
+Stopping as CRFsuite's L-BFGS (libLBFGS) can, besides ``tol``, ``max_epochs`` (function
+evaluations) and ``time_limit``: ``max_iterations`` counts iterations (CRFsuite's
+``max_iterations``; an iteration's line search may evaluate several points), ``epsilon`` stops
+when ``||grad f|| / max(1, ||w||) <= epsilon`` and ``delta`` when ``(f_{k-period} - f_k) / f_k
+< delta``, for CRFsuite's summed objective f = n P. Both are off by default (0); the estimator
+:class:`crfsdca.CRF` turns on CRFsuite's defaults (1e-5, 10, 1e-5).
 """
 
 from __future__ import annotations
@@ -26,33 +38,95 @@ class LBFGSConfig(SolverConfig):
     """Options of L-BFGS."""
 
     max_epochs: float = option(1000.0, "stop after this many epochs (function evaluations)")
+    max_iterations: float = option(
+        math.inf, "stop after this many L-BFGS iterations (CRFsuite's max_iterations)"
+    )
     tol: float = option(1e-9, "stop when the certified gap ||grad P||^2/(2 lambda) is below this")
     history: int = option(20, "number of correction pairs kept by L-BFGS")
+    epsilon: float = option(
+        0.0, "stop when ||grad (n P)|| / max(1, ||w||) <= this (CRFsuite's epsilon; 0: off)"
+    )
+    period: int = option(10, "iterations back for the delta test (CRFsuite's period)")
+    delta: float = option(
+        0.0, "stop when P improved by less than this (relative) over `period` iterations; 0: off"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.max_iterations >= 1:
+            raise ValueError(f"max_iterations must be >= 1; got {self.max_iterations}")
+        if not self.epsilon >= 0 or not self.delta >= 0:
+            raise ValueError(f"epsilon and delta must be >= 0; got {self.epsilon}, {self.delta}")
+        if self.period < 1:
+            raise ValueError(f"period must be >= 1; got {self.period}")
 
 
 class _Objective:
-    """P(w) and its gradient with evaluation counting and a cache of the last point."""
+    """P and its gradient over the free coordinates, with evaluation counting and a cache of
+    the last point.
+
+    L-BFGS sees the vector ``x`` of the free weights (all weights when ``problem.free`` is
+    None); :meth:`weights` puts it back in the full layout with zeros elsewhere.
+    """
 
     def __init__(self, problem: Problem, budget: float) -> None:
         self.problem = problem
         self.budget = budget
         self.evaluations = 0
+        self.free = problem.free
         self.last: tuple[np.ndarray, float, np.ndarray] | None = None
 
-    def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+    def pack(self, w: np.ndarray) -> np.ndarray:
+        return w.copy() if self.free is None else w[self.free]
+
+    def weights(self, x: np.ndarray) -> np.ndarray:
+        if self.free is None:
+            return x
+        w = self.problem.feature_map.zeros()
+        w[self.free] = x
+        return w
+
+    def full(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """P and its (restricted) gradient at the free weights ``x``, both in the full layout."""
+        return self.problem.primal_and_gradient(self.weights(x))
+
+    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         if self.evaluations >= self.budget:
             raise _Stop("max_epochs")  # inside a line search: keep the last accepted iterate
         try:
-            value, grad = self.problem.primal_and_gradient(w)
+            value, grad = self.full(x)
         except FloatingPointError as err:
             raise FloatingPointError(f"{err} (L-BFGS, epoch {self.evaluations})") from err
         self.evaluations += 1
-        self.last = (w.copy(), value, grad)
-        return value, grad
+        self.last = (x.copy(), value, grad)
+        return value, self.pack(grad)
 
 
 class _Stop(Exception):
     pass
+
+
+class _CRFsuiteTests:
+    """libLBFGS's stopping tests on the summed objective f = n P (see the module docstring)."""
+
+    def __init__(self, config: LBFGSConfig, n: int, value0: float) -> None:
+        self.config = config
+        self.n = n
+        self.values = [value0]  # P at iterations 0, 1, ...
+
+    def check(self, iteration: int, w: np.ndarray, value: float, grad: np.ndarray) -> None:
+        cfg = self.config
+        self.values.append(value)
+        if cfg.epsilon > 0:
+            x_norm = max(1.0, float(np.sqrt(w @ w)))
+            if self.n * float(np.sqrt(grad @ grad)) / x_norm <= cfg.epsilon:
+                raise _Stop("epsilon")
+        if cfg.delta > 0 and iteration >= cfg.period:
+            past = self.values[iteration - cfg.period]
+            if (past - value) / value < cfg.delta:
+                raise _Stop("delta")
+        if iteration >= cfg.max_iterations:
+            raise _Stop("max_iterations")
 
 
 class LBFGS:
@@ -67,20 +141,39 @@ class LBFGS:
     def solve(
         self, problem: Problem, monitor: Monitor, state: object | None = None
     ) -> SolverResult:
-        """Minimise P from ``state`` (initial weights) or from zero."""
+        """Minimise P from ``state`` (initial weights, projected on the free coordinates) or
+        from zero."""
+        max_epochs = self.config.max_epochs
+        budget = math.ceil(max_epochs - 1e-9) if math.isfinite(max_epochs) else math.inf
+        objective = _Objective(problem, budget=budget)
         w0 = problem.feature_map.zeros() if state is None else np.array(state, dtype=np.float64)
-        objective = _Objective(problem, budget=math.ceil(self.config.max_epochs - 1e-9))
+        x0 = objective.pack(w0)
+        w0 = objective.weights(x0)
         n, lam = problem.n_sequences, problem.regularization
         iterations = 0
-        accepted = [w0]
+        accepted = [x0]
 
-        def report(w: np.ndarray) -> None:
+        monitor.start()
+        objective(x0)
+        _, value, grad = objective.last  # grad in the full layout
+        tests = _CRFsuiteTests(self.config, n, value)
+        monitor.end_epoch(
+            w0,
+            oracle_calls=objective.evaluations * n,
+            updates=0,
+            primal=value,
+            dual=value - float(grad @ grad) / (2 * lam),
+            force=True,
+        )
+
+        def report(x: np.ndarray) -> None:
             nonlocal iterations
             iterations += 1
-            accepted[0] = w.copy()
-            x, value, grad = objective.last
-            if not np.array_equal(x, w):
-                value, grad = problem.primal_and_gradient(w)
+            accepted[0] = x.copy()
+            last_x, value, grad = objective.last
+            if not np.array_equal(last_x, x):
+                value, grad = objective.full(x)
+            w = objective.weights(x)
             certificate = float(grad @ grad) / (2 * lam)
             stop = monitor.end_epoch(
                 w,
@@ -92,23 +185,14 @@ class LBFGS:
             )
             if stop:
                 raise _Stop
+            tests.check(iterations, w, value, grad)
 
-        monitor.start()
-        value, grad = objective(w0)
-        monitor.end_epoch(
-            w0,
-            oracle_calls=objective.evaluations * n,
-            updates=0,
-            primal=value,
-            dual=value - float(grad @ grad) / (2 * lam),
-            force=True,
-        )
-        w = w0
+        x = x0
         reason = "converged"
         try:
             result = minimize(
                 objective,
-                w0,
+                x0,
                 jac=True,
                 method="L-BFGS-B",
                 callback=report,
@@ -120,14 +204,15 @@ class LBFGS:
                     "gtol": 0.0,
                 },
             )
-            w = result.x
+            x = result.x
             reason = "line_search" if not result.success else "converged"
         except _Stop as stop:
-            w = accepted[0]
+            x = accepted[0]
             reason = monitor.stop_reason or str(stop)
         except KeyboardInterrupt:
-            w = accepted[0]
+            x = accepted[0]
             reason = "interrupted"
+        w = objective.weights(x)
         counters = {
             "oracle_calls": objective.evaluations * n,
             "updates": iterations * n,
