@@ -56,11 +56,16 @@ def potentials(data, jt, assign, feat, i, w, dims, unary, phi, pidx):
     """Clique potentials of example i into phi (region-local clique tables); pidx: a
     table-sized int64 scratch."""
     seq_offsets = data[0]
+    node_unary(data, seq_offsets[i], seq_offsets[i + 1], w, dims, unary)
+    clique_tables(jt, assign, feat[0], 0, i, unary, w, dims[1], phi, pidx)
+
+
+@njit(cache=True, nogil=True)
+def clique_tables(jt, assign, woff, shift, i, unary, fw, K, phi, pidx):
+    """phi_c = the scores unary (n, K) of the nodes c carries plus its factors' weights
+    ``fw[woff[t] - shift + project(idx, scope)]``, for every clique c of example i."""
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
     node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
-    woff = feat[0]
-    K = dims[1]
-    node_unary(data, seq_offsets[i], seq_offsets[i + 1], w, dims, unary)
     for c in range(ex_cliques[i], ex_cliques[i + 1]):
         m = var_start[c + 1] - var_start[c]
         size = K**m
@@ -73,11 +78,11 @@ def potentials(data, jt, assign, feat, i, w, dims, unary, phi, pidx):
             for idx in range(size):
                 phi[t0 + idx] += unary[v, proj[idx]]
         for f in range(fac_start[c], fac_start[c + 1]):
-            base = woff[fac_type[f]]
+            base = woff[fac_type[f]] - shift
             lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
             proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                phi[t0 + idx] += w[base + proj[idx]]
+                phi[t0 + idx] += fw[base + proj[idx]]
 
 
 @njit(cache=True, nogil=True)

@@ -12,7 +12,9 @@ log sum b_root. Distribute (parents first): D_ch[s] ~ sum of P_c * D_c * the oth
 messages, normalised to max 1; the clique marginal is P_c * D_c * prod U_ch normalised to sum 1,
 the separator's U_c * D_c normalised to sum 1. Scales cancel in the marginals. An example whose
 tables, messages or marginals fall below ``TINY`` (or are not finite) fails (``ok`` False) and
-is redone in log space by the caller.
+is redone in log space by the caller. :func:`potential_marginals` runs the same recursions on
+given per-clique log potentials (SAG-NUS's and OEG's oracle calls), with the log-space fallback
+built in.
 
 Workspaces as in kernels.junction and kernels.junction_batch (``mws``, ``bws``) plus
 ``ews = (eblocks, escales)``: the exponentiated factor blocks (laid out from feat's first
@@ -24,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.junction import projection
+from crfsdca.kernels.junction import collect, distribute, projection
 from crfsdca.kernels.junction_batch import add_expected, marginals, node_unary
 
 TINY = 1e-280
@@ -147,14 +149,19 @@ def scaled_marginals(data, jt, assign, feat, i, w, dims, ws, ews):
     """(log Z, ok) of example i; when ok, its clique and separator marginals (probabilities,
     each >= TINY) into bws.marg (region-local)."""
     mws, bws = ws
+    log_z, ok = _potentials(data, jt, assign, feat, i, w, dims, ews, bws[0], bws[1], mws[5])
+    if not ok:
+        return 0.0, False
+    return _sum_product(i, bws[1], log_z, jt, dims[1], mws, bws[2], True)
+
+
+@njit(cache=True, nogil=True)
+def _sum_product(i, P, log_z, jt, K, mws, marg, with_marginals):
+    """Scaled collect (and distribute when ``with_marginals``) of example i on the scaled
+    clique tables P whose log scales sum to log_z; returns (log Z, ok)."""
     ex_cliques, parent, order, child_start, children = jt[0], jt[4], jt[5], jt[6], jt[7]
     tab_off, sep_off, sep_start, sep_child, sep_parent = jt[8], jt[9], jt[10], jt[11], jt[12]
     up, down, tmp, lsum = mws[0], mws[1], mws[2], mws[4]
-    unary, P, marg = bws[0], bws[1], bws[2]
-    K = dims[1]
-    log_z, ok = _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, mws[5])
-    if not ok:
-        return 0.0, False
     c0 = ex_cliques[i]
     for q in range(ex_cliques[i + 1] - 1, c0 - 1, -1):
         c = order[q]
@@ -174,7 +181,7 @@ def scaled_marginals(data, jt, assign, feat, i, w, dims, ws, ews):
             if not np.isfinite(scale):
                 return 0.0, False
             lsum[c - c0] = acc + scale
-    for q in range(c0, ex_cliques[i + 1]):
+    for q in range(c0, ex_cliques[i + 1] if with_marginals else c0):
         c = order[q]
         size, m = _product(c, -1, True, P, jt, K, mws)
         if not _normalise(tmp, size, marg, tab_off[c]):
@@ -192,6 +199,44 @@ def scaled_marginals(data, jt, assign, feat, i, w, dims, ws, ews):
             if not np.isfinite(scale):
                 return 0.0, False
     return log_z, True
+
+
+@njit(cache=True, nogil=True)
+def potential_marginals(i, phi, jt, K, ws, out, with_marginals):
+    """log Z of p(y) propto exp(sum_c phi_c[y_c]) for per-clique log potentials phi of example
+    i (region-local clique tables, -inf allowed); when ``with_marginals``, the clique and
+    separator log-marginals into out (region-local, each <= 0).
+
+    ``ws = (mws, P)``: the message workspace and a region-sized scratch. Scaled space when every
+    marginal stays >= TINY, else the exact log-space recursions of kernels.junction.
+    """
+    mws, P = ws
+    ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
+    log_z, ok = 0.0, True
+    for c in range(ex_cliques[i], ex_cliques[i + 1]):
+        size, t0 = K ** (var_start[c + 1] - var_start[c]), tab_off[c]
+        top = -np.inf
+        for idx in range(size):
+            top = max(top, phi[t0 + idx])
+        if not np.isfinite(top):
+            ok = False
+            break
+        log_z += top
+        for idx in range(size):
+            P[t0 + idx] = np.exp(phi[t0 + idx] - top)
+    if ok:
+        log_z, ok = _sum_product(i, P, log_z, jt, K, mws, out, with_marginals)
+    R = jt[1][i + 1] - jt[1][i]
+    if ok:
+        for j in range(R if with_marginals else 0):
+            out[j] = min(np.log(out[j]), 0.0)
+        return log_z
+    log_z = collect(i, phi, jt, K, mws)
+    if with_marginals and np.isfinite(log_z):
+        distribute(i, phi, jt, K, mws, out)
+        for j in range(R):  # rounding can leave a log marginal a hair above 0
+            out[j] = min(out[j], 0.0)
+    return log_z
 
 
 @njit(cache=True, nogil=True)

@@ -11,7 +11,9 @@ clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
 :class:`crfsdca.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
 compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.tree_oracle.TreeProblem`,
-``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts).
+``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts; on a
+:class:`~crfsdca.junction_oracle.JunctionProblem`, ``crfsdca.kernels.junction_oeg`` with junction
+SDCA's clique and separator tables and its smoothed start).
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.dual import DualState, gibbs_start, smoothed_empirical
-from crfsdca.kernels import oeg, tree_oeg
+from crfsdca.junction_oracle import JunctionProblem
+from crfsdca.kernels import junction_oeg, oeg, tree_oeg
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.local_junction import junction_smoothed_empirical
 from crfsdca.solvers.local_tree import tree_finish_state, tree_smoothed_empirical
 from crfsdca.solvers.loop import chunk_budget, run_loop
-from crfsdca.solvers.sag_nus import DRAW_BLOCK
+from crfsdca.solvers.sag_nus import DRAW_BLOCK, junction_buffers, junction_dims
 from crfsdca.tree_oracle import TreeProblem
 
 if TYPE_CHECKING:
@@ -117,7 +121,11 @@ class OEG:
         """Dual start of ``init`` with w = w_hat(mu) exactly, eta_i = learning_rate."""
         cfg = self.config
         epsilon = 1.0 if cfg.init == "uniform" else cfg.init_epsilon
-        if isinstance(problem, TreeProblem):
+        if isinstance(problem, JunctionProblem):
+            if cfg.init == "gibbs":
+                raise ValueError("junction trees start OEG from init='smoothed' or 'uniform'")
+            dual = junction_smoothed_empirical(problem, epsilon, np.float64)
+        elif isinstance(problem, TreeProblem):
             dual = _tree_start(problem, cfg, epsilon)
         elif cfg.init == "gibbs":
             dual = gibbs_start(problem, cfg.gibbs_score)
@@ -138,6 +146,8 @@ class OEG:
         """Run OEG from ``state`` (or the configured dual start)."""
         state = state or self.initial_state(problem)
         runner = _TreeRunner if isinstance(problem, TreeProblem) else _Runner
+        if isinstance(problem, JunctionProblem):
+            runner = _JunctionRunner
         return run_loop(self, runner(problem, self.config, state), monitor)
 
 
@@ -257,4 +267,27 @@ class _TreeRunner(_Runner):
         w = self.state.dual.weights
         return tree_oeg.run_steps(
             self.layout, self.graph, dual, w, self.dims, params, indices, self.workspace
+        )
+
+
+class _JunctionRunner(_Runner):
+    """The runner on a :class:`~crfsdca.junction_oracle.JunctionProblem`
+    (``kernels.junction_oeg``; the dual tables are ``dual.log_edge``)."""
+
+    def setup_kernel(self, problem: JunctionProblem) -> None:
+        """The nodes' layout, the packed junction trees and runs, dimensions, the workspace."""
+        data, fm = problem.train, problem.feature_map
+        self.layout = sequence_layout(data.nodes)
+        self.struct = problem.oracle.packed_structure
+        self.dims = junction_dims(fm)
+        mws, sizes = junction_buffers(data, fm.n_labels)
+        self.workspace = junction_oeg.make_workspace(
+            data.max_length, self.dims, max_unique(self.layout), mws, sizes
+        )
+
+    def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:
+        """The compiled visits of ``indices`` (``kernels.junction_oeg.run_steps``)."""
+        w = self.state.dual.weights
+        return junction_oeg.run_steps(
+            self.layout, self.struct, dual[1:], w, self.dims, params, indices, self.workspace
         )

@@ -19,7 +19,9 @@ rule, under which a skipped visit still decays L_max.
 The gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
 between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``). On a
 :class:`~crfsdca.tree_oracle.TreeProblem` the same method runs in ``crfsdca.kernels.tree_sag``
-(the tree oracle's marginals; y_i's edge sums are kept per edge type).
+(the tree oracle's marginals; y_i's edge sums are kept per edge type), on a
+:class:`~crfsdca.junction_oracle.JunctionProblem` in ``crfsdca.kernels.junction_sag`` (the
+junction oracle's marginals; y_i's factor marginals are summed per factor type).
 
 SAG is a primal method; with ``certificate`` on, every evaluation also reports the dual value
 D(nu(w)) = P(w) - ||grad P(w)||^2 / (2 lambda) of the oracle marginals at w (Le Priol et al.
@@ -34,7 +36,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sag, tree_sag
+from crfsdca.features import FeatureMap
+from crfsdca.junction_oracle import JunctionData, JunctionProblem
+from crfsdca.junction_oracle import make_workspace as junction_workspace
+from crfsdca.kernels import junction_sag, sag, tree_sag
 from crfsdca.kernels.trees import build
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
@@ -138,12 +143,15 @@ class SAGMemory:
     def zeros(cls, problem: Problem, initial_lipschitz: float) -> SAGMemory:
         data, K = problem.train, problem.feature_map.n_labels
         n = data.n_sequences
-        types = (problem.feature_map.n_edge_types,) if isinstance(problem, TreeProblem) else ()
+        fm = problem.feature_map
+        sums = (fm.n_edge_types, K, K) if isinstance(problem, TreeProblem) else (K, K)
+        if isinstance(problem, JunctionProblem):
+            sums = (fm.n_features - fm.factor_offset(0),)  # factor sums, laid out like w's blocks
         return cls(
-            weights=problem.feature_map.zeros(),
-            grad_sum=problem.feature_map.zeros(),
+            weights=fm.zeros(),
+            grad_sum=fm.zeros(),
             node_marginals=np.zeros((data.n_items, K)),
-            edge_sums=np.zeros((n, *types, K, K)),
+            edge_sums=np.zeros((n, *sums)),
             lipschitz=np.full(n, float(initial_lipschitz)),
             covered=np.zeros(n, np.bool_),
             successes=np.zeros(n, np.int64),
@@ -192,6 +200,8 @@ class SAGNUS:
         """Run SAG-NUS from ``state`` (or w = 0)."""
         state = state or self.initial_state(problem)
         runner = _TreeRunner if isinstance(problem, TreeProblem) else _Runner
+        if isinstance(problem, JunctionProblem):
+            runner = _JunctionRunner
         return run_loop(self, runner(problem, self.config, state), monitor)
 
 
@@ -337,5 +347,40 @@ class _TreeRunner(_Runner):
         weights = self.state.memory.weights
         return tree_sag.run_steps(
             self.layout, self.graph, memory, self.samplers(), weights, self.dims, params, draws,
+            self.workspace,
+        )  # fmt: skip
+
+
+def junction_dims(fm: FeatureMap) -> tuple[int, int, int, int]:
+    """(A, K, n_bias, factor rows): the dims of the junction SAG and OEG kernels."""
+    K = fm.n_labels
+    return fm.n_attributes, K, fm.n_bias_rows, (fm.n_features - fm.factor_offset(0)) // K
+
+
+def junction_buffers(data: JunctionData, K: int) -> tuple[tuple, tuple[int, int]]:
+    """(message workspace, (largest region, largest table)) of junction data."""
+    return junction_workspace(data, K)[0], (int(data.region_sizes.max()), data.max_table)
+
+
+class _JunctionRunner(_Runner):
+    """The runner on a :class:`~crfsdca.junction_oracle.JunctionProblem`
+    (``kernels.junction_sag``)."""
+
+    def setup_kernel(self, problem: JunctionProblem) -> None:
+        """The nodes' layout, the packed junction trees, dimensions with the factor rows."""
+        data, fm = problem.train, problem.feature_map
+        self.layout = sequence_layout(data.nodes)
+        self.struct = problem.oracle.packed_structure[:3]
+        self.dims = junction_dims(fm)
+        mws, sizes = junction_buffers(data, fm.n_labels)
+        self.workspace = junction_sag.make_workspace(
+            data.max_length, self.dims, max_unique(self.layout), mws, sizes
+        )
+
+    def run_kernel(self, memory: tuple, params: np.ndarray, draws: np.ndarray) -> tuple:
+        """The compiled iterations on ``draws`` (``kernels.junction_sag.run_steps``)."""
+        weights = self.state.memory.weights
+        return junction_sag.run_steps(
+            self.layout, self.struct, memory, self.samplers(), weights, self.dims, params, draws,
             self.workspace,
         )  # fmt: skip

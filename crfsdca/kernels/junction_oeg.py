@@ -1,0 +1,172 @@
+"""Online exponentiated gradient (OEG) on junction-tree examples (chains: ``kernels.oeg``).
+
+Dual block i is a junction-tree law u_i given by its clique and separator marginals, stored as
+logs like junction SDCA's dual state (the example's region of the flat table array: clique
+tables, then separator tables). One EG step with learning rate eta (``baselines.md`` §6) is
+
+    theta' = (1 - eta) theta + eta s(w),
+
+with s(w) the clique potentials at w = w_hat(mu) (``kernels.junction_batch.potentials``) and
+theta the junction-tree reparameterisation of mu_i (Z(theta) = 1): theta_c = log mu_c -
+log mu_sep(c) projected onto c's table, theta_c = log mu_c at a root clique. A forbidden entry
+(log mu = -inf) stays forbidden. The marginals of theta' (one oracle call per trial) come from
+the junction kernel ``kernels.junction_scaled.potential_marginals``. The step is accepted when
+the dual grows,
+
+    Delta(n D) = H~(mu') - H~(mu_i) - lambda n (<w, v> + ||v||^2 / 2) > 0,
+    v = -(1/(lambda n)) E_{mu' - mu_i}[F(x_i, .)],
+
+H~ the entropy over the segment table (cliques +1, separators -1; ``kernels.segments``);
+otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times). v needs only
+the node marginals and factor sums of mu' and mu_i (``kernels.junction_sag.add_features``).
+
+Arrays: ``layout``, ``dims`` as in ``kernels.junction_sag``; ``struct = (jt, assign, feat,
+runs)`` as in kernels.junction_sdca; ``dual = (log_tab, entropies, learning_rates)`` (log_tab
+float64); ``params`` and the returned stats as in ``kernels.oeg``.
+"""
+
+import numpy as np
+from numba import njit
+
+from crfsdca.kernels import segments
+from crfsdca.kernels.junction import projection
+from crfsdca.kernels.junction_batch import potentials
+from crfsdca.kernels.junction_sag import add_features, block_stats, clique_entries
+from crfsdca.kernels.junction_scaled import potential_marginals
+from crfsdca.kernels.oeg import BUDGET, GROWTH, LAM_N, MAX_HALVINGS, N_PARAMS, N_STATS, compact_dot
+from crfsdca.kernels.sag import scatter_rows
+
+
+@njit(cache=True, nogil=True)
+def _eg_direction(i, lmu, scores, jt, K, base, diff, pidx):
+    """theta(mu) (module docstring) into base and s(w) - theta(mu) into diff (clique tables,
+    region-local); lmu the example's log tables, scores its clique potentials at w."""
+    var_start, parent, tab_off, sep_off = jt[2], jt[4], jt[8], jt[9]
+    sep_start, sep_child = jt[10], jt[11]
+    for c in range(jt[0][i], jt[0][i + 1]):
+        m = var_start[c + 1] - var_start[c]
+        size, t0 = K**m, tab_off[c]
+        has_sep = parent[c] >= 0
+        proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
+        for idx in range(size):
+            lm = lmu[t0 + idx]
+            if lm == -np.inf:
+                base[t0 + idx], diff[t0 + idx] = -np.inf, 0.0
+            else:
+                b = lm - lmu[sep_off[c] + proj[idx]] if has_sep else lm
+                base[t0 + idx], diff[t0 + idx] = b, scores[t0 + idx] - b
+
+
+@njit(cache=True, nogil=True)
+def _trial(eta, ex, sa, w, dims, lam_n, bufs):
+    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D))."""
+    i, s, e, layout, struct = ex
+    jt = struct[0]
+    base, diff, psi, out, ows, rr, new, old, v, prob = bufs
+    K = dims[1]
+    for t in range(clique_entries(i, jt, K)):
+        psi[t] = base[t] + eta * diff[t]
+    log_z = potential_marginals(i, psi, jt, K, ows, out, True)
+    if not np.isfinite(log_z):
+        return log_z, 0.0, 0.0
+    h_new = segments.entropy(out, rr)
+    n = e - s
+    block_stats(i, out, struct[:3], K, new[0], new[1], prob, ows[0][5])
+    emit, rest = v
+    U = sa.shape[0]
+    emit[:U] = 0.0
+    rest[:] = 0.0
+    kappa = -1.0 / lam_n
+    add_features(ex, new[0][:n], new[1], kappa, 0.0, emit, rest)
+    add_features(ex, old[0][:n], old[1], -kappa, 0.0, emit, rest)
+    a, b = compact_dot(sa, dims[0], w, emit[:U], rest.reshape((rest.shape[0] // K, K)))
+    return log_z, h_new, h_new - lam_n * (a + 0.5 * b)
+
+
+@njit(cache=True, nogil=True)
+def _step(i, layout, struct, dual, w, dims, params, ws):
+    """One OEG visit of example i; returns (oracle calls, accepted, status)."""
+    log_tab, entropies, rates = dual
+    jt, assign, feat, runs = struct
+    A, K, nb = dims[0], dims[1], dims[2]
+    unary, scores, bufs = ws
+    lo, hi = jt[1][i], jt[1][i + 1]
+    s, e = layout[0][i], layout[0][i + 1]
+    lmu = log_tab[lo:hi]
+    pidx = bufs[4][0][5]
+    potentials(layout[:5], jt, assign, feat, i, w, (A, K, nb), unary, scores, pidx)
+    _eg_direction(i, lmu, scores, jt, K, bufs[0], bufs[1], pidx)
+    old = bufs[6]
+    block_stats(i, lmu, struct[:3], K, old[0], old[1], bufs[8], pidx)
+    a, b = runs[0][i], runs[0][i + 1]
+    rr = (runs[1][a:b], runs[2][a:b], runs[3][a:b])
+    cur = bufs[:5] + (rr,) + bufs[5:]
+    sa = layout[7][layout[6][i] : layout[6][i + 1]]
+    ex = (i, s, e, layout, struct)
+    eta = rates[i]
+    for h in range(int(params[MAX_HALVINGS]) + 1):
+        log_z, h_new, gain = _trial(eta, ex, sa, w, dims, params[LAM_N], cur)
+        if not np.isfinite(log_z):
+            return h + 1, False, 1
+        if gain - entropies[i] > 0.0:
+            lmu[:] = bufs[3][: hi - lo]
+            entropies[i] = h_new
+            emit, rest = bufs[7]
+            scatter_rows(sa, A, emit[: sa.shape[0]], rest.reshape((rest.shape[0] // K, K)), w, K)
+            rates[i] = min(eta * params[GROWTH], 1.0)
+            return h + 1, True, 0
+        eta *= 0.5
+    return int(params[MAX_HALVINGS]) + 1, False, 0
+
+
+@njit(cache=True, nogil=True)
+def _run_steps(layout, struct, dual, w, dims, params, indices, ws):
+    """Visit indices[s] in turn until they run out or params[BUDGET] oracle calls are made.
+
+    Returns (visits done, oracle calls, status, stats) as ``kernels.oeg``.
+    """
+    stats = np.zeros(N_STATS)
+    done, calls = 0, 0
+    for s in range(indices.shape[0]):
+        if calls >= params[BUDGET]:
+            break
+        c, accepted, status = _step(indices[s], layout, struct, dual, w, dims, params, ws)
+        calls += c
+        if status != 0:
+            return done, calls, indices[s] + 1, stats
+        done += 1
+        stats[0] += 1.0 if accepted else 0.0
+        stats[1] += c - 1 if accepted else c
+        stats[2] += 0.0 if accepted else 1.0
+    return done, calls, 0, stats
+
+
+# -- thin Python wrappers ------------------------------------------------------------------------
+def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int, mws, sizes):
+    """(node scores, clique potentials at w, step buffers) for the largest example.
+
+    ``mws`` the junction message workspace, ``sizes = (largest region, largest table)``. Step
+    buffers: theta(mu), s - theta(mu), psi, log mu', the oracle's (mws, P), (node, factor-sum)
+    statistics of mu' and of mu_i, the compact direction v (emit, rest), a table of
+    probabilities.
+    """
+    A, K, n_bias, n_frows = dims
+    n, U, F = max(int(max_n), 1), max(int(max_U), 1), n_frows * K
+    R, table = int(sizes[0]), int(sizes[1])
+
+    def stats():
+        return np.empty((n, K)), np.empty(F)
+
+    bufs = (np.empty(R), np.empty(R), np.empty(R), np.empty(R), (mws, np.empty(R)))
+    bufs += (stats(), stats(), (np.empty((U, K)), np.empty(n_bias * K + F)), np.empty(table))
+    return np.empty((n, K)), np.empty(R), bufs
+
+
+def run_steps(layout, struct, dual, w, dims, params, indices, ws):
+    """Run OEG visits on junction trees (see ``_run_steps``); returns (done, calls, status,
+    stats)."""
+    if params.shape != (N_PARAMS,):
+        raise ValueError(f"expected params of shape ({N_PARAMS},); got {params.shape}")
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    done, calls, status, stats = _run_steps(layout, struct, dual, w, dims, params, indices, ws)
+    return int(done), int(calls), int(status), stats
