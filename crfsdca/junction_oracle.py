@@ -9,7 +9,8 @@ factor type (``factor_arities``), bias rows read as (count, first node, last nod
 :class:`JunctionOracle` computes log Z, clique and separator marginals, the batch value and
 gradient and MAP labels with :mod:`crfsdca.kernels.junction_batch`; :class:`JunctionProblem` is a
 :class:`~crfsdca.problem.Problem` whose oracle is a JunctionOracle, so L-BFGS and the monitor
-run unchanged. :func:`second_order_data` and :func:`junction_problem` build the usual cases.
+run unchanged (SDCA, SAG-NUS, SAG-NUS* and OEG run their junction kernels on its packed
+structure). :func:`second_order_data` and :func:`junction_problem` build the usual cases.
 
 The packed tables of every example (``JunctionData.packed``) are laid out region by region:
 clique tables first, then the separator tables of the non-root cliques; the segment table of an
@@ -26,7 +27,7 @@ Usage (``nodes`` a SequenceData, e.g. from an encoder's ``fit_transform``)::
     )                                                    # clique_parents=... optional
     problem = junction_problem(data, test=test_data)
     config = SDCAConfig(tol=1e-6)
-    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))  # or LBFGS
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))  # or any solver
     labels = problem.oracle.predict(result.weights)
 """
 

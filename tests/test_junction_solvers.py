@@ -26,7 +26,8 @@ from crfsdca.kernels import junction_scaled, junction_sdca
 from crfsdca.monitor import Monitor
 from crfsdca.problem import Problem
 from crfsdca.solvers import SOLVERS
-from crfsdca.solvers.local_junction import junction_weights_from_dual
+from crfsdca.solvers import sdca as sdca_module
+from crfsdca.solvers.local_junction import junction_dual_bytes, junction_weights_from_dual
 
 K, A = 3, 7
 # cliques of up to 3 nodes joined by separators of 2 and of 1 nodes, a forest, a single node
@@ -211,6 +212,17 @@ def test_oeg_from_the_uniform_start_keeps_the_dual_identities(case):
     check_dual_identities(problem, result.state.dual, result.trace.records[-1])
     with pytest.raises(ValueError, match="junction trees start OEG from init='smoothed'"):
         SOLVERS["oeg"](SOLVERS["oeg"].config_class(init="gibbs")).initial_state(problem)
+
+
+def test_the_oeg_memory_guard_refuses_before_allocating(monkeypatch):
+    problem = problem_of("second-order")
+    need = junction_dual_bytes(problem.train, problem.feature_map.n_features)
+    monkeypatch.setattr(sdca_module, "_available_memory", lambda: need - 1)
+    with pytest.raises(MemoryError, match=r"OEG dual state .* table entries x 8 bytes\) needs"):
+        SOLVERS["oeg"]().initial_state(problem)
+    monkeypatch.setattr(sdca_module, "_available_memory", lambda: need)
+    state = SOLVERS["oeg"]().initial_state(problem)
+    assert state.dual.log_edge.size == problem.train.n_table_entries
 
 
 # -- chains as junction trees, seeds, checkpoints ------------------------------------------------

@@ -30,10 +30,11 @@ from crfsdca.kernels import junction_oeg, oeg, tree_oeg
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
-from crfsdca.solvers.local_junction import junction_smoothed_empirical
+from crfsdca.solvers.local_junction import junction_dual_bytes, junction_smoothed_empirical
 from crfsdca.solvers.local_tree import tree_finish_state, tree_smoothed_empirical
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.sag_nus import DRAW_BLOCK, junction_buffers, junction_dims
+from crfsdca.solvers.sdca import _check_memory as check_memory
 from crfsdca.tree_oracle import TreeProblem
 
 if TYPE_CHECKING:
@@ -122,9 +123,7 @@ class OEG:
         cfg = self.config
         epsilon = 1.0 if cfg.init == "uniform" else cfg.init_epsilon
         if isinstance(problem, JunctionProblem):
-            if cfg.init == "gibbs":
-                raise ValueError("junction trees start OEG from init='smoothed' or 'uniform'")
-            dual = junction_smoothed_empirical(problem, epsilon, np.float64)
+            dual = _junction_start(problem, cfg, epsilon)
         elif isinstance(problem, TreeProblem):
             dual = _tree_start(problem, cfg, epsilon)
         elif cfg.init == "gibbs":
@@ -161,6 +160,21 @@ def _tree_start(problem: TreeProblem, cfg: OEGConfig, epsilon: float) -> DualSta
     tree_oeg.gibbs_marginals(layout, data.packed, K, cfg.gibbs_score, log_node, log_edge,
                              data.max_length)  # fmt: skip
     return tree_finish_state(problem, log_node, log_edge)
+
+
+def _junction_start(problem: JunctionProblem, cfg: OEGConfig, epsilon: float) -> DualState:
+    """Junction SDCA's smoothed start (uniform: epsilon = 1) on float64 tables, after the
+    memory check of SDCA's junction dual."""
+    if cfg.init == "gibbs":
+        raise ValueError("junction trees start OEG from init='smoothed' or 'uniform'; got 'gibbs'")
+    data = problem.train
+    check_memory(
+        junction_dual_bytes(data, problem.feature_map.n_features),
+        f"the OEG dual state ({data.n_table_entries:.3g} clique and separator table entries x 8"
+        " bytes)",
+        "use fewer sequences (--max-sequences)",
+    )
+    return junction_smoothed_empirical(problem, epsilon, np.float64)
 
 
 class _Runner:
