@@ -47,7 +47,10 @@ def _eg_direction(i, lmu, scores, jt, K, base, diff, pidx):
         m = var_start[c + 1] - var_start[c]
         size, t0 = K**m, tab_off[c]
         has_sep = parent[c] >= 0
-        proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
+        proj = pidx  # unread at a root clique
+        if has_sep:
+            lo, hi = sep_start[c], sep_start[c + 1]
+            proj = projection(jt[13][c], m, K, sep_child, lo, hi, pidx, jt)
         for idx in range(size):
             lm = lmu[t0 + idx]
             if lm == -np.inf:
