@@ -7,13 +7,14 @@ K x K x K trigram block (factor type 1). The data, templates, test set and summa
 the chain path; the model file records ``order: 2``.
 
 SDCA stores one log-table per clique and separator: (T - 2) K^3 + (T - 3) K^2 entries per
-sequence, about 2.2e9 on CoNLL-2000's training set (16.4 GiB in float64). The solver's memory
+sequence, 2.15e9 on CoNLL-2000's training set (16.06 GiB in float64). The solver's memory
 guard refuses before allocating and names the fixes (``--dual-dtype float32``,
 ``--max-sequences``); L-BFGS keeps no dual.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,8 @@ def second_order_problem(inputs, run: dict[str, Any]):
 
 def train_second_order(run: dict[str, Any], *, model_path, trace_path, as_json, quiet) -> None:
     """``train --order 2``: load, train, save, print the summary as the chain path does."""
+    from crfsdca.cli_common import json_value
     from crfsdca.cli_data import load_inputs
-    from crfsdca.cli_graph import dumps
     from crfsdca.cli_predict import check_labels
     from crfsdca.cli_report import draw_plot, print_summary, progress
 
@@ -92,7 +93,7 @@ def train_second_order(run: dict[str, Any], *, model_path, trace_path, as_json, 
         save_second_order(model_path, problem, result, inputs, run)
     report = _report(problem, result, inputs, run, model_path, scores)
     if as_json:
-        click.echo(dumps(report))
+        click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
     else:
         print_summary(report)
     if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
@@ -126,7 +127,7 @@ def _solve(problem, run: dict[str, Any], callback):
 
 def save_second_order(model_path: str, problem, result, inputs, run: dict[str, Any]) -> None:
     """The model file: weights and a header recording the order and the factor blocks."""
-    from crfsdca.cli_graph import _finite
+    from crfsdca.cli_common import json_value
     from crfsdca.modelfile import save_model
 
     fm = problem.feature_map
@@ -144,7 +145,7 @@ def save_second_order(model_path: str, problem, result, inputs, run: dict[str, A
         "solver": run["solver"],
         "solver_options": run["options"],
         "encoder": inputs.encoder.to_dict(),
-        "training": {k: _finite(v) for k, v in result.summary().items()},
+        "training": {k: json_value(v) for k, v in result.summary().items()},
         "meta": {
             "dataset": inputs.name,
             "template": run["template"],
