@@ -9,7 +9,8 @@ gives
 - ``clique_parents`` (C,): the clique tree, ``-1`` for a root (a forest of clique trees is
   allowed). When omitted it is inferred as a maximum-weight spanning forest over the separator
   sizes |c ∩ c'| (Kruskal, ties in clique-index order), which is a junction tree whenever one
-  exists on these cliques;
+  exists on these cliques (it compares all C^2 / 2 pairs: give the parents for examples with
+  thousands of cliques);
 - ``factors``: (scope, type) pairs, each scope a tuple of nodes contained in some clique; a type
   owns one weight block of K^arity entries tied across examples, so every scope of one type has
   the same arity. Each factor is assigned to the first clique that contains its scope, each node

@@ -14,6 +14,20 @@ run unchanged. :func:`second_order_data` and :func:`junction_problem` build the 
 The packed tables of every example (``JunctionData.packed``) are laid out region by region:
 clique tables first, then the separator tables of the non-root cliques; the segment table of an
 example is the two runs (cliques, +1) and (separators, -1).
+
+Usage (``nodes`` a SequenceData, e.g. from an encoder's ``fit_transform``)::
+
+    data = second_order_data(nodes)                      # every example a second-order chain
+    data = junctions_from_cliques(                       # or one junction tree per example
+        nodes,
+        cliques=[[(0, 1, 2), (2, 3)], ...],              # node tuples, per example
+        factors=[[((0, 1), 0), ((0, 1, 2), 1), ((2, 3), 0)], ...],  # (scope, type)
+        factor_arities=(2, 3),                           # optional: read from the factors
+    )                                                    # clique_parents=... optional
+    problem = junction_problem(data, test=test_data)
+    config = SDCAConfig(tol=1e-6)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))  # or LBFGS
+    labels = problem.oracle.predict(result.weights)
 """
 
 from __future__ import annotations
@@ -30,7 +44,9 @@ from crfsdca._dtypes import FLOAT, INDEX
 from crfsdca.errors import GraphError
 from crfsdca.features import FeatureMap
 from crfsdca.junction import JunctionTree, second_order_chain
+from crfsdca.junction_pack import pack, region
 from crfsdca.kernels import junction_batch as kernels
+from crfsdca.kernels import junction_scaled
 from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
 
@@ -101,7 +117,7 @@ class JunctionData:
     def region_sizes(self) -> NDArray[np.int64]:
         """Table entries (cliques and separators) of every example."""
         K = self.nodes.n_labels
-        return np.array([_region(g, K)[2] for g in self.graphs], INDEX)
+        return np.array([region(g, K)[2] for g in self.graphs], INDEX)
 
     @property
     def n_table_entries(self) -> int:
@@ -111,7 +127,7 @@ class JunctionData:
     def packed(self) -> tuple[tuple, tuple, tuple]:
         """(jt, assign, runs): see kernels.junction, kernels.junction_batch and
         kernels.segments; ``runs = (seg_start, seg_off, seg_len, seg_coef)``."""
-        return _pack(self.graphs, self.nodes.n_labels, self.region_sizes)
+        return pack(self.graphs, self.nodes.n_labels, self.region_sizes)
 
     @cached_property
     def max_table(self) -> int:
@@ -123,56 +139,6 @@ class JunctionData:
         if name in ("nodes", "graphs", "factor_arities", "packed"):
             raise AttributeError(name)
         return getattr(self.nodes, name)
-
-
-def _region(g: JunctionTree, K: int) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
-    """(clique table offsets, separator table offsets, region size), local to the example."""
-    a = g.arrays
-    tab = K ** np.diff(a["var_start"])
-    sep = np.where(g.clique_parents >= 0, K ** np.diff(a["sep_start"]), 0)
-    tab_off = np.concatenate([[0], np.cumsum(tab)[:-1]])
-    sep_off = tab.sum() + np.concatenate([[0], np.cumsum(sep)[:-1]])
-    return tab_off.astype(INDEX), sep_off.astype(INDEX), int(tab.sum() + sep.sum())
-
-
-def _pack(graphs, K: int, region_sizes) -> tuple[tuple, tuple, tuple]:
-    def cat(key: str, shift: list[int] | None = None, keep_negative: bool = False):
-        parts = []
-        for g, d in zip(graphs, shift or [0] * len(graphs), strict=True):
-            x = g.arrays[key]
-            parts.append(np.where(x >= 0, x + d, x) if keep_negative else x + d)
-        return np.ascontiguousarray(np.concatenate(parts), INDEX)
-
-    def csr(key: str) -> NDArray[np.int64]:
-        counts = np.concatenate([np.diff(g.arrays[key]) for g in graphs])
-        return np.concatenate([[0], np.cumsum(counts)]).astype(INDEX)
-
-    n_cliques = [g.n_cliques for g in graphs]
-    c0 = np.concatenate([[0], np.cumsum(n_cliques)]).astype(INDEX)
-    shift = c0[:-1].tolist()
-    regions = [_region(g, K) for g in graphs]
-    ex_region = np.concatenate([[0], np.cumsum(region_sizes)]).astype(INDEX)
-    jt = (
-        c0, ex_region, csr("var_start"), cat("vars"),
-        cat("parent", shift, keep_negative=True), cat("order", shift), csr("child_start"),
-        cat("children", shift), np.concatenate([r[0] for r in regions]).astype(INDEX),
-        np.concatenate([r[1] for r in regions]).astype(INDEX), csr("sep_start"),
-        cat("sep_child"), cat("sep_parent"),
-    )  # fmt: skip
-    assign = (
-        csr("node_start"), cat("node_ids"), cat("node_pos"), csr("fac_start"), cat("fac_type"),
-        csr("fac_pos_start"), cat("fac_pos"),
-    )  # fmt: skip
-    seg_off, seg_len, seg_coef, seg_count = [], [], [], []
-    for _, sep_off, size in regions:
-        cliques_end = int(sep_off[0])
-        seg_off.append(0), seg_len.append(cliques_end), seg_coef.append(1.0)
-        if size > cliques_end:
-            seg_off.append(cliques_end), seg_len.append(size - cliques_end), seg_coef.append(-1.0)
-        seg_count.append(1 + (size > cliques_end))
-    seg_start = np.concatenate([[0], np.cumsum(seg_count)]).astype(INDEX)
-    runs = (seg_start, np.array(seg_off, INDEX), np.array(seg_len, INDEX), np.array(seg_coef))
-    return jt, assign, runs
 
 
 class JunctionOracle:
@@ -196,6 +162,7 @@ class JunctionOracle:
         self._feat = (woff, np.array(fa or (1,), INDEX))
         self._dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
         self._ws = make_workspace(data, fm.n_labels)
+        self._ews = exp_workspace(fm)
 
     @property
     def n_sequences(self) -> int:
@@ -211,13 +178,10 @@ class JunctionOracle:
         i; the table of a clique of m nodes has shape (K,) * m, in the clique's node order."""
         if not 0 <= i < self.n_sequences:
             raise IndexError(f"example index {i} out of range [0, {self.n_sequences})")
-        w = self.feature_map.check_weights(w)
-        log_z = kernels.marginals(self._data, self._jt, self._assign, self._feat, i, w,
-                                  self._dims, self._ws)  # fmt: skip
+        log_z, marg = self.tables(i, w)
         g, K = self.data.graphs[i], self.feature_map.n_labels
         c0 = int(self._jt[0][i])
         tab_off, sep_off = self._jt[8], self._jt[9]
-        marg = self._ws[1][2]
         cliques, seps = [], []
         for c, nodes in enumerate(g.cliques):
             t0, m = int(tab_off[c0 + c]), len(nodes)
@@ -229,6 +193,15 @@ class JunctionOracle:
                 seps.append(marg[s0 : s0 + K**ms].reshape((K,) * ms).copy())
         return float(log_z), cliques, seps
 
+    def tables(self, i: int, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        """(log Z_i, example i's clique and separator log-marginals as its flat region)."""
+        if not 0 <= i < self.n_sequences:
+            raise IndexError(f"example index {i} out of range [0, {self.n_sequences})")
+        w = self.feature_map.check_weights(w)
+        log_z = kernels.marginals(self._data, self._jt, self._assign, self._feat, i, w,
+                                  self._dims, self._ws)  # fmt: skip
+        return float(log_z), self._ws[1][2][: int(self.data.region_sizes[i])].copy()
+
     def log_partition(self, i: int, w: NDArray[np.float64]) -> float:
         return self.marginals(i, w)[0]
 
@@ -236,8 +209,16 @@ class JunctionOracle:
         """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
         w = self.feature_map.check_weights(w)
         grad = np.empty(self.feature_map.n_features, FLOAT)
-        total, bad = kernels.value_and_expected(
-            self._data, self._jt, self._assign, self._feat, w, self._dims, self._ws, grad
+        total, bad = junction_scaled.batch_value_and_expected(
+            self._data,
+            self._jt,
+            self._assign,
+            self._feat,
+            w,
+            self._dims,
+            self._ws,
+            self._ews,
+            grad,
         )
         if bad >= 0 or not math.isfinite(total):
             raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
@@ -248,17 +229,17 @@ class JunctionOracle:
     def expected_features(self, log_tables: NDArray[np.floating]) -> NDArray[np.float64]:
         """sum_i E_mu_i F for tables packed like the dual state."""
         out = self.feature_map.zeros()
-        bws = self._ws[1]
+        scratch = (self._ws[1][3], self._ws[1][4], self._ws[0][5])
         kernels.expected_features(self._data, self._jt, self._assign, self._feat, log_tables,
-                                  self._dims, out, bws[3], bws[4])  # fmt: skip
+                                  self._dims, out, scratch)  # fmt: skip
         return out
 
     def gold_features(self) -> NDArray[np.float64]:
-        """Read-only sum_i F(x_i, y_i): the expected features of the gold tables."""
+        """Read-only sum_i F(x_i, y_i) (every label must be known)."""
         if getattr(self, "_gold", None) is None:
-            tables = np.empty(self.data.n_table_entries)
-            kernels.empirical_tables(self._data, self._jt, self.feature_map.n_labels, 0.0, tables)
-            gold = self.expected_features(tables)
+            check_labels(self.data)
+            gold = self.feature_map.zeros()
+            kernels.gold_features(self._data, self._jt, self._assign, self._feat, self._dims, gold)
             gold.setflags(write=False)
             self._gold = gold
         return self._gold
@@ -274,12 +255,32 @@ class JunctionOracle:
         return out
 
 
+def check_labels(data: JunctionData) -> None:
+    """GraphError naming the first example and node whose label is not in [0, K)."""
+    labels, K = data.labels, data.n_labels
+    bad = np.flatnonzero((labels < 0) | (labels >= K))
+    if bad.size:
+        g = int(bad[0])
+        i = int(np.searchsorted(data.seq_offsets, g, side="right")) - 1
+        raise GraphError(
+            f"example {i}: node {g - int(data.seq_offsets[i])}: label {int(labels[g])} is out of"
+            f" range; expected a known label in [0, {K})"
+        )
+
+
+def exp_workspace(fm: FeatureMap) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(exponentiated factor blocks, their log scales) for kernels.junction_scaled."""
+    n = fm.n_features - fm.factor_offset(0) if fm.factor_arities else 0
+    return np.empty(n), np.empty(len(fm.factor_arities))
+
+
 def make_workspace(data: JunctionData, K: int) -> tuple[tuple, tuple]:
     """(message workspace, batch workspace) sized for the largest example."""
     R = int(data.region_sizes.max())
     table = data.max_table
     cliques = max(g.n_cliques for g in data.graphs)
-    mws = (np.empty(R), np.empty(R), np.empty(table), np.empty(table), np.empty(cliques))
+    mws = (np.empty(R), np.empty(R), np.empty(table), np.empty(table), np.empty(cliques),
+           np.empty(table, INDEX))  # fmt: skip
     bws = (np.empty((max(data.max_length, 1), K)), np.empty(R), np.empty(R), np.empty(table),
            np.empty(K))  # fmt: skip
     return mws, bws
@@ -288,6 +289,10 @@ def make_workspace(data: JunctionData, K: int) -> tuple[tuple, tuple]:
 @dataclass(eq=False)
 class JunctionProblem(Problem):
     """A :class:`Problem` on junction-tree examples (``train``/``test`` are JunctionData)."""
+
+    def __post_init__(self) -> None:
+        check_labels(self.train)
+        super().__post_init__()
 
     @cached_property
     def oracle(self) -> JunctionOracle:  # type: ignore[override]
@@ -310,6 +315,11 @@ def junction_problem(
     arities = train.factor_arities
     if test is not None and len(test.factor_arities) > len(arities):
         arities = test.factor_arities
+    if not arities:
+        raise GraphError(
+            "the junction trees have no factors; expected at least one factor type (e.g. pairs"
+            " of labels) tying the nodes of a clique"
+        )
     fm = FeatureMap(train.n_attributes, train.n_labels, n_bias_rows, 0, arities)
     return JunctionProblem(
         train=train, feature_map=fm, regularization=regularization, test=test, name=name

@@ -86,6 +86,10 @@ def test_bad_junction_data_names_the_example():
     with pytest.raises(GraphError, match=r"example 1: factor type 1 is not declared"):
         JunctionData(nodes, tuple(graphs), factor_arities=(2,))
     cliques = [[(v,) for v in range(T)] for T in lengths]
+    from crfsdca.junction_oracle import junction_problem
+
+    with pytest.raises(GraphError, match=r"the junction trees have no factors"):
+        junction_problem(junctions_from_cliques(nodes, cliques, [[] for _ in lengths]))
     factors = [[((0,), 1)] for _ in lengths]
     with pytest.raises(GraphError, match=r"factor type 0 is used by no example"):
         junctions_from_cliques(nodes, cliques, factors)
@@ -94,6 +98,21 @@ def test_bad_junction_data_names_the_example():
     big = random_sequences(0, n=3, max_T=4, K=70)
     with pytest.raises(GraphError, match=r"clique 0 has 70\^4 = 24010000 table entries"):
         junctions_from_cliques(big, [[tuple(range(T))] for T in big.lengths.tolist()], [[], [], []])
+
+
+def test_unknown_training_labels_name_the_example_and_node():
+    from dataclasses import replace
+
+    from crfsdca.junction_oracle import JunctionOracle, junction_problem
+
+    nodes = random_sequences(0, n=4, max_T=4, K=3)
+    labels = nodes.labels.copy()
+    labels[int(nodes.seq_offsets[2]) + 1] = -1
+    data = second_order_data(replace(nodes, labels=labels))
+    with pytest.raises(GraphError, match=r"example 2: node 1: label -1 is out of range"):
+        junction_problem(data)
+    with pytest.raises(GraphError, match=r"expected a known label in \[0, 3\)"):
+        JunctionOracle(data, FeatureMap(6, 3, 3, 0, (2, 3))).gold_features()
 
 
 def test_feature_map_factor_blocks_follow_the_transition_blocks():

@@ -88,3 +88,73 @@ def test_lbfgs_trains_a_junction_crf_to_a_certified_optimum(kind):
     assert 0.0 <= last.test_error <= 1.0  # the monitor scored the test examples
     pred = problem.test_oracle.predict(result.weights)
     assert pred.shape == test.labels.shape and pred.min() >= 0
+
+
+@pytest.mark.parametrize("kind", ["second-order", "custom"])
+@pytest.mark.parametrize("scale", [1.0, 300.0])
+def test_scaled_kernels_equal_the_log_space_kernels(kind, scale):
+    """The scaled batch value and gradient and per-example marginals equal the log-space
+    kernels; with potentials of hundreds the scaled pass fails and the example is redone in
+    log space."""
+    from crfsdca.kernels import junction_batch, junction_scaled
+
+    nodes = random_sequences(9, n=12, max_T=7, K=3, A=6)
+    data = second_order_data(nodes) if kind == "second-order" else custom_data(9, n=12, max_T=7)
+    problem = junction_problem(data)
+    oracle, fm = problem.oracle, problem.feature_map
+    w = scale * np.random.default_rng(3).normal(size=fm.n_features)
+    value, grad = oracle.value_and_gradient(w)
+    ref = np.empty(fm.n_features)
+    args = (oracle._data, oracle._jt, oracle._assign, oracle._feat)
+    ref_value, bad = junction_batch.value_and_expected(*args, w, oracle._dims, oracle._ws, ref)
+    gold = oracle.gold_features()
+    assert bad == -1
+    assert value == pytest.approx(ref_value - w @ gold, rel=1e-12)
+    np.testing.assert_allclose(grad, ref - gold, rtol=1e-9, atol=1e-9)
+    junction_scaled.exp_blocks(w, oracle._feat, 3, oracle._ews)
+    oks = []
+    for i in range(data.n_sequences):
+        log_z, tables = oracle.tables(i, w)
+        z, ok = junction_scaled.scaled_marginals(*args, i, w, oracle._dims, oracle._ws, oracle._ews)
+        oks.append(ok)
+        if ok:
+            assert z == pytest.approx(log_z, rel=1e-12)
+            probs = oracle._ws[1][2][: tables.size]
+            np.testing.assert_allclose(probs, np.exp(tables), rtol=1e-11, atol=1e-15)
+    assert all(oks) if scale == 1.0 else not all(oks)  # both paths ran
+
+
+def test_uncached_projection_patterns_give_the_same_results(monkeypatch):
+    """With no budget for cached projection arrays every projection is computed per table."""
+    from crfsdca import junction_pack
+
+    nodes = random_sequences(11, n=10, max_T=7, K=3, A=6)
+    cached = junction_problem(custom_data(11, n=10, max_T=7))
+    assert cached.oracle.data.packed  # packed (lazily) with the default budget
+    monkeypatch.setattr(junction_pack, "PATTERN_BUDGET", 0)
+    uncached = junction_problem(custom_data(11, n=10, max_T=7))
+    assert cached.train.packed[0][16].size > 0 and uncached.train.packed[0][16].size == 0
+    assert np.all(uncached.train.packed[1][7] == -1)
+    second = second_order_data(nodes)
+    assert np.all(second.packed[0][13] == -1)
+    for problem, other in ((cached, uncached), (junction_problem(second), None)):
+        w = np.random.default_rng(4).normal(size=problem.feature_map.n_features)
+        value, grad = problem.oracle.value_and_gradient(w)
+        if other is None:  # second-order, uncached: against the log-space kernels
+            from crfsdca.kernels import junction_batch
+
+            o = problem.oracle
+            ref = np.empty_like(grad)
+            ref_value, _ = junction_batch.value_and_expected(
+                o._data, o._jt, o._assign, o._feat, w, o._dims, o._ws, ref
+            )
+            assert value == pytest.approx(ref_value - w @ o.gold_features(), rel=1e-12)
+            continue
+        o_value, o_grad = other.oracle.value_and_gradient(w)
+        assert o_value == pytest.approx(value, rel=1e-13)
+        np.testing.assert_allclose(o_grad, grad, rtol=1e-12, atol=1e-13)
+        np.testing.assert_array_equal(other.oracle.predict(w), problem.oracle.predict(w))
+        for i in range(problem.n_sequences):
+            np.testing.assert_allclose(
+                other.oracle.tables(i, w)[1], problem.oracle.tables(i, w)[1], rtol=1e-13, atol=1e-13
+            )

@@ -88,3 +88,26 @@ def test_the_memory_guard_refuses_before_allocating(monkeypatch):
     lengths = problem.train.lengths
     expected = sum(K**T if T <= 2 else (T - 2) * K**3 + (T - 3) * K**2 for T in lengths.tolist())
     assert entries == expected
+
+
+def test_a_checkpointed_junction_state_resumes_and_float32_duals_converge():
+    """The dual state survives to_checkpoint/from_checkpoint exactly and the run continues to
+    tol; float32 tables reach a true gap of 1e-5 too."""
+    from crfsdca.solvers.sdca import SDCAState
+
+    problem = problem_of("second-order", seed=8, n=15)
+    short = SDCAConfig(tol=1e-7, max_epochs=3, seed=1, line_search_tol=1e-6)
+    with pytest.warns(UserWarning, match="max_epochs"):
+        first = SDCA(short).solve(problem, Monitor(problem, "sdca", short))
+    arrays, header = first.state.to_checkpoint()
+    state = SDCAState.from_checkpoint({k: np.array(v) for k, v in arrays.items()}, header)
+    np.testing.assert_array_equal(state.dual.log_edge, first.state.dual.log_edge)
+    config = SDCAConfig(tol=1e-7, max_epochs=300, seed=1, line_search_tol=1e-6)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config), state)
+    assert result.stop_reason == "tol" and result.trace.records[-1].gap <= 1e-7
+    single = SDCAConfig(tol=1e-5, max_epochs=300, seed=1, dual_dtype="float32")
+    result32 = SDCA(single).solve(problem, Monitor(problem, "sdca", single))
+    assert result32.state.dual.log_edge.dtype == np.float32
+    assert result32.stop_reason == "tol" and 0 <= result32.trace.records[-1].gap <= 1e-5
+    gaps = exact_gaps(problem, result32.state)
+    assert gaps.mean() <= 1e-5

@@ -16,11 +16,12 @@ from crfsdca.junction_oracle import JunctionData, JunctionOracle
 from crfsdca.kernels import segments
 from crfsdca.oracle import Oracle
 from crfsdca.sequences import SequenceData
+from crfsdca.structures import JunctionStructure
 from crfsdca.tree_oracle import TreeData, TreeOracle
 
 ARITIES = (2, 3, 1)
 # hand-made junction trees: cliques of 3 with separators of 2 and 1, a forest, a clique of 4,
-# given clique parents rooted elsewhere than clique 0
+# given clique parents rooted elsewhere than clique 0, two cliques joined by an empty separator
 HAND_MADE = [
     JunctionTree(5, ((0, 1, 2), (1, 2, 3), (2, 4)), None,
                  (((0, 1), 0), ((1, 2, 3), 1), ((2, 4), 0), ((0, 1, 2), 1), ((3,), 2))),
@@ -29,6 +30,8 @@ HAND_MADE = [
     JunctionTree(4, ((0, 1, 2, 3),), None, (((0, 1, 2), 1), ((2, 3), 0), ((3, 1), 0))),
     JunctionTree(5, ((0, 1, 2), (2, 1, 3), (2, 4)), np.array([1, -1, 1]),
                  (((2, 1), 0), ((3, 2, 1), 1), ((4, 2), 0), ((4,), 2))),
+    JunctionTree(4, ((0, 1), (2, 3)), np.array([-1, 0]),  # an empty separator
+                 (((0, 1), 0), ((3, 2), 0), ((2,), 2))),
 ]  # fmt: skip
 
 
@@ -172,3 +175,57 @@ def test_a_tree_given_as_junction_trees_equals_the_tree_oracle():
             if len(clique) == 2:  # the edge parent(v)-v
                 v = clique[1]
                 np.testing.assert_allclose(cliques[c], log_edge[v], rtol=1e-12, atol=1e-12)
+
+
+def random_junction_tree(rng, max_nodes=7):
+    """A random junction tree: each new clique is a random subset of an earlier clique (the
+    separator) plus fresh nodes; node names and clique order shuffled, node order inside the
+    cliques permuted, the clique tree given or inferred; random factors of arity 1 to 3."""
+    cliques, parents = [list(range(int(rng.integers(1, 4))))], [-1]
+    n = len(cliques[0])
+    while n < max_nodes:
+        p = int(rng.integers(len(cliques)))
+        sep = [v for v in cliques[p] if rng.random() < 0.6][:3]
+        fresh = list(range(n, n + int(rng.integers(1, 5 - len(sep)))))
+        n += len(fresh)
+        cliques.append(sep + fresh)
+        parents.append(p)
+    names = rng.permutation(n)
+    order = rng.permutation(len(cliques))
+    rank = np.argsort(order)
+    cl = [tuple(int(names[v]) for v in rng.permutation(cliques[c])) for c in order]
+    given = np.array([rank[parents[c]] if parents[c] >= 0 else -1 for c in order])
+    factors = []
+    for c in cl:
+        for arity, t in ((1, 2), (2, 0), (3, 1)):
+            if len(c) >= arity and rng.random() < 0.8:
+                factors.append((tuple(int(v) for v in rng.choice(c, arity, replace=False)), t))
+    return JunctionTree(n, tuple(cl), given if rng.random() < 0.5 else None, tuple(factors))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_junction_trees_equal_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    g = random_junction_tree(rng)
+    K = 2 + seed % 2
+    nodes = nodes_of([g.n_nodes], K, seed=seed)
+    data = JunctionData(nodes, (g,), ARITIES)
+    fm = FeatureMap(nodes.n_attributes, K, 3, 0, ARITIES)
+    w = 3 * rng.normal(size=fm.n_features)
+    oracle = JunctionOracle(data, fm)
+    log_z, cliques, seps = oracle.marginals(0, w)
+    ys, log_p = brute(data, fm, w, 0)
+    for c, nodes_c in enumerate(g.cliques):
+        want = log_table(ys, log_p, nodes_c, K)
+        np.testing.assert_allclose(cliques[c], want, rtol=1e-10, atol=1e-10)
+        if seps[c] is not None:
+            want = log_table(ys, log_p, g.separator(c), K)
+            np.testing.assert_allclose(seps[c], want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(oracle.predict(w), ys[np.argmax(log_p)])
+    runs = JunctionStructure(data).segments(0)
+    _, tables = oracle.tables(0, w)
+    assert segments.entropy(tables, runs) == pytest.approx(
+        -(np.exp(log_p) * log_p).sum(), rel=1e-10, abs=1e-10
+    )
+    gold = int(np.flatnonzero((ys == nodes.labels).all(1))[0])
+    assert oracle.value_and_gradient(w)[0] == pytest.approx(-log_p[gold], rel=1e-10, abs=1e-10)

@@ -12,7 +12,10 @@ Packed structure ``jt`` (all int64, :class:`crfsdca.junction_oracle.JunctionData
 - ``tab_off``, ``sep_off`` (C,): offsets of a clique's table and of its separator table, local to
   the example's region (``sep_off`` of a root is unused);
 - ``sep_start`` (C + 1,), ``sep_child``, ``sep_parent``: the separator c ∩ parent(c) as positions
-  in c and in parent(c).
+  in c and in parent(c);
+- ``sep_pat_child``, ``sep_pat_parent`` (C,), ``pat_off`` (P + 1,), ``pat_data``: the projection
+  pattern of each separator on c's and on the parent's table, and the cached projection arrays
+  (:func:`projection`; -1: not cached, computed per table).
 
 A clique of m nodes has a table of K^m entries; entry ``idx`` gives node at position p the label
 ``(idx // K^(m-1-p)) % K``. Projections onto separators and factor scopes are this digit
@@ -23,8 +26,10 @@ up_c[s] = logsumexp of b_c over the entries projecting to s. Distribute (parents
 down_c[s] = logsumexp over parent entries of (phi_p + down_p + the other children's messages),
 summed, never subtracted, so -inf scores stay exact. The clique log-marginal is
 phi_c + down_c + sum of the children's messages - log Z_r (Z_r of c's tree), the separator's
-up_c + down_c - log Z_r. Workspace ``ws = (up, down, tmp, acc, cz)``: two region-sized, two
-table-sized float64 arrays and one (max cliques,) float64. Kernels neither raise nor print.
+up_c + down_c - log Z_r. Workspace ``ws = (up, down, tmp, acc, cz, pidx)``: two region-sized,
+two table-sized float64 arrays, one (max cliques,) float64 and one table-sized int64 (the
+projection of the current table onto one separator or scope, :func:`fill_projection`).
+Kernels neither raise nor print.
 """
 
 from __future__ import annotations
@@ -55,41 +60,83 @@ def project(idx, strides, K, pos, lo, hi):
 
 
 @njit(cache=True, nogil=True)
+def fill_projection(m, K, pos, lo, hi, out):
+    """out[idx] = project(idx, ...) for every entry of a table of m nodes, by an odometer over
+    the labels of the first m - 1 nodes and a plain loop over the last (no division per
+    entry); returns K^m."""
+    coef = np.zeros(4, np.int64)
+    step = 1
+    for q in range(hi - 1, lo - 1, -1):
+        coef[pos[q]] = step
+        step *= K
+    last = coef[m - 1]
+    digits = np.zeros(4, np.int64)
+    s = 0
+    idx = 0
+    for _ in range(K ** (m - 1)):
+        for k in range(K):
+            out[idx + k] = s + k * last
+        idx += K
+        p = m - 2
+        while p >= 0 and digits[p] == K - 1:
+            digits[p] = 0
+            s -= (K - 1) * coef[p]
+            p -= 1
+        if p >= 0:
+            digits[p] += 1
+            s += coef[p]
+    return idx
+
+
+@njit(cache=True, nogil=True)
+def projection(pat, m, K, pos, lo, hi, pidx, jt):
+    """The projection array (entry -> index in the table of the nodes at positions pos[lo:hi])
+    of a table of m nodes: pattern ``pat`` of the cache ``(jt[15], jt[16])``, or filled into
+    pidx when pat < 0 (a pattern over the cache's budget)."""
+    if pat >= 0:
+        return jt[16][jt[15][pat] : jt[15][pat + 1]]
+    fill_projection(m, K, pos, lo, hi, pidx)
+    return pidx
+
+
+@njit(cache=True, nogil=True)
 def _gather(c, skip, with_down, phi, jt, K, ws):
     """tmp[:size] = phi_c (+ down_c) + the messages of c's children except ``skip``."""
     var_start, parent, child_start, children = jt[2], jt[4], jt[6], jt[7]
     tab_off, sep_off, sep_start, sep_child, sep_parent = jt[8], jt[9], jt[10], jt[11], jt[12]
-    up, down, tmp = ws[0], ws[1], ws[2]
-    strides = np.empty(4, np.int64)
-    size = _strides(var_start[c + 1] - var_start[c], K, strides)
+    up, down, tmp, pidx = ws[0], ws[1], ws[2], ws[5]
+    m = var_start[c + 1] - var_start[c]
+    size = K**m
     t0 = tab_off[c]
     for idx in range(size):
         tmp[idx] = phi[t0 + idx]
     if with_down and parent[c] >= 0:
-        so, lo, hi = sep_off[c], sep_start[c], sep_start[c + 1]
+        so = sep_off[c]
+        proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
         for idx in range(size):
-            tmp[idx] += down[so + project(idx, strides, K, sep_child, lo, hi)]
+            tmp[idx] += down[so + proj[idx]]
     for q in range(child_start[c], child_start[c + 1]):
         ch = children[q]
         if ch == skip:
             continue
-        so, lo, hi = sep_off[ch], sep_start[ch], sep_start[ch + 1]
+        so = sep_off[ch]
+        proj = projection(jt[14][ch], m, K, sep_parent, sep_start[ch], sep_start[ch + 1], pidx, jt)
         for idx in range(size):
-            tmp[idx] += up[so + project(idx, strides, K, sep_parent, lo, hi)]
-    return size, strides
+            tmp[idx] += up[so + proj[idx]]
+    return size, m
 
 
 @njit(cache=True, nogil=True)
-def _marginalize(tmp, size, strides, K, pos, lo, hi, out, so, acc, use_max, arg):
-    """out[so + s] = logsumexp (or max, argmax into arg[so + s]) of tmp over entries -> s."""
-    ssize = K ** (hi - lo)
+def _marginalize(tmp, size, pidx, ssize, out, so, acc, use_max, arg):
+    """out[so + s] = logsumexp (or max, argmax into arg[so + s]) of tmp over the entries idx
+    with pidx[idx] = s."""
     for s in range(ssize):
         out[so + s] = -np.inf
         acc[s] = 0.0
         if use_max:
             arg[so + s] = -1
     for idx in range(size):
-        s = project(idx, strides, K, pos, lo, hi)
+        s = pidx[idx]
         if tmp[idx] > out[so + s] or (use_max and arg[so + s] < 0):
             out[so + s] = tmp[idx]
             if use_max:
@@ -97,7 +144,7 @@ def _marginalize(tmp, size, strides, K, pos, lo, hi, out, so, acc, use_max, arg)
     if use_max:
         return
     for idx in range(size):
-        s = project(idx, strides, K, pos, lo, hi)
+        s = pidx[idx]
         m = out[so + s]
         if np.isfinite(m):
             acc[s] += np.exp(tmp[idx] - m)
@@ -107,20 +154,28 @@ def _marginalize(tmp, size, strides, K, pos, lo, hi, out, so, acc, use_max, arg)
 
 
 @njit(cache=True, nogil=True)
+def _message(c, pat, pos, tmp, size, m, jt, K, ws, out, so, use_max, arg):
+    """Marginalize tmp (a table of m nodes) onto c's separator at positions pos[...] of it
+    (projection pattern pat)."""
+    sep_start, pidx, acc = jt[10], ws[5], ws[3]
+    lo, hi = sep_start[c], sep_start[c + 1]
+    proj = projection(pat, m, K, pos, lo, hi, pidx, jt)
+    _marginalize(tmp, size, proj, K ** (hi - lo), out, so, acc, use_max, arg)
+
+
+@njit(cache=True, nogil=True)
 def collect(i, phi, jt, K, ws):
     """Upward messages of example i (children before parents); returns log Z (over roots)."""
-    ex_cliques, parent, order = jt[0], jt[4], jt[5]
-    sep_off, sep_start, sep_child = jt[9], jt[10], jt[11]
+    ex_cliques, parent, order, sep_off, sep_child = jt[0], jt[4], jt[5], jt[9], jt[11]
     up, tmp, acc = ws[0], ws[2], ws[3]
     log_z = 0.0
     for q in range(ex_cliques[i + 1] - 1, ex_cliques[i] - 1, -1):
         c = order[q]
-        size, strides = _gather(c, -1, False, phi, jt, K, ws)
+        size, m = _gather(c, -1, False, phi, jt, K, ws)
         if parent[c] < 0:
             log_z += logsumexp(tmp[:size])
         else:
-            lo, hi = sep_start[c], sep_start[c + 1]
-            _marginalize(tmp, size, strides, K, sep_child, lo, hi, up, sep_off[c], acc, False, acc)
+            _message(c, jt[13][c], sep_child, tmp, size, m, jt, K, ws, up, sep_off[c], False, acc)
     return log_z
 
 
@@ -130,11 +185,11 @@ def distribute(i, phi, jt, K, ws, out):
     separators into out (region-local, like phi)."""
     ex_cliques, parent, order, child_start, children = jt[0], jt[4], jt[5], jt[6], jt[7]
     tab_off, sep_off, sep_start, sep_parent = jt[8], jt[9], jt[10], jt[12]
-    up, down, tmp, acc, cz = ws
+    up, down, tmp, acc, cz = ws[0], ws[1], ws[2], ws[3], ws[4]
     c0 = ex_cliques[i]
     for q in range(c0, ex_cliques[i + 1]):
         c = order[q]
-        size, strides = _gather(c, -1, True, phi, jt, K, ws)
+        size, m = _gather(c, -1, True, phi, jt, K, ws)
         if parent[c] < 0:
             cz[c - c0] = logsumexp(tmp[:size])
         else:
@@ -149,10 +204,9 @@ def distribute(i, phi, jt, K, ws, out):
                 out[so + s] = up[so + s] + down[so + s] - z
         for r in range(child_start[c], child_start[c + 1]):
             ch = children[r]
-            size, strides = _gather(c, ch, True, phi, jt, K, ws)
-            lo, hi = sep_start[ch], sep_start[ch + 1]
-            _marginalize(tmp, size, strides, K, sep_parent, lo, hi, down, sep_off[ch], acc, False,
-                         acc)  # fmt: skip
+            size, m = _gather(c, ch, True, phi, jt, K, ws)
+            pat = jt[14][ch]
+            _message(ch, pat, sep_parent, tmp, size, m, jt, K, ws, down, sep_off[ch], False, acc)
 
 
 @njit(cache=True, nogil=True)
@@ -163,12 +217,12 @@ def viterbi(i, phi, jt, K, ws, backptr, chosen, out):
     region-local), then each clique's entry is read from its parent's, roots first."""
     ex_cliques, var_start, vars_, parent, order = jt[0], jt[2], jt[3], jt[4], jt[5]
     sep_off, sep_start, sep_child, sep_parent = jt[9], jt[10], jt[11], jt[12]
-    up, tmp, acc = ws[0], ws[2], ws[3]
+    up, tmp = ws[0], ws[2]
     c0 = ex_cliques[i]
     total = 0.0
     for q in range(ex_cliques[i + 1] - 1, c0 - 1, -1):
         c = order[q]
-        size, strides = _gather(c, -1, False, phi, jt, K, ws)
+        size, m = _gather(c, -1, False, phi, jt, K, ws)
         if parent[c] < 0:
             best = 0
             for idx in range(1, size):
@@ -177,9 +231,8 @@ def viterbi(i, phi, jt, K, ws, backptr, chosen, out):
             chosen[c - c0] = best
             total += tmp[best]
         else:
-            lo, hi = sep_start[c], sep_start[c + 1]
-            _marginalize(tmp, size, strides, K, sep_child, lo, hi, up, sep_off[c], acc, True,
-                         backptr)  # fmt: skip
+            pat = jt[13][c]
+            _message(c, pat, sep_child, tmp, size, m, jt, K, ws, up, sep_off[c], True, backptr)
     strides = np.empty(4, np.int64)
     for q in range(c0, ex_cliques[i + 1]):
         c = order[q]

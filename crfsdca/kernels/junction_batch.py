@@ -3,9 +3,10 @@ gradient, MAP labels, expected features and the empirical (smoothed gold) tables
 
 ``data = (seq_offsets, attr_offsets, attr_ids, attr_values, labels)`` as in SequenceData (an
 example's nodes are its items); ``jt`` as in :mod:`crfsdca.kernels.junction`;
-``assign = (node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos)``: per
-clique, the nodes whose unary scores it carries (local index, position in the clique) and the
-factors it carries (type, positions of the scope in the clique); ``feat = (woff, arity)``: the
+``assign = (node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos,
+node_pat, fac_pat)``: per clique, the nodes whose unary scores it carries (local index, position
+in the clique) and the factors it carries (type, positions of the scope in the clique), with
+their projection patterns (kernels.junction.projection); ``feat = (woff, arity)``: the
 offset in w of each factor type's block of K^arity entries; ``dims = (A, K, n_bias)``.
 
 Node scores: sum_j value_j E[j] + bias rows read as (count, first node, last node) in node
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.junction import _strides, collect, distribute, project, viterbi
+from crfsdca.kernels.junction import _strides, collect, distribute, project, projection, viterbi
 
 
 @njit(cache=True, nogil=True)
@@ -51,51 +52,60 @@ def node_unary(data, s, e, w, dims, unary):
 
 
 @njit(cache=True, nogil=True)
-def potentials(data, jt, assign, feat, i, w, dims, unary, phi):
-    """Clique potentials of example i into phi (region-local clique tables)."""
+def potentials(data, jt, assign, feat, i, w, dims, unary, phi, pidx):
+    """Clique potentials of example i into phi (region-local clique tables); pidx: a
+    table-sized int64 scratch."""
     seq_offsets = data[0]
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
     woff = feat[0]
     K = dims[1]
     node_unary(data, seq_offsets[i], seq_offsets[i + 1], w, dims, unary)
-    strides = np.empty(4, np.int64)
     for c in range(ex_cliques[i], ex_cliques[i + 1]):
-        size = _strides(var_start[c + 1] - var_start[c], K, strides)
+        m = var_start[c + 1] - var_start[c]
+        size = K**m
         t0 = tab_off[c]
         for idx in range(size):
             phi[t0 + idx] = 0.0
         for r in range(node_start[c], node_start[c + 1]):
-            v, st = node_ids[r], strides[node_pos[r]]
+            v = node_ids[r]
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
             for idx in range(size):
-                phi[t0 + idx] += unary[v, (idx // st) % K]
+                phi[t0 + idx] += unary[v, proj[idx]]
         for f in range(fac_start[c], fac_start[c + 1]):
-            base, lo, hi = woff[fac_type[f]], fac_pos_start[f], fac_pos_start[f + 1]
+            base = woff[fac_type[f]]
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                phi[t0 + idx] += w[base + project(idx, strides, K, fac_pos, lo, hi)]
+                phi[t0 + idx] += w[base + proj[idx]]
 
 
 @njit(cache=True, nogil=True)
-def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, prob, pk):
-    """out += coef E F(x_i, .) under the clique log-marginals log_tab (region-local)."""
+def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, scratch, is_prob):
+    """out += coef E F(x_i, .) under the clique log-marginals log_tab (region-local;
+    probabilities when ``is_prob``); ``scratch = (prob, pk, pidx)``: table-sized float64, (K,)
+    float64, table-sized int64."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
+    prob, pk, pidx = scratch
     woff = feat[0]
     A, K, n_bias = dims
     s = seq_offsets[i]
     n = seq_offsets[i + 1] - s
-    strides = np.empty(4, np.int64)
     for c in range(ex_cliques[i], ex_cliques[i + 1]):
-        size = _strides(var_start[c + 1] - var_start[c], K, strides)
+        m = var_start[c + 1] - var_start[c]
+        size = K**m
         t0 = tab_off[c]
         for idx in range(size):
-            prob[idx] = coef * np.exp(log_tab[t0 + idx])
+            x = np.float64(log_tab[t0 + idx])
+            prob[idx] = coef * (x if is_prob else np.exp(x))
         for r in range(node_start[c], node_start[c + 1]):
-            v, st = node_ids[r], strides[node_pos[r]]
+            v = node_ids[r]
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
             pk[:] = 0.0
             for idx in range(size):
-                pk[(idx // st) % K] += prob[idx]
+                pk[proj[idx]] += prob[idx]
             g = s + v
             for q in range(attr_offsets[g], attr_offsets[g + 1]):
                 row, x = attr_ids[q] * K, attr_values[q]
@@ -109,9 +119,11 @@ def add_expected(data, jt, assign, feat, i, log_tab, dims, coef, out, prob, pk):
                     if v == n - 1:
                         out[A * K + 2 * K + k] += pk[k]
         for f in range(fac_start[c], fac_start[c + 1]):
-            base, lo, hi = woff[fac_type[f]], fac_pos_start[f], fac_pos_start[f + 1]
+            base = woff[fac_type[f]]
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                out[base + project(idx, strides, K, fac_pos, lo, hi)] += prob[idx]
+                out[base + proj[idx]] += prob[idx]
 
 
 @njit(cache=True, nogil=True)
@@ -119,7 +131,7 @@ def marginals(data, jt, assign, feat, i, w, dims, ws):
     """log Z of example i; its clique and separator log-marginals into bws.marg (region)."""
     mws, bws = ws
     unary, phi, marg = bws[0], bws[1], bws[2]
-    potentials(data, jt, assign, feat, i, w, dims, unary, phi)
+    potentials(data, jt, assign, feat, i, w, dims, unary, phi, mws[5])
     log_z = collect(i, phi, jt, dims[1], mws)
     if np.isfinite(log_z):
         distribute(i, phi, jt, dims[1], mws, marg)
@@ -128,9 +140,11 @@ def marginals(data, jt, assign, feat, i, w, dims, ws):
 
 @njit(cache=True, nogil=True)
 def value_and_expected(data, jt, assign, feat, w, dims, ws, grad):
-    """sum_i log Z_i and grad = sum_i E_nu_i F (zeroed here); returns (sum, index of the first
-    example with a non-finite log Z or -1). The caller subtracts the gold features."""
-    bws = ws[1]
+    """sum_i log Z_i and grad = sum_i E_nu_i F (zeroed here) in log space; returns (sum, index
+    of the first example with a non-finite log Z or -1). The caller subtracts the gold features.
+    The oracle runs the scaled kernels (:mod:`crfsdca.kernels.junction_scaled`) with this as
+    the fallback."""
+    mws, bws = ws
     grad[:] = 0.0
     total = 0.0
     for i in range(data[0].size - 1):
@@ -138,7 +152,8 @@ def value_and_expected(data, jt, assign, feat, w, dims, ws, grad):
         if not np.isfinite(log_z):
             return total, i
         total += log_z
-        add_expected(data, jt, assign, feat, i, bws[2], dims, 1.0, grad, bws[3], bws[4])
+        scratch = (bws[3], bws[4], mws[5])
+        add_expected(data, jt, assign, feat, i, bws[2], dims, 1.0, grad, scratch, False)
     return total, -1
 
 
@@ -148,18 +163,47 @@ def predict(data, jt, assign, feat, w, dims, ws, backptr, chosen, out):
     seq_offsets = data[0]
     mws, bws = ws
     for i in range(seq_offsets.size - 1):
-        potentials(data, jt, assign, feat, i, w, dims, bws[0], bws[1])
+        potentials(data, jt, assign, feat, i, w, dims, bws[0], bws[1], mws[5])
         s, e = seq_offsets[i], seq_offsets[i + 1]
         viterbi(i, bws[1], jt, dims[1], mws, backptr, chosen, out[s:e])
 
 
 @njit(cache=True, nogil=True)
-def expected_features(data, jt, assign, feat, log_tab, dims, out, prob, pk):
+def expected_features(data, jt, assign, feat, log_tab, dims, out, scratch):
     """out += sum_i E_mu_i F for the tables log_tab (all regions, like the dual state)."""
     ex_region = jt[1]
     for i in range(data[0].size - 1):
         region = log_tab[ex_region[i] : ex_region[i + 1]]
-        add_expected(data, jt, assign, feat, i, region, dims, 1.0, out, prob, pk)
+        add_expected(data, jt, assign, feat, i, region, dims, 1.0, out, scratch, False)
+
+
+@njit(cache=True, nogil=True)
+def gold_features(data, jt, assign, feat, dims, out):
+    """out += sum_i F(x_i, y_i): each node's attributes and bias rows at its label, each
+    factor's block at its scope's labels (labels must be >= 0)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
+    ex_cliques, var_start, vars_ = jt[0], jt[2], jt[3]
+    fac_start, fac_type, fac_pos_start, fac_pos = assign[3], assign[4], assign[5], assign[6]
+    woff = feat[0]
+    A, K, n_bias = dims
+    for i in range(seq_offsets.size - 1):
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        for g in range(s, e):
+            y = labels[g]
+            for q in range(attr_offsets[g], attr_offsets[g + 1]):
+                out[attr_ids[q] * K + y] += attr_values[q]
+            if n_bias:
+                out[A * K + y] += 1.0
+                if g == s:
+                    out[A * K + K + y] += 1.0
+                if g == e - 1:
+                    out[A * K + 2 * K + y] += 1.0
+        for c in range(ex_cliques[i], ex_cliques[i + 1]):
+            for f in range(fac_start[c], fac_start[c + 1]):
+                j = 0
+                for q in range(fac_pos_start[f], fac_pos_start[f + 1]):
+                    j = j * K + labels[s + vars_[var_start[c] + fac_pos[q]]]
+                out[woff[fac_type[f]] + j] += 1.0
 
 
 @njit(cache=True, nogil=True)

@@ -17,7 +17,9 @@ Arrays: ``data`` and ``dims = (A, K, n_bias)`` as in kernels.junction_batch;
 (the runs of example i are seg_start[i] to seg_start[i + 1], offsets local to its region);
 ``dual = (log_tab, entropies, gaps, step_sizes)`` (log_tab float64 or float32);
 ``params = (lambda n, scale, line_search_tol, max_newton, p_nu)``; the workspace ``ws = (mws,
-bws, sws)``: the oracle's two and ``sws = (mu, nu, ids, rows, bias, fdiff, pk)``.
+bws, sws, ews)``: the oracle's three (kernels.junction_scaled) and ``sws = (mu, nu, ids, rows,
+bias, fdiff, pk)``. nu_i comes from the scaled recursions, from the log-space ones when an entry
+underflows.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import numpy as np
 from numba import njit
 
 from crfsdca.kernels import segments, trees
-from crfsdca.kernels.junction import _strides, project
+from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import marginals
+from crfsdca.kernels.junction_scaled import exp_blocks, scaled_marginals
 from crfsdca.kernels.sdca_epoch import GAP, GAP_IMPORTANCE, MAX, _choose
 
 
@@ -47,12 +50,12 @@ def _runs(runs, i):
 
 
 @njit(cache=True, nogil=True)
-def _direction(i, data, jt, assign, feat, dims, mu, nu, sws):
+def _direction(i, data, jt, assign, feat, dims, mu, nu, sws, pidx):
     """B delta on the example's unique attributes (rows), the bias rows and the factor blocks
     (fdiff, from feat's first offset); returns (number of unique attributes, |B delta|^2)."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
     woff = feat[0]
     _, _, ids, rows, bias, fdiff, pk = sws
     A, K, n_bias = dims
@@ -63,15 +66,16 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws):
     rows[:U] = 0.0
     bias[:] = 0.0
     fdiff[:] = 0.0
-    strides = np.empty(4, np.int64)
     for c in range(ex_cliques[i], ex_cliques[i + 1]):
-        size = _strides(var_start[c + 1] - var_start[c], K, strides)
+        m = var_start[c + 1] - var_start[c]
+        size = K**m
         t0 = tab_off[c]
         for r in range(node_start[c], node_start[c + 1]):
-            v, st = node_ids[r], strides[node_pos[r]]
+            v = node_ids[r]
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
             pk[:] = 0.0
             for idx in range(size):
-                pk[(idx // st) % K] += nu[t0 + idx] - mu[t0 + idx]
+                pk[proj[idx]] += nu[t0 + idx] - mu[t0 + idx]
             g = s + v
             for q in range(attr_offsets[g], attr_offsets[g + 1]):
                 row, x = np.searchsorted(uniq, attr_ids[q]), attr_values[q]
@@ -85,21 +89,27 @@ def _direction(i, data, jt, assign, feat, dims, mu, nu, sws):
                     if v == e - s - 1:
                         bias[2, k] += pk[k]
         for f in range(fac_start[c], fac_start[c + 1]):
-            base, lo, hi = woff[fac_type[f]] - woff[0], fac_pos_start[f], fac_pos_start[f + 1]
+            base = woff[fac_type[f]] - woff[0]
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
             for idx in range(size):
-                fdiff[base + project(idx, strides, K, fac_pos, lo, hi)] += (
-                    nu[t0 + idx] - mu[t0 + idx]
-                )
+                fdiff[base + proj[idx]] += nu[t0 + idx] - mu[t0 + idx]
+    return U, _norm_sq(U, rows, bias, fdiff)
+
+
+@njit(cache=True, nogil=True)
+def _norm_sq(U, rows, bias, fdiff):
+    """|B delta|^2: the first U rows, the bias rows and the factor blocks."""
     sq = 0.0
     for r in range(U):
-        for k in range(K):
+        for k in range(rows.shape[1]):
             sq += rows[r, k] * rows[r, k]
     for r in range(3):
-        for k in range(K):
+        for k in range(bias.shape[1]):
             sq += bias[r, k] * bias[r, k]
     for j in range(fdiff.size):
         sq += fdiff[j] * fdiff[j]
-    return U, sq
+    return sq
 
 
 @njit(cache=True, nogil=True)
@@ -125,27 +135,33 @@ def _step(i, data, struct, dual, w, dims, params, ws):
     jt, assign, feat, runs = struct
     log_tab, entropies, _, step_sizes = dual
     lam_n, scale, tol, max_newton = params[0], params[1], params[2], int(params[3])
-    mws, bws, sws = ws
+    mws, bws, sws, ews = ws
     lo, hi = jt[1][i], jt[1][i + 1]
     R = hi - lo
-    log_z = marginals(data, jt, assign, feat, i, w, dims, (mws, bws))
-    if not np.isfinite(log_z):
-        return 0.0, 0.0, 0, 1
     lnu, lmu = bws[2][:R], log_tab[lo:hi]
     mu, nu = sws[0][:R], sws[1][:R]
+    exp_blocks(w, feat, dims[1], ews)
+    _, ok = scaled_marginals(data, jt, assign, feat, i, w, dims, (mws, bws), ews)
+    if ok:  # probabilities, each >= TINY
+        for j in range(R):
+            nu[j] = min(lnu[j], 1.0)
+            lnu[j] = np.log(nu[j])
+    else:  # an entry underflowed: the exact log-space recursions
+        log_z = marginals(data, jt, assign, feat, i, w, dims, (mws, bws))
+        if not np.isfinite(log_z):
+            return 0.0, 0.0, 0, 1
+        for j in range(R):
+            lnu[j] = min(lnu[j], 0.0)
+            nu[j] = np.exp(lnu[j])
     for j in range(R):
-        lnu[j] = min(lnu[j], 0.0)
-        nu[j] = np.exp(lnu[j])
-        mu[j] = np.exp(lmu[j])
+        mu[j] = np.exp(np.float64(lmu[j]))
     rr = _runs(runs, i)
-    kl_mn = segments.kl(lmu, lnu, rr)
-    fp0 = kl_mn + segments.kl(lnu, lmu, rr)
-    U, sq = _direction(i, data, jt, assign, feat, dims, mu, nu, sws)
+    kl_mn, fp0 = segments.kl_pair(mu, nu, lmu, lnu, rr)
+    U, sq = _direction(i, data, jt, assign, feat, dims, mu, nu, sws, mws[5])
     cb = scale * sq / lam_n
     gamma, its = segments.newton(fp0, mu, nu, lnu, rr, cb, tol, max_newton)
     if gamma > 0.0:
-        segments.mix(lmu, lnu, rr, gamma)
-        entropies[i] = segments.entropy(lmu, rr)
+        entropies[i] = segments.mix(mu, nu, lmu, lnu, rr, gamma)
         _add_direction(-gamma * scale / lam_n, U, sws, w, dims, feat[0][0])
     step_sizes[i] = gamma
     return max(kl_mn, 0.0), gamma, its, 0

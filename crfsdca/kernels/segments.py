@@ -12,7 +12,7 @@ SDCA's step on a block (``docs/sdca.md`` sections 3 and 5): with delta = nu - mu
 cb = scale |B delta|^2 / (lambda n), the dual along mu + gamma delta has
 f'(gamma) = sum_r coef_r <delta_r, log nu_r - log mu^gamma_r> - gamma cb, with
 mu^gamma = (1 - gamma) mu + gamma nu; :func:`newton` finds its root on [0, 1] (safe Newton) and
-:func:`mix` applies mu <- mu^gamma in log space.
+:func:`mix` applies mu <- mu^gamma (in log space) and returns the new entropy.
 """
 
 from __future__ import annotations
@@ -20,28 +20,31 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.logspace import entropy_terms, kl_terms
-
 
 @njit(cache=True, nogil=True)
 def entropy(log_p, runs):
-    """sum_r coef_r H(run r) of the log-probabilities log_p."""
+    """sum_r coef_r H(run r) of the log-probabilities log_p (float64 arithmetic, also for
+    float32 storage; 0 log 0 = 0)."""
     off, length, coef = runs
     h = 0.0
     for r in range(off.size):
-        a = off[r]
-        h += coef[r] * entropy_terms(log_p[a : a + length[r]])
+        for j in range(off[r], off[r] + length[r]):
+            lp = np.float64(log_p[j])
+            if lp != -np.inf:
+                h -= coef[r] * np.exp(lp) * lp
     return h
 
 
 @njit(cache=True, nogil=True)
 def kl(log_p, log_q, runs):
-    """sum_r coef_r KL(run r of p || run r of q)."""
+    """sum_r coef_r KL(run r of p || run r of q) (float64 arithmetic; 0 log 0 = 0)."""
     off, length, coef = runs
     s = 0.0
     for r in range(off.size):
-        a, b = off[r], off[r] + length[r]
-        s += coef[r] * kl_terms(log_p[a:b], log_q[a:b])
+        for j in range(off[r], off[r] + length[r]):
+            lp = np.float64(log_p[j])
+            if lp != -np.inf:
+                s += coef[r] * np.exp(lp) * (lp - np.float64(log_q[j]))
     return s
 
 
@@ -97,18 +100,52 @@ def newton(fp0, mu, nu, log_nu, runs, cb, tol, max_iter):
 
 
 @njit(cache=True, nogil=True)
-def mix(log_mu, log_nu, runs, gamma):
-    """log_mu <- log((1 - gamma) mu + gamma nu) on the runs' entries, clipped at 0."""
-    off, length = runs[0], runs[1]
+def kl_pair(mu, nu, log_mu, log_nu, runs):
+    """(KL(mu || nu), KL(mu || nu) + KL(nu || mu)) over the segment table, from the
+    probabilities and their logs (no exp per entry; 0 log 0 = 0 as in :func:`kl`)."""
+    off, length, coef = runs
+    a, b = 0.0, 0.0
+    for r in range(off.size):
+        c = coef[r]
+        for j in range(off[r], off[r] + length[r]):
+            lm, ln = log_mu[j], log_nu[j]
+            if lm != -np.inf:
+                a += c * mu[j] * (lm - ln)
+            if ln != -np.inf:
+                b += c * nu[j] * (ln - lm)
+    return a, a + b
+
+
+@njit(cache=True, nogil=True)
+def mix(mu, nu, log_mu, log_nu, runs, gamma):
+    """log_mu <- log((1 - gamma) mu + gamma nu) on the runs' entries, clipped at 0; returns
+    the entropy sum_r coef_r H(run r) of the result as stored. The mixture is formed in
+    probability space (mu, nu: the probabilities of log_mu, log_nu) and in log space where it
+    underflows."""
+    off, length, coef = runs
     a = np.log1p(-gamma) if gamma < 1.0 else -np.inf
     c = np.log(gamma) if gamma > 0.0 else -np.inf
+    h = 0.0
     for r in range(off.size):
         for j in range(off[r], off[r] + length[r]):
-            x, y = a + log_mu[j], c + log_nu[j]
-            if x == -np.inf:
-                v = y
-            elif y == -np.inf:
-                v = x
+            p = (1.0 - gamma) * mu[j] + gamma * nu[j]
+            if p > 1e-300:
+                v = np.log(p)
             else:
-                v = max(x, y) + np.log1p(np.exp(-abs(x - y)))
-            log_mu[j] = min(v, 0.0)
+                x, y = a + log_mu[j], c + log_nu[j]
+                if x == -np.inf:
+                    v = y
+                elif y == -np.inf:
+                    v = x
+                else:
+                    v = max(x, y) + np.log1p(np.exp(-abs(x - y)))
+                p = np.exp(v)
+            if v > 0.0:
+                v, p = 0.0, 1.0
+            log_mu[j] = v
+            stored = np.float64(log_mu[j])  # float32 storage rounds
+            if stored != v:
+                p = np.exp(stored)
+            if stored != -np.inf:
+                h -= coef[r] * p * stored
+    return h

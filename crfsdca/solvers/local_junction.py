@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.dual import DualState
-from crfsdca.junction_oracle import make_workspace
+from crfsdca.junction_oracle import check_labels, exp_workspace, make_workspace
 from crfsdca.kernels import junction_batch, junction_sdca
 from crfsdca.samplers import INITIAL_GAP, TreeSampler
 from crfsdca.solvers.local_tree import COUNTERS, TreeLocalSDCA
@@ -44,6 +44,7 @@ def junction_smoothed_empirical(problem: JunctionProblem, epsilon: float, dtype)
     if not 0.0 < epsilon <= 1.0:
         raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
     data, oracle = problem.train, problem.oracle
+    check_labels(data)
     tables = np.empty(data.n_table_entries, dtype)
     junction_batch.empirical_tables(
         oracle._data, oracle._jt, problem.feature_map.n_labels, epsilon, tables
@@ -95,7 +96,7 @@ class JunctionLocalSDCA(TreeLocalSDCA):
         step_ws = junction_sdca.make_step_workspace(
             int(data.region_sizes.max()), fm.n_labels, max(max_attrs, 1), n_factor
         )
-        self.workspace = make_workspace(data, fm.n_labels) + (step_ws,)
+        self.workspace = make_workspace(data, fm.n_labels) + (step_ws, exp_workspace(fm))
         self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
         self.certified = False
 

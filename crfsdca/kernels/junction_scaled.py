@@ -1,0 +1,230 @@
+"""Junction-tree sum-product in scaled probability space: the fast path of the junction oracle's
+batch value and gradient and of the SDCA step (the log-space kernels of
+:mod:`crfsdca.kernels.junction` are the exact fallback).
+
+Potentials are exponentiated once: e[v, k] = exp(u[v, k] - max_k u[v]) per node and
+E_t = exp(W_t - max W_t) per factor type (:func:`exp_blocks`, once per weight vector); a clique
+table is the product of its nodes' and factors' entries, normalised to max 1, its log scale
+kept. Collect (children first): b_c = P_c * prod of the children's messages, the message
+U_c[s] = sum over entries projecting to s of b_c, normalised to max 1 with its log scale, so
+that log Z = (sum of the potentials' log scales) + sum over roots of their messages' scales and
+log sum b_root. Distribute (parents first): D_ch[s] ~ sum of P_c * D_c * the other children's
+messages, normalised to max 1; the clique marginal is P_c * D_c * prod U_ch normalised to sum 1,
+the separator's U_c * D_c normalised to sum 1. Scales cancel in the marginals. An example whose
+tables, messages or marginals fall below ``TINY`` (or are not finite) fails (``ok`` False) and
+is redone in log space by the caller.
+
+Workspaces as in kernels.junction and kernels.junction_batch (``mws``, ``bws``) plus
+``ews = (eblocks, escales)``: the exponentiated factor blocks (laid out from feat's first
+offset) and their log scales (one per factor type).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from crfsdca.kernels.junction import projection
+from crfsdca.kernels.junction_batch import add_expected, marginals, node_unary
+
+TINY = 1e-280
+
+
+@njit(cache=True, nogil=True)
+def exp_blocks(w, feat, K, ews):
+    """eblocks = exp(W_t - max W_t) for every factor type t; escales[t] = max W_t."""
+    woff, arity = feat
+    eblocks, escales = ews
+    for t in range(escales.size):
+        a, size = woff[t], K ** arity[t]
+        m = w[a]
+        for j in range(size):
+            m = max(m, w[a + j])
+        escales[t] = m
+        for j in range(size):
+            eblocks[a - woff[0] + j] = np.exp(w[a + j] - m)
+
+
+@njit(cache=True, nogil=True)
+def _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, pidx):
+    """Scaled clique tables of example i into P; returns (sum of log scales, ok)."""
+    seq_offsets = data[0]
+    ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
+    eblocks, escales = ews
+    woff = feat[0]
+    K = dims[1]
+    s = seq_offsets[i]
+    n = seq_offsets[i + 1] - s
+    node_unary(data, s, s + n, w, dims, unary)
+    total = 0.0
+    for v in range(n):
+        m = unary[v, 0]
+        for k in range(1, K):
+            m = max(m, unary[v, k])
+        total += m
+        for k in range(K):
+            unary[v, k] = np.exp(unary[v, k] - m)
+    for c in range(ex_cliques[i], ex_cliques[i + 1]):
+        m = var_start[c + 1] - var_start[c]
+        size, t0 = K**m, tab_off[c]
+        for idx in range(size):
+            P[t0 + idx] = 1.0
+        for r in range(node_start[c], node_start[c + 1]):
+            v = node_ids[r]
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
+            for idx in range(size):
+                P[t0 + idx] *= unary[v, proj[idx]]
+        for f in range(fac_start[c], fac_start[c + 1]):
+            t = fac_type[f]
+            base = woff[t] - woff[0]
+            total += escales[t]
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
+            for idx in range(size):
+                P[t0 + idx] *= eblocks[base + proj[idx]]
+        top = 0.0
+        for idx in range(size):
+            top = max(top, P[t0 + idx])
+        if not (top > TINY and np.isfinite(top)):
+            return 0.0, False
+        for idx in range(size):
+            P[t0 + idx] /= top
+        total += np.log(top)
+    return total, True
+
+
+@njit(cache=True, nogil=True)
+def _product(c, skip, with_down, P, jt, K, ws):
+    """tmp[:size] = P_c (* D_c) * the messages of c's children except ``skip``."""
+    var_start, parent, child_start, children = jt[2], jt[4], jt[6], jt[7]
+    tab_off, sep_off, sep_start, sep_child, sep_parent = jt[8], jt[9], jt[10], jt[11], jt[12]
+    up, down, tmp, pidx = ws[0], ws[1], ws[2], ws[5]
+    m = var_start[c + 1] - var_start[c]
+    size, t0 = K**m, tab_off[c]
+    for idx in range(size):
+        tmp[idx] = P[t0 + idx]
+    if with_down and parent[c] >= 0:
+        so = sep_off[c]
+        proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
+        for idx in range(size):
+            tmp[idx] *= down[so + proj[idx]]
+    for q in range(child_start[c], child_start[c + 1]):
+        ch = children[q]
+        if ch != skip:
+            so = sep_off[ch]
+            lo, hi = sep_start[ch], sep_start[ch + 1]
+            proj = projection(jt[14][ch], m, K, sep_parent, lo, hi, pidx, jt)
+            for idx in range(size):
+                tmp[idx] *= up[so + proj[idx]]
+    return size, m
+
+
+@njit(cache=True, nogil=True)
+def _sum_to(c, pat, pos, size, m, jt, K, ws, out, so):
+    """out[so + s] = sum of tmp over entries projecting to s (separator of c at positions pos),
+    normalised to max 1; returns log of the normaliser (nan when it is not > TINY)."""
+    sep_start, tmp, pidx = jt[10], ws[2], ws[5]
+    lo, hi = sep_start[c], sep_start[c + 1]
+    ssize = K ** (hi - lo)
+    proj = projection(pat, m, K, pos, lo, hi, pidx, jt)
+    for s in range(ssize):
+        out[so + s] = 0.0
+    for idx in range(size):
+        out[so + proj[idx]] += tmp[idx]
+    top = 0.0
+    for s in range(ssize):
+        top = max(top, out[so + s])
+    if not (top > TINY and np.isfinite(top)):
+        return np.nan
+    for s in range(ssize):
+        out[so + s] /= top
+    return np.log(top)
+
+
+@njit(cache=True, nogil=True)
+def scaled_marginals(data, jt, assign, feat, i, w, dims, ws, ews):
+    """(log Z, ok) of example i; when ok, its clique and separator marginals (probabilities,
+    each >= TINY) into bws.marg (region-local)."""
+    mws, bws = ws
+    ex_cliques, parent, order, child_start, children = jt[0], jt[4], jt[5], jt[6], jt[7]
+    tab_off, sep_off, sep_start, sep_child, sep_parent = jt[8], jt[9], jt[10], jt[11], jt[12]
+    up, down, tmp, lsum = mws[0], mws[1], mws[2], mws[4]
+    unary, P, marg = bws[0], bws[1], bws[2]
+    K = dims[1]
+    log_z, ok = _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, mws[5])
+    if not ok:
+        return 0.0, False
+    c0 = ex_cliques[i]
+    for q in range(ex_cliques[i + 1] - 1, c0 - 1, -1):
+        c = order[q]
+        size, m = _product(c, -1, False, P, jt, K, mws)
+        acc = 0.0
+        for r in range(child_start[c], child_start[c + 1]):
+            acc += lsum[children[r] - c0]
+        if parent[c] < 0:
+            total = 0.0
+            for idx in range(size):
+                total += tmp[idx]
+            if not (total > TINY and np.isfinite(total)):
+                return 0.0, False
+            log_z += acc + np.log(total)
+        else:
+            scale = _sum_to(c, jt[13][c], sep_child, size, m, jt, K, mws, up, sep_off[c])
+            if not np.isfinite(scale):
+                return 0.0, False
+            lsum[c - c0] = acc + scale
+    for q in range(c0, ex_cliques[i + 1]):
+        c = order[q]
+        size, m = _product(c, -1, True, P, jt, K, mws)
+        if not _normalise(tmp, size, marg, tab_off[c]):
+            return 0.0, False
+        if parent[c] >= 0:
+            so, ssize = sep_off[c], K ** (sep_start[c + 1] - sep_start[c])
+            for s in range(ssize):
+                tmp[s] = up[so + s] * down[so + s]
+            if not _normalise(tmp, ssize, marg, so):
+                return 0.0, False
+        for r in range(child_start[c], child_start[c + 1]):
+            ch = children[r]
+            size, m = _product(c, ch, True, P, jt, K, mws)
+            scale = _sum_to(ch, jt[14][ch], sep_parent, size, m, jt, K, mws, down, sep_off[ch])
+            if not np.isfinite(scale):
+                return 0.0, False
+    return log_z, True
+
+
+@njit(cache=True, nogil=True)
+def _normalise(x, size, out, t0):
+    """out[t0 + idx] = x[idx] / sum(x); False when an entry falls below TINY."""
+    total = 0.0
+    for idx in range(size):
+        total += x[idx]
+    if not (total > 0.0 and np.isfinite(total)):
+        return False
+    for idx in range(size):
+        p = x[idx] / total
+        if p < TINY:
+            return False
+        out[t0 + idx] = p
+    return True
+
+
+@njit(cache=True, nogil=True)
+def batch_value_and_expected(data, jt, assign, feat, w, dims, ws, ews, grad):
+    """sum_i log Z_i and grad = sum_i E_nu_i F (zeroed here), scaled with the log-space
+    fallback per example; returns (sum, index of the first non-finite log Z or -1)."""
+    mws, bws = ws
+    exp_blocks(w, feat, dims[1], ews)
+    grad[:] = 0.0
+    total = 0.0
+    scratch = (bws[3], bws[4], mws[5])
+    for i in range(data[0].size - 1):
+        log_z, ok = scaled_marginals(data, jt, assign, feat, i, w, dims, ws, ews)
+        if not ok:
+            log_z = marginals(data, jt, assign, feat, i, w, dims, ws)
+        if not np.isfinite(log_z):
+            return total, i
+        total += log_z
+        add_expected(data, jt, assign, feat, i, bws[2], dims, 1.0, grad, scratch, ok)
+    return total, -1
