@@ -22,6 +22,7 @@ from crfsdca.cli_common import (
 from crfsdca.cli_data import FORMATS, TEMPLATES
 from crfsdca.cli_distributed import train_on_cluster
 from crfsdca.cli_graph import train_on_graph
+from crfsdca.cli_junction import check_order, train_second_order
 from crfsdca.cli_options import config_options, flag_text, solver_options
 from crfsdca.cli_report import draw_plot, print_summary, progress, summary
 from crfsdca.errors import ConvergenceWarning
@@ -159,6 +160,14 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     help="CoNLL-U data: link each word to its syntactic head (tree) or to the next word"
     " (chain); every --solver trains either",
 )
+@click.option(
+    "--order",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="chain order: 2 adds a K x K x K block on every three consecutive labels"
+    " (second-order chains as junction trees; --solver sdca or lbfgs)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
@@ -190,6 +199,7 @@ def train(
     local_updates: int | None,
     round_timeout: float,
     graph: str | None,
+    order: int,
     as_json: bool,
     quiet: bool,
     verbose: int,
@@ -225,6 +235,10 @@ def train(
         "local_updates": local_updates,
         "round_timeout": round_timeout,
     }
+    check_order(
+        order, run, graph=graph, cluster=workers or scheduler, checkpoint=checkpoint_dir,
+        resume=resume_dir,
+    )  # fmt: skip
     if graph is not None:
         if workers or scheduler or checkpoint_dir or resume_dir:
             raise click.UsageError(
@@ -253,6 +267,15 @@ def train(
             raise click.UsageError(f"{flag} applies to distributed runs (--workers or --scheduler)")
     if threads:
         _set_threads(threads)
+    if order == 2:
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                train_second_order(
+                    run, model_path=model_path, trace_path=trace_path, as_json=as_json, quiet=quiet
+                )
+        return
     with errors_to_exit(verbose, flag_text):
         resume = None
         if resume_dir is not None:
