@@ -72,7 +72,7 @@ class DatasetShard:
     label: str | None = None  # CoNLL-U column (xpos, upos)
 
     def load(self) -> Problem:
-        from crfsdca.cli_data import load_inputs
+        from crfsdca.sources import load_inputs
 
         inputs = load_inputs(
             self.dataset,

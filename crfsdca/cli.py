@@ -145,7 +145,7 @@ def datasets_info(name: str, data_dir: str | None, verbose: int) -> None:
 
     with errors_to_exit(verbose):
         if name not in data_loaders.DATASETS:
-            from crfsdca.cli_data import unknown_source_message
+            from crfsdca.sources import unknown_source_message
 
             raise ValueError(unknown_source_message(name, file_too=False))
         click.echo(json.dumps(data_loaders.dataset_info(name, data_dir), indent=2, default=str))

@@ -37,8 +37,6 @@ EXPECTED_ERRORS = (
     FloatingPointError,
     KeyError,
 )
-#: the data formats every command reads (see crfsdca.cli_data)
-FORMATS = ("conll", "conllu", "ocr", "crfsuite")
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE
 EXIT_INTERRUPTED = 128 + 2  # SIGINT
 

@@ -156,10 +156,10 @@ def train_on_cluster(
     run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
 ) -> None:
     """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
-    from crfsdca.cli_data import load_inputs
     from crfsdca.cli_report import draw_plot, print_summary, summary
     from crfsdca.features import FeatureMap
     from crfsdca.model import SequenceCRF
+    from crfsdca.sources import load_inputs
 
     require_dask()
     inputs = load_inputs(

@@ -64,9 +64,9 @@ def second_order_problem(inputs, run: dict[str, Any]):
 def train_second_order(run: dict[str, Any], *, model_path, trace_path, as_json, quiet) -> None:
     """``train --order 2``: load, train, save, print the summary as the chain path does."""
     from crfsdca.cli_common import json_value
-    from crfsdca.cli_data import load_inputs
     from crfsdca.cli_predict import check_labels
     from crfsdca.cli_report import draw_plot, print_summary, progress
+    from crfsdca.sources import load_inputs
 
     inputs = load_inputs(
         run["dataset"],

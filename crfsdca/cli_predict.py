@@ -18,7 +18,6 @@ import sys
 import click
 
 from crfsdca.cli_common import (
-    FORMATS,
     check_input_file,
     check_output_path,
     errors_to_exit,
@@ -26,6 +25,7 @@ from crfsdca.cli_common import (
     plain_warnings,
     warn,
 )
+from crfsdca.corpora import FORMATS
 from crfsdca.errors import DataFormatError, GraphError, ModelFormatError
 
 MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
@@ -34,8 +34,8 @@ _SHOWN_LABELS = 5
 
 def _load_model(model_path: str):
     """(model, encoder) of a model file; one clear line if it is missing or not a model."""
-    from crfsdca.cli_data import encoder_from_model
     from crfsdca.model import SequenceCRF
+    from crfsdca.sources import encoder_from_model
 
     check_input_file(model_path, MODEL_FILE)
     try:
@@ -64,7 +64,7 @@ def _refuse_checkpoint(path: str) -> None:
 
 def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True):
     """The resolved data argument, checked to be of the kind the model reads."""
-    from crfsdca.cli_data import check_kind, encoder_kind, format_of, resolve
+    from crfsdca.sources import check_kind, encoder_kind, format_of, resolve
 
     trained_on = model.meta.get("format") or format_of(encoder)
     source = resolve(text, fmt, trained_on, datasets=datasets)
@@ -77,10 +77,10 @@ def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True)
 def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str):
     """TreeData (gold labels, unknown ones counted) of a CoNLL-U file or of a registered
     CoNLL-U dataset's test split, for a tree model: heads as parents, edge types by direction."""
-    from crfsdca.cli_data import STDIN, STDIN_NAME, encode_labelled, local_path
     from crfsdca.cli_graph import conllu_paths
     from crfsdca.cli_graph import tree_data as trees_of
     from crfsdca.readers import read_conllu
+    from crfsdca.sources import STDIN, STDIN_NAME, encode_labelled, local_path
 
     if source.fmt != "conllu":
         what = "a dataset" if source.registered else f"a --format {source.fmt} file"
@@ -182,8 +182,8 @@ def evaluate(
 ) -> None:
     """Score MODEL on a registered dataset's test split or on a labelled file (- for stdin)."""
     with errors_to_exit(verbose), plain_warnings(quiet):
-        from crfsdca.cli_data import encode_eval
         from crfsdca.evaluation import format_report
+        from crfsdca.sources import encode_eval
 
         model, encoder = _load_model(model_path)
         resolved = _source(model_path, model, encoder, source, fmt, label)
@@ -230,7 +230,7 @@ def tag(model_path: str, path: str, fmt: str | None, output: str | None, verbose
         output = None
     check_output_path(output, "--output", special_ok=True)
     with errors_to_exit(verbose):
-        from crfsdca.cli_data import local_path, read_corpus
+        from crfsdca.sources import local_path, read_corpus
         from crfsdca.tagging import tag_conll, tag_corpus, tag_data
 
         model, encoder = _load_model(model_path)

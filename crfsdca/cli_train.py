@@ -19,7 +19,6 @@ from crfsdca.cli_common import (
     json_value,
     plain_warnings,
 )
-from crfsdca.cli_data import FORMATS, TEMPLATES
 from crfsdca.cli_distributed import train_on_cluster
 from crfsdca.cli_graph import train_on_graph
 from crfsdca.cli_junction import check_order, train_second_order
@@ -27,6 +26,7 @@ from crfsdca.cli_options import config_options, flag_text, solver_options
 from crfsdca.cli_report import draw_plot, print_summary, progress, summary
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.solvers import SOLVERS
+from crfsdca.sources import FORMATS, TEMPLATES
 
 EXAMPLE = "Example: crfsdca train conll2000 --solver sdca --sampling gap --epochs 30"
 
@@ -405,9 +405,9 @@ def _train(
     quiet,
 ) -> None:
     from crfsdca.checkpoint import save_checkpoint
-    from crfsdca.cli_data import load_inputs, train_fingerprint
     from crfsdca.cli_predict import check_labels
     from crfsdca.model import SequenceCRF
+    from crfsdca.sources import load_inputs, train_fingerprint
 
     inputs = load_inputs(
         run["dataset"],

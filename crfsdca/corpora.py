@@ -22,6 +22,9 @@ from crfsdca._dtypes import INDEX
 
 __all__ = ["AttributeCorpus", "DenseCorpus", "TokenCorpus"]
 
+#: the data formats the readers of crfsdca.io read (``--format`` on the command line)
+FORMATS = ("conll", "conllu", "ocr", "crfsuite")
+
 
 def _take(items: list, indices: Sequence[int] | slice) -> list:
     if not items:

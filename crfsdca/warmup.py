@@ -27,7 +27,7 @@ WARMUP_SENTENCES = (
 
 
 def _tiny_inputs(folder: Path):
-    from crfsdca.cli_data import load_inputs
+    from crfsdca.sources import load_inputs
 
     path = folder / "warmup.txt"
     text = "\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES)

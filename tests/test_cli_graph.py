@@ -110,10 +110,10 @@ def tree_model(tmp_path_factory):
 
 def expected_tags(model_path, sentences):
     """Predictions of the Python API on trees built here: heads, edge types by direction."""
-    from crfsdca.cli_data import encoder_from_model
     from crfsdca.graphs import Tree
     from crfsdca.io import TokenCorpus
     from crfsdca.model import SequenceCRF
+    from crfsdca.sources import encoder_from_model
     from crfsdca.tree_oracle import TreeData
 
     model = SequenceCRF.load(str(model_path))

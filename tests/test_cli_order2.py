@@ -50,9 +50,9 @@ def train_json(*args):
 def test_order2_trains_scores_and_saves_order(tmp_path):
     """SDCA certifies the gap, the printed F1 and primal are those of the saved weights, the
     model header records order 2 and the K^2 and K^3 blocks, and L-BFGS finds the same primal."""
-    from crfsdca.cli_data import load_inputs
     from crfsdca.cli_junction import second_order_problem
     from crfsdca.evaluation import evaluate_data
+    from crfsdca.sources import load_inputs
 
     data = chunk_file(tmp_path / "train.txt")
     common = [data, "--template", "conll", "--test", data, "--order", "2"]

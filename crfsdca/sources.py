@@ -29,7 +29,7 @@ from crfsdca.attributes import (
     encoder_from_dict,
     make_encoder,
 )
-from crfsdca.cli_common import FORMATS
+from crfsdca.corpora import FORMATS
 from crfsdca.errors import DataFormatError
 from crfsdca.sequences import SequenceData
 from crfsdca.textfile import quote
