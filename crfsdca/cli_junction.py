@@ -22,7 +22,11 @@ from typing import Any
 import click
 
 #: solvers that train junction-tree problems
-ORDER2_SOLVERS = ("sdca", "lbfgs")
+#: solver options junction trees do not take: (option, refused values, what to use instead)
+ORDER2_REFUSED = (
+    ("init", ("gibbs",), "smoothed (or uniform for oeg)"),
+    ("sampling", ("importance", "gap-importance", "gap_importance"), "uniform, gap or max"),
+)
 
 
 def check_order(order: int, run: dict[str, Any], *, graph, cluster, checkpoint, resume) -> None:
@@ -39,10 +43,13 @@ def check_order(order: int, run: dict[str, Any], *, graph, cluster, checkpoint, 
             "--order 2 runs in one process without checkpoints (no --workers, --scheduler,"
             " --checkpoint or --resume)"
         )
-    if run["solver"] not in ORDER2_SOLVERS:
-        raise click.UsageError(
-            f"--order 2 trains with --solver {' or '.join(ORDER2_SOLVERS)}; got {run['solver']}"
-        )
+    options = run["options"]
+    for name, refused, instead in ORDER2_REFUSED:
+        if str(options.get(name, "")) in refused:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"--order 2 takes {flag} {instead}; got {options[name]}")
+    if run["solver"] == "sdca" and options.get("fixed_step", 0) > 0:
+        raise click.UsageError("--order 2 runs SDCA with its line search; drop --fixed-step")
 
 
 def second_order_problem(inputs, run: dict[str, Any]):

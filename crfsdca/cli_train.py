@@ -166,7 +166,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     default=1,
     show_default=True,
     help="chain order: 2 adds a K x K x K block on every three consecutive labels"
-    " (second-order chains as junction trees; --solver sdca or lbfgs)",
+    " (second-order chains as junction trees; every --solver)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")

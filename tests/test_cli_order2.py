@@ -75,6 +75,16 @@ def test_order2_trains_scores_and_saves_order(tmp_path):
     assert lbfgs["order"] == 2 and abs(lbfgs["primal"] - out["primal"]) <= 1e-6
 
 
+@pytest.mark.parametrize("solver", ["sag-nus", "sag-nus-skip", "oeg"])
+def test_order2_trains_with_the_baselines_to_the_same_optimum(tmp_path, solver):
+    data = chunk_file(tmp_path / "train.txt", n=12)
+    common = [data, "--template", "conll", "--order", "2", "--epochs", "400"]
+    lbfgs = train_json(*common, "--solver", "lbfgs", "--tol", "1e-9")
+    out = train_json(*common, "--solver", solver, "--tol", "1e-8")
+    assert out["order"] == 2 and out["stop_reason"] == "tol" and out["gap"] <= 1e-8
+    assert out["primal"] == pytest.approx(lbfgs["primal"], rel=1e-6)
+
+
 def test_order2_fits_what_order1_cannot(tmp_path):
     """Token accuracy (no chunk tags) on a period-4 labelling: 100% only with label trigrams."""
     data = period_file(tmp_path / "period.txt")
@@ -106,8 +116,9 @@ def test_order2_progress_summary_and_plot(tmp_path):
         (["--graph", "tree"], "--order 2 trains second-order chains of DATASET's sequences"),
         (["--workers", "2"], "--order 2 runs in one process without checkpoints"),
         (["--checkpoint", "ck"], "--order 2 runs in one process without checkpoints"),
-        (["--solver", "oeg"], "--order 2 trains with --solver sdca or lbfgs; got oeg"),
-        (["--solver", "sag-nus"], "--order 2 trains with --solver sdca or lbfgs; got sag-nus"),
+        (["--init", "gibbs"], "--order 2 takes --init smoothed (or uniform for oeg); got gibbs"),
+        (["--sampling", "importance"], "--order 2 takes --sampling uniform, gap or max; got"),
+        (["--fixed-step", "0.5"], "--order 2 runs SDCA with its line search; drop --fixed-step"),
     ],
 )
 def test_order2_usage_errors_before_reading_data(tmp_path, extra, message):
