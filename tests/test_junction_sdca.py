@@ -88,6 +88,10 @@ def test_the_memory_guard_refuses_before_allocating(monkeypatch):
     lengths = problem.train.lengths
     expected = sum(K**T if T <= 2 else (T - 2) * K**3 + (T - 3) * K**2 for T in lengths.tolist())
     assert entries == expected
+    monkeypatch.setattr(sdca_module, "_available_memory", lambda: 4 * entries - 1)
+    with pytest.raises(MemoryError, match=r"x 4 bytes\) needs .*; use fewer sequences") as err:
+        SDCA(SDCAConfig(dual_dtype="float32")).initial_state(problem)
+    assert "float32" not in str(err.value)  # already float32: not suggested again
 
 
 def test_a_checkpointed_junction_state_resumes_and_float32_duals_converge():

@@ -162,11 +162,18 @@ class SDCA:
             need,
             f"the SDCA dual state ({data.n_table_entries:.3g} clique and separator table entries"
             f" x {dtype.itemsize} bytes)",
-            "use --dual-dtype float32 (half the size) or fewer sequences (--max-sequences)",
+            _junction_fixes(dtype),
         )
         dual = junction_smoothed_empirical(problem, self.config.init_epsilon, dtype)
         rng = np.random.default_rng(self.config.seed)
         return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
+
+
+def _junction_fixes(dtype: np.dtype) -> str:
+    """What shrinks a junction dual: float32 tables (unless they are already), fewer sequences."""
+    if dtype.itemsize > 4:
+        return "use --dual-dtype float32 (half the size) or fewer sequences (--max-sequences)"
+    return "use fewer sequences (--max-sequences)"
 
 
 def _check_memory(
