@@ -192,11 +192,26 @@ def tree_problem(
     name: str = "",
 ) -> TreeProblem:
     """A TreeProblem with one transition block per edge type used in train (or test)."""
+    _check_labels(train)
     types = max(train.n_edge_types, test.n_edge_types if test is not None else 1)
     fm = FeatureMap(train.n_attributes, train.n_labels, n_bias_rows, types)
     return TreeProblem(
         train=train, feature_map=fm, regularization=regularization, test=test, name=name
     )
+
+
+def _check_labels(data: TreeData) -> None:
+    """GraphError naming the example and node of the first training label outside [0, K)."""
+    labels, K = data.nodes.labels, data.nodes.n_labels
+    bad = np.flatnonzero((labels < 0) | (labels >= K))
+    if bad.size:
+        t = int(bad[0])
+        offsets = data.nodes.seq_offsets
+        i = int(np.searchsorted(offsets, t, side="right")) - 1
+        raise GraphError(
+            f"example {i}: node {t - int(offsets[i])}: label {int(labels[t])} is out of range;"
+            f" expected a known label in [0, {K})"
+        )
 
 
 def trees_from_parents(parents: Sequence[Sequence[int]], edge_types=None) -> tuple[Tree, ...]:

@@ -133,6 +133,19 @@ def test_bad_tree_data_names_the_example():
         trees_from_parents([[-1], [-1, 2, 1]])
 
 
+def test_an_unknown_training_label_names_the_example_and_node():
+    """SequenceData refuses labels >= K itself; -1 (a label unknown to the model) reaches us."""
+    from dataclasses import replace
+
+    bad = -1
+    data = tree_data(seed=2, n=5, max_T=4, K=3)
+    labels = data.nodes.labels.copy()
+    labels[int(data.nodes.seq_offsets[3]) + 1] = bad
+    nodes = replace(data.nodes, labels=labels)
+    with pytest.raises(GraphError, match=rf"example 3: node 1: label {bad} is out of range"):
+        tree_problem(TreeData(nodes, data.graphs))
+
+
 @pytest.mark.parametrize("sampling", ["uniform", "gap"])
 def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     """SDCA on forests with two edge types: the same optimum as L-BFGS (relative 1e-6), a true
