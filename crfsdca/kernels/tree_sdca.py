@@ -13,11 +13,13 @@ and ``log_edge`` (N, K, K). The junction-tree entropy weighs edges by +1 and nod
 4. mu_i <- (1 - gamma) mu_i + gamma nu_i in log space, w <- w - gamma scale B delta / (lambda n).
 
 Arrays: ``data``, ``graph`` and ``dims = (A, K, n_bias, n_types)`` as in kernels.tree;
-``dual = (log_node, log_edge, entropies, gaps, step_sizes)``; ``params = (lambda n, scale,
-line_search_tol, max_newton, p_nu)``; the workspace from :func:`make_workspace`.
+``dual = (log_node, log_edge, entropies, gaps, step_sizes)``; ``params`` a
+:class:`TreeStepParams`; the workspace from :func:`make_workspace`.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -26,6 +28,16 @@ from crfsdca.kernels import trees
 from crfsdca.kernels.sdca_epoch import GAP, GAP_IMPORTANCE, MAX, _choose
 from crfsdca.kernels.tree import _example, tree_entropy_terms, tree_kl_terms, tree_unary
 from crfsdca.kernels.tree_scaled import scaled_marginals, scaled_upward
+
+
+class TreeStepParams(NamedTuple):
+    """Scalars of a tree SDCA run (see ``sdca_epoch.StepParams``)."""
+
+    lam_n: float
+    scale: float
+    tol: float  # line-search tolerance on |f'|
+    max_newton: int
+    non_uniformity: float  # probability of drawing from the scheme's law (else uniform)
 
 
 def make_workspace(max_n: int, K: int, max_attrs: int):
@@ -155,7 +167,7 @@ def _step(i, data, graph, dual, w, dims, params, ws):
     seq_offsets = data[0]
     parents, types_all, _, child_start, _ = graph
     log_node, log_edge, entropies, _, step_sizes = dual
-    lam_n, scale, tol, max_newton = params[0], params[1], params[2], int(params[3])
+    lam_n, scale, tol, max_newton = params.lam_n, params.scale, params.tol, params.max_newton
     oracle_ws, nu_ws, dir_ws = ws[0], ws[1], ws[2]
     ln_n, ln_e, root_z = nu_ws
     A, K, n_bias, n_types = dims
@@ -284,14 +296,15 @@ def run_steps(data, graph, dual, w, sampler, dims, params, draws, ws):
     """Run draws.shape[0] steps; returns (steps done, status, newton iterations).
 
     status 0 = ok, i + 1 = non-finite log partition on example i. ``sampler = (code, tree,
-    multipliers)`` as for chains (the scheme's law with probability params[4], else uniform).
+    multipliers)`` as for chains (the scheme's law with probability params.non_uniformity, else
+    uniform).
     """
     code, tree, mult = sampler
     gaps = dual[3]
     n = gaps.shape[0]
     newton = 0
     for step in range(draws.shape[0]):
-        i = _choose(code, params[4], tree, draws[step, 0], draws[step, 1], n)
+        i = _choose(code, params.non_uniformity, tree, draws[step, 0], draws[step, 1], n)
         g, _, its, status = _step(i, data, graph, dual, w, dims, params, ws)
         if status:
             return step, i + 1, newton

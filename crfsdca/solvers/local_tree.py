@@ -112,10 +112,13 @@ class TreeLocalSDCA:
         self.sampler.rebuild(st.dual.gap_estimates)
         draws = self.rng.random((n_steps, 2))
         st.rng_state = self.rng.bit_generator.state
-        params = np.array(
-            [self.lam_n, self.scale if scale is None else scale, cfg.line_search_tol,
-             cfg.max_newton_iterations, cfg.non_uniformity]
-        )  # fmt: skip
+        params = tree_sdca.TreeStepParams(
+            lam_n=float(self.lam_n),
+            scale=float(self.scale if scale is None else scale),
+            tol=float(cfg.line_search_tol),
+            max_newton=int(cfg.max_newton_iterations),
+            non_uniformity=float(cfg.non_uniformity),
+        )
         data = self.problem.train
         start = time.perf_counter()
         done, status, newton = tree_sdca.run_steps(
