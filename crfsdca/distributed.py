@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from crfsdca._partition import ArrayShard, DatasetShard, PartitionSolver, shard_indices
 from crfsdca.errors import WorkerLostError
 from crfsdca.modelfile import atomic_write_text
+from crfsdca.objectives import dual_value, primal_value
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import record_summary
 from crfsdca.solvers.local import VARIANTS
@@ -195,8 +196,8 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         terms = [h.call("objective_terms", w) for h in handles]
         total = {k: sum(t[k] for t in terms) for k in terms[0]}
         wsq = float(w @ w)
-        primal = 0.5 * lam * wsq + total["loss"] / n
-        dual = total["entropy"] / n - 0.5 * lam * wsq
+        primal = primal_value(lam, wsq, total["loss"], n)
+        dual = dual_value(lam, wsq, total["entropy"], n)
         record = TraceRecord(
             solver="disdca",
             epoch=total["oracle_calls"] / n,

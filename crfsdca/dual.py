@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels import oeg, sdca_epoch
+from crfsdca.objectives import lambda_n, weights_from_expectations
 from crfsdca.samplers import INITIAL_GAP
 
 
@@ -154,4 +155,4 @@ def weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
         expected,
     )
     gold = problem.oracle.gold_features()
-    return (gold - expected) / (problem.regularization * problem.n_sequences)
+    return weights_from_expectations(gold, expected, lambda_n(problem))

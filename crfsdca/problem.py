@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.features import FeatureMap
+from crfsdca.objectives import primal_value
 from crfsdca.oracle import Oracle
 from crfsdca.sequences import SequenceData
 
@@ -96,7 +97,7 @@ class Problem:
         """
         loss_sum, grad_sum = self.oracle.value_and_gradient(w)
         n, lam = self.n_sequences, self.regularization
-        value = 0.5 * lam * float(w @ w) + loss_sum / n
+        value = primal_value(lam, float(w @ w), loss_sum, n)
         grad = grad_sum / n
         grad += lam * w
         if self.free is not None:

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 
 from crfsdca.kernels import sdca_epoch
 from crfsdca.layout import max_unique, sequence_layout
+from crfsdca.objectives import lambda_n
 
 
 def radii(problem) -> NDArray[np.float64]:
@@ -24,4 +25,4 @@ def radii(problem) -> NDArray[np.float64]:
 
 def importance_weights(problem) -> NDArray[np.float64]:
     """1 + R_i / (lambda n), proportional to the smoothness constants L_i."""
-    return 1.0 + radii(problem) / (problem.regularization * problem.n_sequences)
+    return 1.0 + radii(problem) / lambda_n(problem)

@@ -26,7 +26,7 @@ NAMES = {
 LAYERS = {
     # plain data types, errors, files and traces: no solver or model knowledge
     BASE: """_dtypes errors interrupts corpora textfile cqdb evaluation metrics modelfile trace
-             layout""",
+             layout objectives""",
     # data, feature layout, graphs and one oracle per structure kind
     STRUCTURES: """sequences features graphs attributes readers io featuredicts sources oracle
                    tree_oracle junction junction_pack junction_oracle structures problem

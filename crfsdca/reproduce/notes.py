@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from crfsdca.modelfile import atomic_write_text
+from crfsdca.objectives import dual_value
 from crfsdca.reproduce.experiments import OEG_BASE, SHORT, Budget, Experiment, baseline, sdca
 from crfsdca.reproduce.figures import Traces
 
@@ -51,9 +52,8 @@ def full_ocr_start(folder: Path, data_dir: str | None) -> dict[str, float]:
     row = {"P(0)": problem.primal(problem.feature_map.zeros())}
     for start in ("epsilon", "gibbs"):
         d = dual_start(problem, start)
-        dual = d.entropies.sum() / problem.n_sequences - 0.5 * problem.regularization * (
-            d.weights @ d.weights
-        )
+        wsq = float(d.weights @ d.weights)
+        dual = dual_value(problem.regularization, wsq, d.entropies.sum(), problem.n_sequences)
         row[f"P {start}"] = problem.primal(d.weights)
         row[f"D {start}"] = float(dual)
         row[f"|w| {start}"] = float(np.linalg.norm(d.weights))

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from crfsdca.dual import weights_from_dual
 from crfsdca.kernels import sdca_epoch
 from crfsdca.layout import max_unique, sequence_layout
+from crfsdca.objectives import dual_value, lambda_n
 from crfsdca.problem import Problem
 from crfsdca.radii import importance_weights
 from crfsdca.samplers import TreeSampler
@@ -43,7 +44,7 @@ VARIANTS = ("practical", "naive", "unscaled")
 def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Problem:
     """The sequences at ``indices`` as a problem of their own with the global lambda n."""
     train = problem.train.subset(indices)
-    lam_n = problem.regularization * problem.n_sequences
+    lam_n = lambda_n(problem)
     return Problem(
         train=train,
         feature_map=problem.feature_map,
@@ -65,7 +66,7 @@ class LocalSDCA:
         self.rng.bit_generator.state = state.rng_state
         data, fm = problem.train, problem.feature_map
         self.n = data.n_sequences
-        self.lam_n = problem.regularization * self.n  # the global lambda n (see shard_problem)
+        self.lam_n = lambda_n(problem)  # the global lambda n (see shard_problem)
         self.layout = sequence_layout(data)
         self.max_unique = max_unique(self.layout)
         importance = None
@@ -211,7 +212,7 @@ class LocalSDCA:
         d, st = self.state.dual, self.state
         lam = self.problem.regularization
         wsq = float(d.weights @ d.weights)
-        dual = float(d.entropies.sum()) / self.n - 0.5 * lam * wsq
+        dual = dual_value(lam, wsq, float(d.entropies.sum()), self.n)
         return {
             "oracle_calls": st.oracle_calls,
             "updates": st.updates,

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from crfsdca.dual import DualState
 from crfsdca.junction_oracle import check_labels, exp_workspace, make_workspace
 from crfsdca.kernels import junction_batch, junction_sdca
+from crfsdca.objectives import lambda_n, weights_from_expectations
 from crfsdca.samplers import INITIAL_GAP, TreeSampler
 from crfsdca.solvers.local_tree import COUNTERS, TreeLocalSDCA
 
@@ -68,7 +69,7 @@ def junction_weights_from_dual(problem: JunctionProblem, tables) -> NDArray[np.f
     """w_hat(mu) = (sum_i F(x_i, y_i) - E_mu_i F) / (lambda n)."""
     oracle = problem.oracle
     expected = oracle.expected_features(tables)
-    return (oracle.gold_features() - expected) / (problem.regularization * problem.n_sequences)
+    return weights_from_expectations(oracle.gold_features(), expected, lambda_n(problem))
 
 
 class JunctionLocalSDCA(TreeLocalSDCA):
@@ -86,7 +87,7 @@ class JunctionLocalSDCA(TreeLocalSDCA):
         self.rng.bit_generator.state = state.rng_state
         data, fm = problem.train, problem.feature_map
         self.n = data.n_sequences
-        self.lam_n = problem.regularization * self.n
+        self.lam_n = lambda_n(problem)
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates)
         oracle = problem.oracle
         self.dims = oracle._dims

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from crfsdca.dual import DualState
 from crfsdca.kernels import tree_sdca
+from crfsdca.objectives import dual_value, lambda_n, weights_from_expectations
 from crfsdca.samplers import INITIAL_GAP, TreeSampler
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def tree_weights_from_dual(problem: TreeProblem, log_node, log_edge) -> NDArray[
         data.nodes.arrays(), data.packed, log_node, log_edge, _dims(problem), expected
     )
     gold = problem.oracle.gold_features()
-    return (gold - expected) / (problem.regularization * problem.n_sequences)
+    return weights_from_expectations(gold, expected, lambda_n(problem))
 
 
 def _dims(problem: TreeProblem) -> tuple[int, int, int, int]:
@@ -89,7 +90,7 @@ class TreeLocalSDCA:
         self.rng.bit_generator.state = state.rng_state
         data = problem.train
         self.n = data.n_sequences
-        self.lam_n = problem.regularization * self.n
+        self.lam_n = lambda_n(problem)
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates)
         self.dims = _dims(problem)
         max_attrs = int(np.diff(data.attr_offsets[data.seq_offsets]).max(initial=1))
@@ -173,7 +174,7 @@ class TreeLocalSDCA:
     def report(self, monitor: Monitor | None = None) -> dict[str, Any]:
         d, st = self.state.dual, self.state
         wsq = float(d.weights @ d.weights)
-        dual = float(d.entropies.sum()) / self.n - 0.5 * self.problem.regularization * wsq
+        dual = dual_value(self.problem.regularization, wsq, float(d.entropies.sum()), self.n)
         return {
             "oracle_calls": st.oracle_calls,
             "updates": st.updates,

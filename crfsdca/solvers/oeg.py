@@ -28,6 +28,7 @@ from crfsdca.dual import DualState, gibbs_start, smoothed_empirical
 from crfsdca.junction_oracle import JunctionProblem
 from crfsdca.kernels import junction_oeg, oeg, tree_oeg
 from crfsdca.layout import max_unique, sequence_layout
+from crfsdca.objectives import dual_value, lambda_n
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.local_junction import junction_dual_bytes, junction_smoothed_empirical
@@ -209,7 +210,7 @@ class _Runner:
 
     def params(self, budget: int) -> NDArray[np.float64]:
         p = np.zeros(oeg.N_PARAMS)
-        p[oeg.LAM_N] = self.problem.regularization * self.n
+        p[oeg.LAM_N] = lambda_n(self.problem)
         p[oeg.MAX_HALVINGS] = self.cfg.max_halvings
         p[oeg.GROWTH] = self.cfg.learning_rate_growth
         p[oeg.BUDGET] = budget
@@ -255,7 +256,7 @@ class _Runner:
     def report(self, monitor: Monitor) -> dict[str, Any]:
         d, st = self.state.dual, self.state
         wsq = float(d.weights @ d.weights)
-        dual = float(d.entropies.sum()) / self.n - 0.5 * self.problem.regularization * wsq
+        dual = dual_value(self.problem.regularization, wsq, float(d.entropies.sum()), self.n)
         return {
             "oracle_calls": st.oracle_calls,
             "updates": st.updates,
