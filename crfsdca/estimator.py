@@ -262,10 +262,11 @@ class CRF(_Base):
             raise ValueError(f"c2 must be > 0 (crfsdca needs an L2 term); got {self.c2!r}")
         return 2.0 * float(self.c2) / n_sequences
 
-    def _model_flags(self, trees: bool = False) -> dict[str, bool]:
+    def _model_flags(self, dense: str | None = None) -> dict[str, bool]:
         """``all_possible_states`` and ``all_possible_transitions`` as SequenceCRF takes them
-        (trees always train the dense model)."""
-        lbfgs = solver_name(self.algorithm) == "lbfgs" and not trees
+        (``dense``: the kind of CRF, tree-structured or second-order, that trains the dense
+        model only)."""
+        lbfgs = solver_name(self.algorithm) == "lbfgs" and dense is None
         flags = {}
         for name in ("all_possible_states", "all_possible_transitions"):
             value = getattr(self, name)
@@ -273,10 +274,8 @@ class CRF(_Base):
                 value = not lbfgs  # CRFsuite's default with lbfgs; the dense model otherwise
             elif not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"{name} must be True, False or None; got {value!r}")
-            elif not value and trees:
-                raise ValueError(
-                    f"{name}=False: tree-structured and second-order CRFs train the dense model"
-                )
+            elif not value and dense is not None:
+                raise ValueError(f"{name}=False: {dense} CRFs train the dense model")
             elif not value and not lbfgs:
                 raise ValueError(
                     f"{name}=False (CRFsuite's sparse model) is trained by algorithm='lbfgs'"
@@ -305,7 +304,8 @@ class CRF(_Base):
         if (X_dev is None) != (y_dev is None):
             raise ValueError("pass both X_dev and y_dev to use a dev set, or neither")
         order = fit_order(self.order, graphs)
-        flags = self._model_flags(trees=graphs is not None or order == 2)
+        kind = "tree-structured" if graphs is not None else "second-order" if order == 2 else None
+        flags = self._model_flags(kind)
         options = self._solver_options()
         encoder = FeatureDictEncoder()
         train = encoder.fit_transform(X, y)
@@ -354,9 +354,9 @@ class CRF(_Base):
 
         model, encoder = self._fitted()
         if model.graph_ != "chain":
+            kind = "tree" if model.graph_ == "tree" else "second-order"
             raise ValueError(
-                f"partial_fit continues first-order chain models; fit a {model.graph_} CRF on"
-                " all the data"
+                f"partial_fit continues chain models; fit a {kind} CRF on all the data"
             )
         if getattr(self, "_grow", None) is None:
             raise ValueError(

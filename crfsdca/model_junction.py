@@ -73,7 +73,7 @@ def kind_name(graph: str, order: int | None) -> str:
     """How errors name a graph kind (plural)."""
     if graph == "junction":
         return "second-order chains" if order == 2 else "custom junction trees"
-    return {"chain": "linear chains", "tree": "trees"}[graph]
+    return {"chain": "chains", "tree": "trees"}[graph]
 
 
 def model_data(data: Any, graph: str, order: int | None) -> Any:

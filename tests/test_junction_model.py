@@ -206,9 +206,9 @@ def test_a_model_predicts_only_data_of_its_kind():
         second.predict(trees)
     with pytest.raises(GraphError, match=r"factor arities \(2, 2, 3\); the feature map has"):
         second.predict(custom)
-    with pytest.raises(GraphError, match="custom junction trees; got linear chains .*JunctionData"):
+    with pytest.raises(GraphError, match="custom junction trees; got chains .*JunctionData"):
         skip.predict(nodes)
-    with pytest.raises(GraphError, match="trained on linear chains; got junction trees"):
+    with pytest.raises(GraphError, match="trained on chains; got junction trees"):
         chain.predict(custom)
     with pytest.raises(GraphError, match="trained on trees; got junction trees"):
         tree.node_marginals(second_order_data(nodes))
@@ -281,8 +281,10 @@ def test_crf_order2_errors():
         crfsdca.CRF(order=2).fit(X, y, graphs=parents)
     with pytest.raises(ValueError, match="order must be 1 .* or 2 .*; got 3"):
         crfsdca.CRF(order=3).fit(X, y)
+    with pytest.raises(ValueError, match="all_possible_states=False: second-order CRFs train"):
+        crfsdca.CRF(algorithm="lbfgs", order=2, all_possible_states=False).fit(X, y)
     crf = crfsdca.CRF(order=2, max_iterations=5).fit(X, y)
     with pytest.raises(GraphError, match=r"second-order chains \(order=2\).* drop graphs="):
         crf.predict(X, graphs=parents)
-    with pytest.raises(ValueError, match="partial_fit continues first-order chain models"):
+    with pytest.raises(ValueError, match="continues chain models; fit a second-order CRF"):
         crf.partial_fit(X, y)
