@@ -235,7 +235,7 @@ class SequenceCRF:
             return TreeOracle(data, fm)
         return Oracle(data, FeatureMap(fm.n_attributes, fm.n_labels, fm.n_bias_rows))
 
-    def _check_graph(self, data: SequenceData | TreeData) -> None:
+    def _check_graph(self, data: SequenceData | TreeData | JunctionData) -> None:
         """One clear line when tree data use edge types the model has no transition block
         for (the graph kind is checked by :func:`~crfsdca.model_junction.model_data`)."""
         if graph_of(data) == "tree":
@@ -249,11 +249,13 @@ class SequenceCRF:
                         f" model has {n_types} edge type(s) (0 to {n_types - 1})"
                     )
 
-    def predict(self, data: SequenceData | TreeData) -> NDArray[np.int64]:
+    def predict(self, data: SequenceData | TreeData | JunctionData) -> NDArray[np.int64]:
         """MAP labels (N,) int64 of every token (node) of ``data`` (Viterbi on chains)."""
         return self._oracle(data).predict(self.weights_)
 
-    def predict_marginals(self, data: SequenceData | TreeData, i: int) -> NDArray[np.float64]:
+    def predict_marginals(
+        self, data: SequenceData | TreeData | JunctionData, i: int
+    ) -> NDArray[np.float64]:
         """Node marginals (T, K) of sequence (example) ``i``."""
         oracle = self._oracle(data)
         if isinstance(oracle, JunctionOracle):
@@ -261,7 +263,7 @@ class SequenceCRF:
         _, log_node, _ = oracle.marginals(i, self.weights_)
         return np.exp(log_node)
 
-    def node_marginals(self, data: SequenceData | TreeData) -> NDArray[np.float64]:
+    def node_marginals(self, data: SequenceData | TreeData | JunctionData) -> NDArray[np.float64]:
         """Node marginals (N, K) of every token (node) of ``data``, packed like its labels."""
         oracle = self._oracle(data)
         if isinstance(oracle, Oracle):
@@ -277,7 +279,7 @@ class SequenceCRF:
             out[offsets[i] : offsets[i + 1]] = rows
         return out
 
-    def score(self, data: SequenceData | TreeData) -> dict[str, Any]:
+    def score(self, data: SequenceData | TreeData | JunctionData) -> dict[str, Any]:
         """Token accuracy, and chunk precision / recall / F1 for chunk labels."""
         pred = self.predict(data)
         return evaluate_data(data, pred)

@@ -260,3 +260,15 @@ def test_evaluate_and_tag_refuse_custom_junction_models(tmp_path):
         message = result.stderr.strip()
         assert len(message.splitlines()) == 1 and "Traceback" not in result.output
         assert "a custom junction-tree model; the command line cannot give its cliques" in message
+
+
+def test_export_refuses_order2_models(tmp_path):
+    data = chunk_file(tmp_path / "train.txt", n=6)
+    train_json(data, "--template", "conll", "--order", "2", "--epochs", "2", "--model",
+               tmp_path / "m.npz")  # fmt: skip
+    result = CliRunner().invoke(main, ["export", str(tmp_path / "m.npz"), str(tmp_path / "m.crf")])
+    assert result.exit_code == 1 and not (tmp_path / "m.crf").exists()
+    assert result.stderr == (
+        "crfsdca: error: CRFsuite's format holds linear-chain models; this one has junction trees"
+        " (e.g. --order 2)\n"
+    )
