@@ -234,7 +234,8 @@ def period_data(n=6):
 def test_crf_order2_fits_what_order1_cannot_and_saves(tmp_path):
     X, y = period_data()
     path = str(tmp_path / "o2.npz")
-    crf = crfsdca.CRF(order=2, tol=1e-6, model_filename=path).fit(X, y)
+    crf = crfsdca.CRF(order=2, tol=1e-6, model_filename=path).fit(X, y, X_dev=X, y_dev=y)
+    assert crf.training_log_[-1].test_error == 0.0  # the dev set is read as second-order chains
     first = crfsdca.CRF(tol=1e-6).fit(X, y)
     assert crf.graph_ == "junction" and crf.n_edge_types_ == 0
     assert crf.predict(X) == y and crf.score(X, y) == 1.0
