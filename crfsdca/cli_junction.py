@@ -4,7 +4,8 @@ Every sequence of T items becomes :func:`~crfsdca.junction.second_order_chain` (
 consecutive labels, separators of two): its nodes keep their attributes (and bias rows), every
 pair of consecutive labels shares one K x K bigram block (factor type 0) and every triple one
 K x K x K trigram block (factor type 1). The data, templates, test set and summary are those of
-the chain path; the model file records ``order: 2``.
+the chain path; the model file is :meth:`crfsdca.model.SequenceCRF.save`'s (``graph:
+"junction"``, ``order: 2``), so ``crfsdca evaluate`` / ``tag`` and ``SequenceCRF.load`` read it.
 
 SDCA stores one log-table per clique and separator: (T - 2) K^3 + (T - 3) K^2 entries per
 sequence, 2.15e9 on CoNLL-2000's training set (16.06 GiB in float64). The solver's memory
@@ -133,34 +134,26 @@ def _solve(problem, run: dict[str, Any], callback):
 
 
 def save_second_order(model_path: str, problem, result, inputs, run: dict[str, Any]) -> None:
-    """The model file: weights and a header recording the order and the factor blocks."""
-    from crfsdca.cli_common import json_value
-    from crfsdca.modelfile import save_model
+    """The model file, written by :meth:`SequenceCRF.save`: weights and a header recording
+    the order and the factor blocks."""
+    from crfsdca.model import SequenceCRF
 
-    fm = problem.feature_map
     Path(model_path).parent.mkdir(parents=True, exist_ok=True)
-    header = {
-        "n_attributes": fm.n_attributes,
-        "n_labels": fm.n_labels,
-        "n_bias_rows": fm.n_bias_rows,
-        "n_edge_types": fm.n_edge_types,
-        "factor_arities": list(fm.factor_arities),
-        "graph": "chain",
-        "order": 2,
-        "labels": list(inputs.train.label_names),
-        "regularization": problem.regularization,
-        "solver": run["solver"],
-        "solver_options": run["options"],
-        "encoder": inputs.encoder.to_dict(),
-        "training": {k: json_value(v) for k, v in result.summary().items()},
-        "meta": {
-            "dataset": inputs.name,
-            "template": run["template"],
-            "format": inputs.fmt,
-            "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
-        },
+    model = SequenceCRF(
+        solver=run["solver"],
+        regularization=problem.regularization,
+        n_bias_rows=problem.feature_map.n_bias_rows,
+        order=2,
+        **run["options"],
+    )
+    model.adopt(problem, result, encoder=inputs.encoder.to_dict())
+    model.meta = {
+        "dataset": inputs.name,
+        "template": run["template"],
+        "format": inputs.fmt,
+        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
     }
-    save_model(model_path, {"weights": result.weights}, header)
+    model.save(model_path)
 
 
 def _report(problem, result, inputs, run: dict[str, Any], model_path, scores) -> dict[str, Any]:

@@ -6,7 +6,10 @@ refused before it is read. ``evaluate`` refuses gold labels none of which the mo
 warns with their count when only some are unknown (they count as errors).
 
 A tree model (``crfsdca train ... --graph tree``) reads CoNLL-U data: the HEAD column gives each
-sentence's tree and edge types go by direction, as in training (:mod:`crfsdca.cli_graph`).
+sentence's tree and edge types go by direction, as in training (:mod:`crfsdca.cli_graph`). A
+second-order model (``crfsdca train ... --order 2``) reads what a chain model reads, each
+sequence a second-order chain; a custom junction-tree model (Python API) is refused, as the
+command line has no way to give its cliques.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ def _load_model(model_path: str):
     except ModelFormatError:
         _refuse_checkpoint(model_path)
         raise
+    if model.graph_ == "junction" and model.order_ != 2:
+        raise ValueError(
+            f"{model_path}: a custom junction-tree model; the command line cannot give its"
+            " cliques: predict with SequenceCRF.load(...).predict(JunctionData) in Python"
+        )
     return model, encoder_from_model(model.encoder)
 
 

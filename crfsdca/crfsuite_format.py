@@ -77,7 +77,8 @@ def to_crfsuite_model(model: SequenceCRF, names: list[str] | None = None) -> CRF
     """
     model._check_fitted()
     if model.graph_ != "chain":
-        raise ValueError("CRFsuite's format holds linear-chain models; this one has trees")
+        has = "trees" if model.graph_ == "tree" else "junction trees (e.g. --order 2)"
+        raise ValueError(f"CRFsuite's format holds linear-chain models; this one has {has}")
     fm, w = model.feature_map_, model.weights_
     names = attribute_names(model) if names is None else [str(n) for n in names]
     if len(names) != fm.n_attributes:

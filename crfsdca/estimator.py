@@ -11,7 +11,8 @@ Tree-structured CRFs take the same calls with ``graphs=``: one
 ``fit``, ``predict``, ``predict_marginals`` and ``score`` as data (:mod:`crfsdca.estimator_graphs`).
 Each edge type of the training trees gets its own transition block. With scikit-learn's metadata
 routing, ``cross_validate(crf.set_fit_request(graphs=True).set_score_request(graphs=True), X, y,
-params={"graphs": graphs})`` splits the trees with the sequences.
+params={"graphs": graphs})`` splits the trees with the sequences. ``CRF(order=2)`` trains
+second-order chains (a K x K x K block on every three consecutive labels) on plain sequences.
 
 The model is CRFsuite's first-order CRF (no bias rows). With ``algorithm="lbfgs"`` it is, by
 default, CRFsuite's default sparse model: a state weight only for the (attribute, label) pairs
@@ -35,7 +36,14 @@ from numpy.typing import NDArray
 
 from crfsdca.attributes import AttributeEncoder, encoder_from_dict
 from crfsdca.errors import NotFittedError
-from crfsdca.estimator_graphs import check_graphs, check_kind, fit_graphs, with_graphs
+from crfsdca.estimator_graphs import (
+    check_graphs,
+    check_kind,
+    fit_graphs,
+    fit_order,
+    transition_blocks,
+    with_graphs,
+)
 from crfsdca.featuredicts import FeatureDictEncoder
 from crfsdca.features import FeatureMap
 from crfsdca.model import SequenceCRF
@@ -61,7 +69,7 @@ _UNSUPPORTED = {
 _PARAM_NAMES = (
     "algorithm", "c1", "c2", "max_iterations", "tol", "sampling", "non_uniformity",
     "all_possible_states", "all_possible_transitions", "epsilon", "period", "delta",
-    "num_memories", "verbose", "random_state", "model_filename", "n_jobs"
+    "num_memories", "verbose", "random_state", "model_filename", "n_jobs", "order"
 )  # fmt: skip
 
 
@@ -139,13 +147,18 @@ class CRF(_Base):
     n_jobs : int, optional
         Cores of the full-batch passes during ``fit`` (every L-BFGS evaluation; the monitor's
         exact objective and dev scores for the others); -1 for all, None for numba's default.
+    order : int
+        1 (default): linear chains (or trees, with ``graphs``); 2: second-order chains, a
+        K x K x K weight block on every three consecutive labels besides the K x K one (the
+        dense model; no ``graphs``).
 
     Attributes
     ----------
     classes_ : list of str
         Labels, in order of first appearance in ``y``.
     graph_, n_edge_types_ : str, int
-        ``"tree"`` (fitted with ``graphs``) or ``"chain"``; the number of transition blocks.
+        ``"tree"`` (fitted with ``graphs``), ``"junction"`` (``order=2``) or ``"chain"``; the
+        number of transition blocks (0 for ``order=2``: its blocks are factors).
     state_features_ : dict
         ``{(attribute, label): weight}`` for every non-zero emission weight.
     transition_features_ : dict
@@ -177,6 +190,7 @@ class CRF(_Base):
         random_state: int | None = None,
         model_filename: str | None = None,
         n_jobs: int | None = None,
+        order: int = 1,
     ) -> None:
         self.algorithm = algorithm
         self.c1 = c1
@@ -195,6 +209,7 @@ class CRF(_Base):
         self.random_state = random_state
         self.model_filename = model_filename
         self.n_jobs = n_jobs
+        self.order = order
 
     # -- parameters (scikit-learn's protocol when scikit-learn is absent) ---------------------
     if _Base is object:  # pragma: no cover - exercised where scikit-learn is absent
@@ -247,10 +262,11 @@ class CRF(_Base):
             raise ValueError(f"c2 must be > 0 (crfsdca needs an L2 term); got {self.c2!r}")
         return 2.0 * float(self.c2) / n_sequences
 
-    def _model_flags(self, trees: bool = False) -> dict[str, bool]:
+    def _model_flags(self, dense: str | None = None) -> dict[str, bool]:
         """``all_possible_states`` and ``all_possible_transitions`` as SequenceCRF takes them
-        (trees always train the dense model)."""
-        lbfgs = solver_name(self.algorithm) == "lbfgs" and not trees
+        (``dense``: the kind of CRF, tree-structured or second-order, that trains the dense
+        model only)."""
+        lbfgs = solver_name(self.algorithm) == "lbfgs" and dense is None
         flags = {}
         for name in ("all_possible_states", "all_possible_transitions"):
             value = getattr(self, name)
@@ -258,8 +274,8 @@ class CRF(_Base):
                 value = not lbfgs  # CRFsuite's default with lbfgs; the dense model otherwise
             elif not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"{name} must be True, False or None; got {value!r}")
-            elif not value and trees:
-                raise ValueError(f"{name}=False: tree-structured CRFs train the dense model")
+            elif not value and dense is not None:
+                raise ValueError(f"{name}=False: {dense} CRFs train the dense model")
             elif not value and not lbfgs:
                 raise ValueError(
                     f"{name}=False (CRFsuite's sparse model) is trained by algorithm='lbfgs'"
@@ -287,7 +303,9 @@ class CRF(_Base):
         """
         if (X_dev is None) != (y_dev is None):
             raise ValueError("pass both X_dev and y_dev to use a dev set, or neither")
-        flags = self._model_flags(trees=graphs is not None)
+        order = fit_order(self.order, graphs)
+        kind = "tree-structured" if graphs is not None else "second-order" if order == 2 else None
+        flags = self._model_flags(kind)
         options = self._solver_options()
         encoder = FeatureDictEncoder()
         train = encoder.fit_transform(X, y)
@@ -297,6 +315,7 @@ class CRF(_Base):
             solver=solver_name(self.algorithm),
             regularization=self._regularization(train.n_sequences),
             n_bias_rows=0,
+            order=order,
             **flags,
             **options,
         )
@@ -334,8 +353,11 @@ class CRF(_Base):
         from crfsdca.incremental import concatenate, grow_state, with_attributes
 
         model, encoder = self._fitted()
-        if model.graph_ == "tree":
-            raise ValueError("partial_fit continues chain models; fit a tree CRF on all the data")
+        if model.graph_ != "chain":
+            kind = "tree" if model.graph_ == "tree" else "second-order"
+            raise ValueError(
+                f"partial_fit continues chain models; fit a {kind} CRF on all the data"
+            )
         if getattr(self, "_grow", None) is None:
             raise ValueError(
                 "partial_fit continues SDCA from its dual state, kept in memory after fit with"
@@ -484,8 +506,8 @@ class CRF(_Base):
 
     @property
     def graph_(self) -> str:
-        """``"tree"`` for a CRF fitted with graphs (it predicts with graphs only), else
-        ``"chain"``."""
+        """``"tree"`` for a CRF fitted with graphs (it predicts with graphs only),
+        ``"junction"`` for ``order=2``, else ``"chain"``."""
         return self._fitted()[0].graph_
 
     @property
@@ -507,9 +529,9 @@ class CRF(_Base):
     @property
     def transition_features_(self) -> dict[tuple, float]:
         """``{(label_from, label_to): weight}``; with several edge types (trees),
-        ``{(parent label, child label, edge type): weight}``."""
+        ``{(parent label, child label, edge type): weight}``; with ``order=2`` the bigram block."""
         model, _ = self._fitted()
-        trans = model.feature_map_.transitions(model.weights_)
+        trans = transition_blocks(model)
         labels, typed = model.label_names_, trans.shape[0] > 1
         return {
             (labels[a], labels[b], e) if typed else (labels[a], labels[b]): float(trans[e, a, b])

@@ -5,6 +5,9 @@ forest over them: a :class:`~crfsdca.graphs.Tree` (parents and per-edge types) o
 parent array (``-1`` for roots; every edge of type 0). :func:`check_graphs` turns the argument
 into Trees, one per sequence, checking that they fit (an empty sequence takes an empty parent
 array, as a Tree has at least one node); errors name ``graphs[i]`` and the node.
+
+``order=2`` (:func:`fit_order`) trains second-order chains on plain sequences, without graphs;
+the fitted model (graph kind ``"junction"``) turns sequences into second-order chains itself.
 """
 
 from __future__ import annotations
@@ -17,10 +20,18 @@ import numpy as np
 from crfsdca._dtypes import INDEX
 from crfsdca.errors import GraphError
 from crfsdca.graphs import Tree
+from crfsdca.model_junction import check_order
 from crfsdca.sequences import SequenceData
 from crfsdca.tree_oracle import TreeData
 
-__all__ = ["check_graphs", "check_kind", "fit_graphs", "with_graphs"]
+__all__ = [
+    "check_graphs",
+    "check_kind",
+    "fit_graphs",
+    "fit_order",
+    "transition_blocks",
+    "with_graphs",
+]
 
 
 def _tree(graph: Any, i: int, name: str) -> Tree | None:
@@ -77,6 +88,11 @@ def check_kind(model_graph: str, graphs: Any, name: str = "graphs") -> None:
         raise GraphError(
             f"this CRF was trained on trees; pass {name}=[one Tree or parent array per sequence]"
         )
+    if model_graph == "junction" and graphs is not None:
+        raise GraphError(
+            f"this CRF was trained on second-order chains (order=2); it predicts plain sequences:"
+            f" drop {name}="
+        )
     if model_graph == "chain" and graphs is not None:
         raise GraphError(
             f"this CRF was trained on linear chains; {name}= applies to a CRF fitted with graphs"
@@ -106,3 +122,25 @@ def fit_graphs(
         trees = check_graphs(graphs_dev, dev.lengths.tolist(), "graphs_dev", "X_dev")
         dev = with_graphs(dev, trees)
     return train, dev
+
+
+def fit_order(order: Any, graphs: Any) -> int:
+    """The CRF's ``order`` (1 or 2), checked; order 2 takes no graphs."""
+    order = check_order(order)
+    if order == 2 and graphs is not None:
+        raise GraphError(
+            "order=2 trains second-order chains of the sequences; drop graphs= (or use order=1"
+            " for trees)"
+        )
+    return order
+
+
+def transition_blocks(model: Any) -> Any:
+    """(edge types, K, K) transition blocks of a SequenceCRF; a second-order model's bigram
+    factor block as the one block."""
+    fm = model.feature_map_
+    if model.graph_ == "junction":
+        if fm.factor_arities[0] != 2:  # a custom junction model without a pairwise type 0
+            return np.zeros((0, fm.n_labels, fm.n_labels))
+        return fm.factor(model.weights_, 0)[None]
+    return fm.transitions(model.weights_)

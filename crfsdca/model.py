@@ -8,6 +8,11 @@ the weights, the feature map, the graph kind (``graph_``: ``"chain"`` or ``"tree
 (optionally) the encoder that turns raw corpora into :class:`SequenceData`. A model predicts
 data of the graph kind it was trained on. Model files are one ``.npz`` (weights) with a JSON
 header (``crfsdca.modelfile``) recording ``graph`` and ``n_edge_types``: no pickle.
+
+Junction-tree models (:mod:`crfsdca.model_junction`) train on
+:class:`~crfsdca.junction_oracle.JunctionData`: ``graph_ == "junction"``, ``order_`` 2 for
+second-order chains (``SequenceCRF(order=2)`` turns SequenceData into them, in fit and in
+predict) and None for custom junction trees; their header adds ``order`` and ``factor_arities``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,18 @@ from numpy.typing import NDArray
 from crfsdca.errors import GraphError, ModelFormatError, NotFittedError
 from crfsdca.evaluation import evaluate_data
 from crfsdca.features import FeatureMap, observed_features
+from crfsdca.junction_oracle import JunctionData, JunctionOracle, junction_problem
+from crfsdca.model_junction import (
+    check_order,
+    data_order,
+    fit_data,
+    graph_of,
+    header_fields,
+    junction_node_marginals,
+    kind_name,
+    model_data,
+    read_header,
+)
 from crfsdca.modelfile import load_model, save_model
 from crfsdca.monitor import Monitor
 from crfsdca.oracle import Oracle
@@ -31,7 +48,7 @@ from crfsdca.solvers import SOLVERS, SolverResult
 from crfsdca.trace import TraceRecord
 from crfsdca.tree_oracle import TreeData, TreeOracle, tree_problem
 
-GRAPHS = ("chain", "tree")
+GRAPHS = ("chain", "tree", "junction")
 
 
 def make_solver(name: str, **options: Any):
@@ -57,6 +74,9 @@ class SequenceCRF:
         False gives CRFsuite's sparse model (:func:`crfsdca.features.observed_features`):
         only the (attribute, label) pairs, or label bigrams, seen in training have a weight.
         Trained by ``lbfgs`` only. Default True (the dense model).
+    order : int
+        2 trains (and predicts) SequenceData as second-order chains; default 1. JunctionData
+        trains a junction model whatever the order.
     **solver_options
         Fields of the solver's config dataclass (e.g. ``sampling="gap"``, ``max_epochs=50``).
     """
@@ -68,6 +88,7 @@ class SequenceCRF:
         n_bias_rows: int | None = None,
         all_possible_states: bool = True,
         all_possible_transitions: bool = True,
+        order: int = 1,
         **solver_options: Any,
     ) -> None:
         self.solver = solver
@@ -75,6 +96,7 @@ class SequenceCRF:
         self.n_bias_rows = n_bias_rows
         self.all_possible_states = bool(all_possible_states)
         self.all_possible_transitions = bool(all_possible_transitions)
+        self.order = check_order(order)
         if solver != "lbfgs" and not (self.all_possible_states and self.all_possible_transitions):
             raise ValueError(
                 f"all_possible_states=False or all_possible_transitions=False (CRFsuite's sparse"
@@ -85,6 +107,7 @@ class SequenceCRF:
         self.weights_: NDArray[np.float64] | None = None
         self.feature_map_: FeatureMap | None = None
         self.graph_: str = "chain"
+        self.order_: int | None = 1
         self.label_names_: tuple[str, ...] = ()
         self.encoder: dict[str, Any] | None = None
         self.result_: SolverResult | None = None
@@ -93,8 +116,8 @@ class SequenceCRF:
     # -- training ----------------------------------------------------------------------------
     def fit(
         self,
-        train: SequenceData | TreeData,
-        test: SequenceData | TreeData | None = None,
+        train: SequenceData | TreeData | JunctionData,
+        test: SequenceData | TreeData | JunctionData | None = None,
         *,
         encoder: dict[str, Any] | None = None,
         name: str = "",
@@ -108,14 +131,16 @@ class SequenceCRF:
         """Train on ``train``; ``test`` is evaluated at every monitoring pass.
 
         ``train`` and ``test`` are both :class:`SequenceData` (chains) or both
-        :class:`~crfsdca.tree_oracle.TreeData` (trees: one transition block per edge type used).
+        :class:`~crfsdca.tree_oracle.TreeData` (trees: one transition block per edge type used)
+        or both :class:`~crfsdca.junction_oracle.JunctionData` (one block per factor type);
+        with ``order=2``, SequenceData train as second-order chains.
         ``state`` continues a run (e.g. from a checkpoint, whose trace ``records`` are put back
         first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs.
         ``dropped`` completes CRFsuite's sparse model (see
         :func:`crfsdca.features.observed_features`).
         """
+        train, test = fit_data(train, test, self.order)
         problem = self._problem(train, test, name, dropped)
-        fm = problem.feature_map
         solver = make_solver(self.solver, **self.solver_options)
         monitor = Monitor(
             problem,
@@ -128,10 +153,17 @@ class SequenceCRF:
         if records:
             monitor.trace.records[:] = [TraceRecord.from_json(r) for r in records]
         result = solver.solve(problem, monitor, state)
+        return self.adopt(problem, result, encoder=encoder)
+
+    def adopt(
+        self, problem: Problem, result: SolverResult, *, encoder: dict[str, Any] | None = None
+    ) -> SequenceCRF:
+        """Take the weights of ``result``, trained on ``problem`` (as :meth:`fit` ends)."""
         self.weights_ = result.weights
-        self.feature_map_ = fm
-        self.graph_ = _graph_of(train)
-        self.label_names_ = train.label_names
+        self.feature_map_ = problem.feature_map
+        self.graph_ = graph_of(problem.train)
+        self.order_ = data_order(problem.train)
+        self.label_names_ = problem.train.label_names
         self.regularization_ = problem.regularization
         self.encoder = encoder
         self.result_ = result
@@ -140,18 +172,22 @@ class SequenceCRF:
 
     def _problem(self, train, test, name: str, dropped=None) -> Problem:
         bias = self.n_bias_rows if self.n_bias_rows is not None else 3
-        graph = _graph_of(train)
-        if test is not None and _graph_of(test) != graph:
+        graph = graph_of(train)
+        if test is not None and graph_of(test) != graph:
             raise GraphError(
-                f"the training data are {graph}s but the test data {_graph_of(test)}s;"
-                " give both as TreeData or both as SequenceData"
+                f"the training data are {graph}s but the test data {graph_of(test)}s;"
+                " give both as SequenceData, both as TreeData or both as JunctionData"
+            )
+        if graph != "chain" and not (self.all_possible_states and self.all_possible_transitions):
+            raise ValueError(
+                f"{kind_name(graph, data_order(train))} train the dense model:"
+                " all_possible_states and all_possible_transitions must be True"
+            )
+        if graph == "junction":
+            return junction_problem(
+                train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
             )
         if graph == "tree":
-            if not (self.all_possible_states and self.all_possible_transitions):
-                raise ValueError(
-                    "trees train the dense model: all_possible_states and"
-                    " all_possible_transitions must be True"
-                )
             return tree_problem(
                 train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
             )
@@ -179,8 +215,9 @@ class SequenceCRF:
             )
 
     # -- prediction --------------------------------------------------------------------------
-    def _oracle(self, data: SequenceData | TreeData) -> Oracle | TreeOracle:
+    def _oracle(self, data: SequenceData | TreeData | JunctionData):
         self._check_fitted()
+        data = model_data(data, self.graph_, self.order_)
         self._check_graph(data)
         if tuple(data.label_names) != tuple(self.label_names_):
             raise ValueError(
@@ -192,24 +229,16 @@ class SequenceCRF:
             raise ValueError(
                 f"data has {data.n_attributes} attributes; the model knows {fm.n_attributes}"
             )
+        if self.graph_ == "junction":
+            return JunctionOracle(data, fm)
         if self.graph_ == "tree":
             return TreeOracle(data, fm)
         return Oracle(data, FeatureMap(fm.n_attributes, fm.n_labels, fm.n_bias_rows))
 
-    def _check_graph(self, data: SequenceData | TreeData) -> None:
-        """One clear line when the data's graph kind is not the model's, or it uses edge
-        types the model has no transition block for."""
-        given = _graph_of(data)
-        if given != self.graph_:
-            raise GraphError(
-                f"this model was trained on {self.graph_}s; got {given}s"
-                + (
-                    " (give a TreeData: one tree per example)"
-                    if self.graph_ == "tree"
-                    else " (give a SequenceData, without trees)"
-                )
-            )
-        if given == "tree":
+    def _check_graph(self, data: SequenceData | TreeData | JunctionData) -> None:
+        """One clear line when tree data use edge types the model has no transition block
+        for (the graph kind is checked by :func:`~crfsdca.model_junction.model_data`)."""
+        if graph_of(data) == "tree":
             n_types = self.feature_map_.n_edge_types
             for i, tree in enumerate(data.graphs):
                 used = tree.edge_types[tree.parents >= 0]
@@ -220,27 +249,37 @@ class SequenceCRF:
                         f" model has {n_types} edge type(s) (0 to {n_types - 1})"
                     )
 
-    def predict(self, data: SequenceData | TreeData) -> NDArray[np.int64]:
+    def predict(self, data: SequenceData | TreeData | JunctionData) -> NDArray[np.int64]:
         """MAP labels (N,) int64 of every token (node) of ``data`` (Viterbi on chains)."""
         return self._oracle(data).predict(self.weights_)
 
-    def predict_marginals(self, data: SequenceData | TreeData, i: int) -> NDArray[np.float64]:
+    def predict_marginals(
+        self, data: SequenceData | TreeData | JunctionData, i: int
+    ) -> NDArray[np.float64]:
         """Node marginals (T, K) of sequence (example) ``i``."""
-        _, log_node, _ = self._oracle(data).marginals(i, self.weights_)
+        oracle = self._oracle(data)
+        if isinstance(oracle, JunctionOracle):
+            return junction_node_marginals(oracle, i, self.weights_)
+        _, log_node, _ = oracle.marginals(i, self.weights_)
         return np.exp(log_node)
 
-    def node_marginals(self, data: SequenceData | TreeData) -> NDArray[np.float64]:
+    def node_marginals(self, data: SequenceData | TreeData | JunctionData) -> NDArray[np.float64]:
         """Node marginals (N, K) of every token (node) of ``data``, packed like its labels."""
         oracle = self._oracle(data)
         if isinstance(oracle, Oracle):
             return oracle.predict_marginals(self.weights_)
+        data = oracle.data
         out = np.empty((data.n_items, self.feature_map_.n_labels))
         offsets = data.seq_offsets
         for i in range(data.n_sequences):
-            out[offsets[i] : offsets[i + 1]] = np.exp(oracle.marginals(i, self.weights_)[1])
+            if isinstance(oracle, JunctionOracle):
+                rows = junction_node_marginals(oracle, i, self.weights_)
+            else:
+                rows = np.exp(oracle.marginals(i, self.weights_)[1])
+            out[offsets[i] : offsets[i + 1]] = rows
         return out
 
-    def score(self, data: SequenceData | TreeData) -> dict[str, Any]:
+    def score(self, data: SequenceData | TreeData | JunctionData) -> dict[str, Any]:
         """Token accuracy, and chunk precision / recall / F1 for chunk labels."""
         pred = self.predict(data)
         return evaluate_data(data, pred)
@@ -265,6 +304,8 @@ class SequenceCRF:
             "encoder": self.encoder,
             "meta": self.meta,
         }
+        if self.graph_ == "junction":
+            header.update(header_fields(self.order_, fm.factor_arities))
         if self.result_ is not None:
             header["training"] = {
                 k: None if isinstance(v, float) and not math.isfinite(v) else v
@@ -285,10 +326,12 @@ class SequenceCRF:
                 all_possible_transitions=header.get("all_possible_transitions", True),
                 **header.get("solver_options", {}),
             )
-            graph, n_types = _graph_header(header)
+            graph, order, arities = read_header(header)
+            n_types = 0 if graph == "junction" else _graph_header(header)[1]
             fm = FeatureMap(
-                header["n_attributes"], header["n_labels"], header["n_bias_rows"], n_types
+                header["n_attributes"], header["n_labels"], header["n_bias_rows"], n_types, arities
             )
+            model.order = order or 1
             weights = fm.check_weights(arrays["weights"])
             labels = tuple(header["labels"])
         except (KeyError, TypeError, ValueError) as err:
@@ -296,7 +339,7 @@ class SequenceCRF:
         if not np.all(np.isfinite(weights)):
             raise ModelFormatError(f"{path}: weights contain non-finite values")
         model.weights_, model.feature_map_, model.label_names_ = weights, fm, labels
-        model.graph_ = graph
+        model.graph_, model.order_ = graph, order
         model.regularization_ = header["regularization"]
         model.encoder = header.get("encoder")
         model.meta = header.get("meta", {})
@@ -307,10 +350,6 @@ class SequenceCRF:
         from crfsdca.crfsuite_format import export_crfsuite
 
         export_crfsuite(self, path)
-
-
-def _graph_of(data: SequenceData | TreeData) -> str:
-    return "tree" if isinstance(data, TreeData) else "chain"
 
 
 def _graph_header(header: dict[str, Any]) -> tuple[str, int]:

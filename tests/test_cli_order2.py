@@ -186,3 +186,89 @@ def test_full_conll2000_order2_sdca_refuses_before_allocating(monkeypatch):
         low = expected_dual_gib(lengths, K, 0, itemsize)
         assert low - 0.005 <= gib <= low + 0.02
     assert 16.0 < expected_dual_gib(lengths, K, 0) < 16.1
+
+
+# -- evaluate and tag with second-order models ----------------------------------------------
+
+
+def python_labels(model_path, data_path):
+    """Labels the Python API predicts for a CoNLL file with a model file."""
+    from crfsdca.model import SequenceCRF
+    from crfsdca.sources import encoder_from_model, read_corpus
+
+    model = SequenceCRF.load(str(model_path))
+    assert (model.graph_, model.order_) == ("junction", 2)
+    data = encoder_from_model(model.encoder).transform(read_corpus(str(data_path), "conll"))
+    return [model.label_names_[k] for k in model.predict(data).tolist()], model, data
+
+
+def test_evaluate_and_tag_read_order2_models(tmp_path):
+    """evaluate gives the test scores of training (conlleval F1 included) and the Python API's;
+    tag appends the labels the Python API predicts."""
+    data = chunk_file(tmp_path / "train.txt", n=20)
+    model = tmp_path / "m.npz"
+    args = [data, "--template", "conll", "--test", data, "--order", "2", "--tol", "1e-6"]
+    out = train_json(*args, "--model", model)
+    result = CliRunner().invoke(main, ["evaluate", str(model), str(data), "--json"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert scores["token_accuracy"] == pytest.approx(out["test_token_accuracy"], abs=1e-12)
+    assert scores["f1"] == pytest.approx(out["test_f1"], abs=1e-12) and scores["f1"] > 50
+    labels, loaded, encoded = python_labels(model, data)
+    assert scores["f1"] == pytest.approx(loaded.score(encoded)["f1"], abs=1e-12)
+    result = CliRunner().invoke(main, ["evaluate", str(model), str(data)])
+    assert result.exit_code == 0 and result.stdout.startswith("token accuracy")
+    assert "FB1" in result.stdout or "F1" in result.stdout
+    lines = data.read_text().splitlines()
+    bare = tmp_path / "bare.txt"
+    bare.write_text("".join((" ".join(ln.split()[:2]) + "\n") if ln else "\n" for ln in lines))
+    result = CliRunner().invoke(main, ["tag", str(model), str(bare)])
+    assert result.exit_code == 0, result.output
+    tagged = [ln for ln in result.stdout.splitlines() if ln]
+    assert [ln.split()[-1] for ln in tagged] == labels
+    assert [ln.rsplit(" ", 1)[0] for ln in tagged] == [
+        ln for ln in bare.read_text().split("\n") if ln
+    ]
+
+
+def test_evaluate_and_tag_refuse_custom_junction_models(tmp_path):
+    """A junction model with its own cliques cannot be given its trees on the command line."""
+    from crfsdca.attributes import make_encoder
+    from crfsdca.junction_oracle import junctions_from_cliques
+    from crfsdca.model import SequenceCRF
+    from crfsdca.sources import read_corpus
+
+    data = chunk_file(tmp_path / "train.txt", n=6)
+    encoder = make_encoder("conll")
+    nodes = encoder.fit_transform(read_corpus(str(data), "conll"))
+    lengths = nodes.lengths.tolist()
+    junctions = junctions_from_cliques(
+        nodes,
+        cliques=[
+            [tuple(range(T))] if T <= 2 else [(0, 1, 2)] + [(t, t + 1) for t in range(2, T - 1)]
+            for T in lengths
+        ],  # fmt: skip
+        factors=[[((t, t + 1), 0) for t in range(T - 1)] for T in lengths],
+        factor_arities=(2,),
+    )
+    model = SequenceCRF(solver="lbfgs", max_epochs=3).fit(junctions, encoder=encoder.to_dict())
+    assert (model.graph_, model.order_) == ("junction", None)
+    model.save(str(tmp_path / "custom.npz"))
+    for command in ("evaluate", "tag"):
+        result = CliRunner().invoke(main, [command, str(tmp_path / "custom.npz"), str(data)])
+        assert result.exit_code == 1, result.output
+        message = result.stderr.strip()
+        assert len(message.splitlines()) == 1 and "Traceback" not in result.output
+        assert "a custom junction-tree model; the command line cannot give its cliques" in message
+
+
+def test_export_refuses_order2_models(tmp_path):
+    data = chunk_file(tmp_path / "train.txt", n=6)
+    train_json(data, "--template", "conll", "--order", "2", "--epochs", "2", "--model",
+               tmp_path / "m.npz")  # fmt: skip
+    result = CliRunner().invoke(main, ["export", str(tmp_path / "m.npz"), str(tmp_path / "m.crf")])
+    assert result.exit_code == 1 and not (tmp_path / "m.crf").exists()
+    assert result.stderr == (
+        "crfsdca: error: CRFsuite's format holds linear-chain models; this one has junction trees"
+        " (e.g. --order 2)\n"
+    )

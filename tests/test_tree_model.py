@@ -233,7 +233,8 @@ def test_save_load_round_trip_is_exact(tmp_path):
     for key in ("format", "format_version", "crfsdca_version"):
         bad.pop(key)
     save_model(tmp_path / "bad.npz", arrays, bad)
-    with pytest.raises(ModelFormatError, match="graph must be one of chain, tree; got 'dag'"):
+    message = "graph must be one of chain, tree, junction; got 'dag'"
+    with pytest.raises(ModelFormatError, match=message):
         SequenceCRF.load(str(tmp_path / "bad.npz"))
 
 
