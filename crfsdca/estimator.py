@@ -25,9 +25,7 @@ term ``c2 ||w||^2`` added to the summed loss over n sequences is crfsdca's mean 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,12 +42,21 @@ from crfsdca.estimator_graphs import (
     transition_blocks,
     with_graphs,
 )
+from crfsdca.estimator_params import (
+    PARAM_NAMES,
+    fit_threads,
+    log_line,
+    model_flags,
+    one_blas_thread,
+    regularization,
+    solver_name,
+    solver_options,
+)
 from crfsdca.featuredicts import FeatureDictEncoder
 from crfsdca.features import FeatureMap
 from crfsdca.model import SequenceCRF
 from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
-from crfsdca.trace import TraceRecord
 
 __all__ = ["CRF", "solver_name"]
 
@@ -57,47 +64,6 @@ try:  # scikit-learn is optional: without it get_params / set_params are our own
     from sklearn.base import BaseEstimator as _Base
 except ImportError:  # pragma: no cover - exercised where scikit-learn is absent
     _Base = object
-
-_UNSUPPORTED = {
-    "l2sgd": "'sag-nus' (variance-reduced SGD on the same objective) or 'sdca' (the default)",
-    "ap": "'sdca', which also updates one sequence at a time (the averaged perceptron has no "
-    "likelihood objective)",
-    "pa": "'sdca', which also updates one sequence at a time (passive-aggressive training has "
-    "no likelihood objective)",
-    "arow": "'sdca', which also updates one sequence at a time (AROW has no likelihood objective)",
-}
-_PARAM_NAMES = (
-    "algorithm", "c1", "c2", "max_iterations", "tol", "sampling", "non_uniformity",
-    "all_possible_states", "all_possible_transitions", "epsilon", "period", "delta",
-    "num_memories", "verbose", "random_state", "model_filename", "n_jobs", "order"
-)  # fmt: skip
-
-
-def solver_name(algorithm: str) -> str:
-    """The crfsdca solver for an sklearn-crfsuite ``algorithm`` name; ValueError if none."""
-    if algorithm in SOLVERS:
-        return algorithm
-    if algorithm in _UNSUPPORTED:
-        raise ValueError(
-            f"algorithm={algorithm!r} (a CRFsuite algorithm) is not supported by crfsdca;"
-            f" the nearest is {_UNSUPPORTED[algorithm]}"
-        )
-    raise ValueError(f"algorithm must be one of {sorted(SOLVERS)}; got {algorithm!r}")
-
-
-#: CRFsuite's L-BFGS defaults, used by ``algorithm="lbfgs"`` for what is not given: no
-#: iteration limit (nor evaluation limit: 1e9, finite for the model file's JSON), epsilon 1e-5,
-#: period 10, delta 1e-5, 6 correction pairs.
-CRFSUITE_LBFGS = {
-    "max_epochs": 1e9,
-    "epsilon": 1e-5,
-    "period": 10,
-    "delta": 1e-5,
-    "history": 6,
-}
-#: estimator parameters passed to the solver's config, under these names when they differ
-_OPTIONS = ("tol", "sampling", "non_uniformity", "epsilon", "period", "delta", "num_memories")
-_RENAMED = {"num_memories": "history"}
 
 
 class CRF(_Base):
@@ -216,74 +182,25 @@ class CRF(_Base):
 
         def get_params(self, deep: bool = True) -> dict[str, Any]:
             """Constructor arguments, by name."""
-            return {name: getattr(self, name) for name in _PARAM_NAMES}
+            return {name: getattr(self, name) for name in PARAM_NAMES}
 
         def set_params(self, **params: Any) -> CRF:
             """Set constructor arguments; unknown names raise ValueError."""
             for name, value in params.items():
-                if name not in _PARAM_NAMES:
-                    raise ValueError(f"invalid parameter {name!r} for CRF; valid: {_PARAM_NAMES}")
+                if name not in PARAM_NAMES:
+                    raise ValueError(f"invalid parameter {name!r} for CRF; valid: {PARAM_NAMES}")
                 setattr(self, name, value)
             return self
 
     # -- training ----------------------------------------------------------------------------
     def _solver_options(self) -> dict[str, Any]:
-        name = solver_name(self.algorithm)
-        fields = set(SOLVERS[name].config_class.__dataclass_fields__)
-        lbfgs = name == "lbfgs"
-        options: dict[str, Any] = dict(CRFSUITE_LBFGS) if lbfgs else {}
-        if self.max_iterations is not None:
-            options["max_iterations" if lbfgs else "max_epochs"] = self.max_iterations
-        for param in _OPTIONS:
-            value, field_name = getattr(self, param), _RENAMED.get(param, param)
-            if value is None:
-                continue
-            if field_name not in fields:
-                raise ValueError(
-                    f"{param} is not an option of algorithm={self.algorithm!r};"
-                    f" leave it None or choose an algorithm that has it"
-                )
-            options[field_name] = value
-        seed = 0 if self.random_state is None else self.random_state
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-            raise TypeError(f"random_state must be an int or None; got {type(seed).__name__}")
-        options["seed"] = int(seed)
-        return options
+        return solver_options(self)
 
     def _regularization(self, n_sequences: int) -> float | None:
-        if self.c1 is not None and self.c1 != 0:
-            raise ValueError(
-                f"c1={self.c1!r}: L1 regularization is not supported by crfsdca yet;"
-                " use c1=0 (or None) and c2 for L2"
-            )
-        if self.c2 is None:
-            return None
-        if not np.isfinite(self.c2) or self.c2 <= 0:
-            raise ValueError(f"c2 must be > 0 (crfsdca needs an L2 term); got {self.c2!r}")
-        return 2.0 * float(self.c2) / n_sequences
+        return regularization(self.c1, self.c2, n_sequences)
 
     def _model_flags(self, dense: str | None = None) -> dict[str, bool]:
-        """``all_possible_states`` and ``all_possible_transitions`` as SequenceCRF takes them
-        (``dense``: the kind of CRF, tree-structured or second-order, that trains the dense
-        model only)."""
-        lbfgs = solver_name(self.algorithm) == "lbfgs" and dense is None
-        flags = {}
-        for name in ("all_possible_states", "all_possible_transitions"):
-            value = getattr(self, name)
-            if value is None:
-                value = not lbfgs  # CRFsuite's default with lbfgs; the dense model otherwise
-            elif not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"{name} must be True, False or None; got {value!r}")
-            elif not value and dense is not None:
-                raise ValueError(f"{name}=False: {dense} CRFs train the dense model")
-            elif not value and not lbfgs:
-                raise ValueError(
-                    f"{name}=False (CRFsuite's sparse model) is trained by algorithm='lbfgs'"
-                    f" only; algorithm={self.algorithm!r} trains the dense model: leave"
-                    f" {name} None (or True), or use algorithm='lbfgs'"
-                )
-            flags[name] = bool(value)
-        return flags
+        return model_flags(self, dense)
 
     def fit(
         self,
@@ -319,8 +236,8 @@ class CRF(_Base):
             **flags,
             **options,
         )
-        callback = _log_line if self.verbose else None
-        with _one_blas_thread(), _threads(self.n_jobs):
+        callback = log_line if self.verbose else None
+        with one_blas_thread(), fit_threads(self.n_jobs):
             model.fit(train, dev, encoder=encoder.encoder.to_dict(), name="X",
                       callback=callback, dropped=encoder.dropped_)  # fmt: skip
         self._finish(model, encoder, train)
@@ -387,8 +304,8 @@ class CRF(_Base):
         again = SequenceCRF(
             solver="sdca", regularization=lam_n / train.n_sequences, n_bias_rows=0, **options
         )
-        callback = _log_line if self.verbose else None
-        with _one_blas_thread(), _threads(self.n_jobs):
+        callback = log_line if self.verbose else None
+        with one_blas_thread(), fit_threads(self.n_jobs):
             again.fit(train, None, encoder=encoder.encoder.to_dict(), name="X",
                       callback=callback, state=grown)  # fmt: skip
         self._finish(again, encoder, train)
@@ -552,50 +469,3 @@ class CRF(_Base):
     @property
     def size_(self) -> int:
         return int(self._fitted()[0].weights_.nbytes)
-
-
-@contextlib.contextmanager
-def _threads(n_jobs: int | None):
-    """Threads of the parallel kernels during a fit: the full-batch passes (every L-BFGS
-    evaluation; the exact primal and test scores of the other solvers) run on ``n_jobs`` cores,
-    -1 for all; None leaves numba's setting. SDCA's steps are sequential by nature."""
-    if n_jobs is None:
-        yield
-        return
-    from crfsdca.kernels.batch import get_threads, max_threads, set_threads
-
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be a positive int, -1 (all cores) or None; got {n_jobs!r}")
-    wanted = max_threads() if n_jobs < 0 else min(int(n_jobs), max_threads())
-    before = get_threads()
-    set_threads(wanted)
-    try:
-        yield
-    finally:
-        set_threads(before)
-
-
-def _one_blas_thread() -> contextlib.AbstractContextManager:
-    """Limit BLAS to one thread while training, when threadpoolctl (a scikit-learn dependency)
-    is there.
-
-    The solvers' BLAS calls are dot products and L-BFGS-B updates on one weight vector: a second
-    BLAS thread gains nothing at these sizes, and on a loaded machine OpenBLAS's spinning
-    threads made SciPy's L-BFGS-B step 15 times slower (0.25 s instead of 0.016 s per call for
-    62k weights), which made the whole L-BFGS fit 5 times slower.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def _log_line(record: TraceRecord) -> None:
-    """One progress line on stderr (``verbose=True``)."""
-    line = f"epoch {record.epoch:7.2f}  {record.seconds:8.2f}s  primal {record.primal:.6g}"
-    if np.isfinite(record.gap):
-        line += f"  gap {record.gap:.3g}"
-    if np.isfinite(record.test_error):
-        line += f"  dev accuracy {1.0 - record.test_error:.4f}"
-    sys.stderr.write(line + "\n")

@@ -35,8 +35,8 @@ LAYERS = {
     SOLVERS: """dual samplers radii monitor checkpoint reference incremental distributed
                 _partition solvers""",
     # the user's side: facades, export, plots, the command line, the reproduction
-    FRONT: """crfsdca model model_junction estimator estimator_graphs crfsuite_format tagging
-              plotting warmup cli reproduce""",
+    FRONT: """crfsdca model model_junction estimator estimator_graphs estimator_params
+              crfsuite_format tagging plotting warmup cli reproduce""",
 }
 
 

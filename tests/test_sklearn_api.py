@@ -232,7 +232,7 @@ def test_bad_parameters(data):
 
 def test_c2_is_crfsuites_scale(data):
     """c2 and lambda = 2 c2 / n give the same weights; c1=0 is accepted."""
-    from crfsdca.estimator import CRFSUITE_LBFGS, _one_blas_thread
+    from crfsdca.estimator_params import CRFSUITE_LBFGS, one_blas_thread
     from crfsdca.featuredicts import FeatureDictEncoder
     from crfsdca.model import SequenceCRF
 
@@ -243,7 +243,7 @@ def test_c2_is_crfsuites_scale(data):
     ref = SequenceCRF(
         solver="lbfgs", regularization=0.6 / len(X), n_bias_rows=0, **dense, **CRFSUITE_LBFGS
     )
-    with _one_blas_thread():  # as CRF.fit: the same sums in the same order
+    with one_blas_thread():  # as CRF.fit: the same sums in the same order
         ref.fit(train)
     np.testing.assert_array_equal(crf._model.weights_, ref.weights_)
 
