@@ -16,7 +16,7 @@ Arrays: ``data`` and ``dims = (A, K, n_bias)`` as in kernels.junction_batch;
 ``struct = (jt, assign, feat, runs)`` with ``runs = (seg_start, seg_off, seg_len, seg_coef)``
 (the runs of example i are seg_start[i] to seg_start[i + 1], offsets local to its region);
 ``dual = (log_tab, entropies, gaps, step_sizes)`` (log_tab float64 or float32);
-``params = (lambda n, scale, line_search_tol, max_newton, p_nu)``; the workspace ``ws = (mws,
+``params`` a ``kernels.tree_sdca.TreeStepParams``; the workspace ``ws = (mws,
 bws, sws, ews)``: the oracle's three (kernels.junction_scaled) and ``sws = (mu, nu, ids, rows,
 bias, fdiff, pk)``. nu_i comes from the scaled recursions, from the log-space ones when an entry
 underflows.
@@ -134,7 +134,7 @@ def _step(i, data, struct, dual, w, dims, params, ws):
     """One SDCA step on example i; returns (gap before the step, gamma, iterations, status)."""
     jt, assign, feat, runs = struct
     log_tab, entropies, _, step_sizes = dual
-    lam_n, scale, tol, max_newton = params[0], params[1], params[2], int(params[3])
+    lam_n, scale, tol, max_newton = params.lam_n, params.scale, params.tol, params.max_newton
     mws, bws, sws, ews = ws
     lo, hi = jt[1][i], jt[1][i + 1]
     R = hi - lo
@@ -172,14 +172,15 @@ def run_steps(data, struct, dual, w, sampler, dims, params, draws, ws):
     """Run draws.shape[0] steps; returns (steps done, status, newton iterations).
 
     status 0 = ok, i + 1 = non-finite log partition on example i. ``sampler = (code, tree,
-    multipliers)`` as for chains (the scheme's law with probability params[4], else uniform).
+    multipliers)`` as for chains (the scheme's law with probability params.non_uniformity,
+    else uniform).
     """
     code, tree, mult = sampler
     gaps = dual[2]
     n = gaps.shape[0]
     newton = 0
     for step in range(draws.shape[0]):
-        i = _choose(code, params[4], tree, draws[step, 0], draws[step, 1], n)
+        i = _choose(code, params.non_uniformity, tree, draws[step, 0], draws[step, 1], n)
         g, _, its, status = _step(i, data, struct, dual, w, dims, params, ws)
         if status:
             return step, i + 1, newton

@@ -16,7 +16,6 @@ chain of length T, about 2.2e9 entries (16 GiB in float64) on CoNLL-2000's train
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -105,31 +104,13 @@ class JunctionLocalSDCA(TreeLocalSDCA):
         d = self.state.dual
         return (d.log_edge, d.entropies, d.gap_estimates, d.step_sizes)
 
-    def run_steps(self, n_steps: int, scale: float | None = None) -> int:
-        st, cfg = self.state, self.cfg
-        self.sampler.rebuild(st.dual.gap_estimates)
-        draws = self.rng.random((n_steps, 2))
-        st.rng_state = self.rng.bit_generator.state
-        params = np.array(
-            [self.lam_n, self.scale if scale is None else scale, cfg.line_search_tol,
-             cfg.max_newton_iterations, cfg.non_uniformity]
-        )  # fmt: skip
-        start = time.perf_counter()
-        done, status, newton = junction_sdca.run_steps(
-            self.problem.oracle._data, self.structure, self._dual(), st.dual.weights,
+    def _kernel_steps(self, params, draws: np.ndarray) -> tuple:
+        """The compiled junction steps (``TreeLocalSDCA.run_steps`` does the rest)."""
+        return junction_sdca.run_steps(
+            self.problem.oracle._data, self.structure, self._dual(), self.state.dual.weights,
             (self.sampler.code, self.sampler.tree, self.sampler.multipliers), self.dims, params,
             draws, self.workspace,
         )  # fmt: skip
-        self.counters["step_seconds"] += time.perf_counter() - start
-        if status:
-            raise FloatingPointError(
-                f"non-finite values in SDCA at epoch {st.oracle_calls / self.n:.3g}, example"
-                f" {status - 1}"
-            )
-        st.oracle_calls += done
-        st.updates += done
-        self.counters["newton_iterations"] += newton
-        return done
 
     def exact_pass(self, check: bool) -> None:
         d = self.state.dual

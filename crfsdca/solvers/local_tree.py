@@ -120,13 +120,8 @@ class TreeLocalSDCA:
             max_newton=int(cfg.max_newton_iterations),
             non_uniformity=float(cfg.non_uniformity),
         )
-        data = self.problem.train
         start = time.perf_counter()
-        done, status, newton = tree_sdca.run_steps(
-            data.nodes.arrays(), data.packed, self._dual(), st.dual.weights,
-            (self.sampler.code, self.sampler.tree, self.sampler.multipliers), self.dims, params,
-            draws, self.workspace,
-        )  # fmt: skip
+        done, status, newton = self._kernel_steps(params, draws)
         self.counters["step_seconds"] += time.perf_counter() - start
         if status:
             raise FloatingPointError(
@@ -137,6 +132,15 @@ class TreeLocalSDCA:
         st.updates += done
         self.counters["newton_iterations"] += newton
         return done
+
+    def _kernel_steps(self, params: tree_sdca.TreeStepParams, draws: np.ndarray) -> tuple:
+        """The compiled steps: (steps done, status, Newton iterations)."""
+        data = self.problem.train
+        return tree_sdca.run_steps(
+            data.nodes.arrays(), data.packed, self._dual(), self.state.dual.weights,
+            (self.sampler.code, self.sampler.tree, self.sampler.multipliers), self.dims, params,
+            draws, self.workspace,
+        )  # fmt: skip
 
     def run_until_eval(self) -> bool:
         """Steps up to the next evaluation; an exact pass when the estimate reaches tol."""
