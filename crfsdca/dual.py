@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import oeg, sdca_epoch
-from crfsdca.objectives import lambda_n, weights_from_expectations
+from crfsdca.kernels import oeg
 from crfsdca.samplers import INITIAL_GAP
+from crfsdca.structures import ChainStructure
 
 
 @dataclass
@@ -128,8 +128,9 @@ def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
 def finish_state(problem, log_node, log_edge, gap_estimates=None) -> DualState:
     """Entropies and w_hat(mu) of given log-marginals; gap estimates default to 100."""
     n = problem.n_sequences
-    entropies = sdca_epoch.all_entropies(problem.train.seq_offsets, log_node, log_edge)
-    weights = weights_from_dual(problem, log_node, log_edge)
+    structure = ChainStructure(problem)
+    entropies = structure.entropies(log_node, log_edge)
+    weights = structure.weights_from_dual(log_node, log_edge)
     if gap_estimates is None:
         gap_estimates = np.full(n, INITIAL_GAP)
     return DualState(
@@ -143,16 +144,5 @@ def finish_state(problem, log_node, log_edge, gap_estimates=None) -> DualState:
 
 
 def weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
-    """w_hat(mu) = (F_gold_sum - sum_i E_{mu_i} F) / (lambda n)."""
-    expected = problem.feature_map.zeros()
-    data = problem.train
-    fm = problem.feature_map
-    sdca_epoch.expected_features(
-        data.arrays()[:4],
-        log_node,
-        log_edge,
-        (fm.n_attributes, fm.n_labels, fm.n_bias_rows),
-        expected,
-    )
-    gold = problem.oracle.gold_features()
-    return weights_from_expectations(gold, expected, lambda_n(problem))
+    """w_hat(mu) = (F_gold_sum - sum_i E_{mu_i} F) / (lambda n) of chain marginals."""
+    return ChainStructure(problem).weights_from_dual(log_node, log_edge)

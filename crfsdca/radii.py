@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels import chain_blocks
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.objectives import lambda_n
 
@@ -20,7 +20,7 @@ def radii(problem) -> NDArray[np.float64]:
     fm = problem.feature_map
     layout = sequence_layout(problem.train)
     dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-    return sdca_epoch.radii(layout, dims, max_unique(layout))
+    return chain_blocks.radii(layout, dims, max_unique(layout))
 
 
 def importance_weights(problem) -> NDArray[np.float64]:

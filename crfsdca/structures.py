@@ -1,68 +1,118 @@
-"""The structure interface of SDCA's dual blocks: the segment table.
+"""The structures SDCA trains: one object per structure kind, chosen in one place.
 
-A :class:`Structure` describes, per example, the clique and separator marginals of its dual
-block as one flat array of log-probabilities (:meth:`Structure.block`) and a segment table
-(:meth:`Structure.segments`): runs ``(offset, length, coefficient)`` of that array. For the
-marginals mu of a law that factorises over a junction tree,
+A structure owns what depends on the graph of its examples, so that every solver is written
+once (``crfsdca.solvers``, ``crfsdca.kernels.sdca_epoch``):
 
-    H(mu) = sum_r coef_r H(run r),   KL(mu || nu) = sum_r coef_r KL(run r of mu || run r of nu),
+- its packed arrays as one compiled type (:attr:`blocks`) whose primitives the kernels call
+  (``crfsdca.kernels.primitives``: the block oracle, the primal direction and its scatter);
+- its dual blocks as runs (``crfsdca.kernels.primitives.RunTable``): where each block's
+  entries live in the dual state and with which coefficient of the junction-tree entropy
 
-so SDCA's gap, entropy, KL, line search and log-space update read the segment table alone
-(:mod:`crfsdca.kernels.segments`). The three structures:
+    H~(mu) = sum_r coef_r H(run r),   KL~(mu || nu) = sum_r coef_r KL(run r);
+
+- w(mu) = (sum_i F(x_i, y_i) - E_mu_i F) / (lambda n), the summed loss at w, and the
+  importance weights of a sampling scheme that needs them.
 
 =================  ===========================================================================
-structure          segment table of one example
+structure          runs of one example
 =================  ===========================================================================
-linear chain       node tables (K entries) with coefficient 1 - degree (0 at the ends, -1
-                   inside; 1 for a single node), edge tables (K^2) with +1
-tree / forest      node tables with 1 - degree(v), edge tables parent(v)-v with +1
+linear chain       edge tables (K^2 each) with +1, then node tables: the two ends 0, the
+                   interior -1 (a single node: +1)
+tree / forest      the non-root nodes' edge tables parent(v)-v with +1, then node tables with
+                   1 - degree(v)
 junction tree      clique tables (K^|c|) with +1, separator tables (K^|s|) with -1
 =================  ===========================================================================
 
-Adjacent runs with one coefficient are merged. The chain and the tree keep their specialised
-kernels (their dual is stored as node and edge arrays, and :meth:`block` concatenates an
-example's rows); the junction tree stores its dual as the flat blocks themselves, and its SDCA
-kernels (:mod:`crfsdca.kernels.junction_sdca`) run on the segment table. One oracle per
-structure kind computes log Z, clique marginals and MAP for every solver:
-:class:`~crfsdca.oracle.Oracle`, :class:`~crfsdca.tree_oracle.TreeOracle`,
-:class:`~crfsdca.junction_oracle.JunctionOracle`.
+The dual state keeps clique tables in ``log_edge`` and node tables in ``log_node`` (empty for
+junction trees, whose node marginals are projections of their cliques). :func:`structure_of`
+is the one place that looks at a problem's kind.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca._dtypes import INDEX
-from crfsdca.junction_oracle import JunctionData
-from crfsdca.sequences import SequenceData
-from crfsdca.tree_oracle import TreeData
+from crfsdca.kernels import chain_blocks, sdca_epoch
+from crfsdca.kernels.primitives import RunTable
+from crfsdca.layout import max_unique, sequence_layout
+from crfsdca.objectives import lambda_n, weights_from_expectations
 
-__all__ = ["ChainStructure", "JunctionStructure", "Structure", "TreeStructure", "merge_runs"]
-
-Runs = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]
+__all__ = ["ChainStructure", "JunctionStructure", "TreeStructure", "structure_of"]
 
 
-class Structure(Protocol):
-    """Per example: the flat log-marginal block and its segment table (module docstring)."""
+class ChainStructure:
+    """Linear chains (:class:`~crfsdca.problem.Problem` over a ``SequenceData``)."""
 
-    @property
-    def n_examples(self) -> int: ...
+    kind = "chain"
 
-    def segments(self, i: int) -> Runs:
-        """(offsets, lengths, coefficients) of example i's block, offsets local to it."""
-        ...
+    def __init__(self, problem) -> None:
+        self.problem = problem
 
-    def block(self, i: int, log_node: NDArray, log_edge: NDArray) -> NDArray:
-        """Example i's log-marginals as one flat array, from the dual state's arrays."""
-        ...
+    @cached_property
+    def layout(self):
+        return sequence_layout(self.problem.train)
+
+    @cached_property
+    def dims(self) -> tuple[int, int, int]:
+        fm = self.problem.feature_map
+        return (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
+
+    @cached_property
+    def runs(self) -> RunTable:
+        return chain_blocks.chain_run_table(self.problem.train.seq_offsets, self.dims[1])
+
+    @cached_property
+    def blocks(self) -> chain_blocks.ChainBlocks:
+        data = self.problem.train
+        return chain_blocks.ChainBlocks(
+            layout=self.layout,
+            dims=self.dims,
+            runs=self.runs,
+            max_T=max(int(data.max_length), 1),
+            max_U=max_unique(self.layout),
+            max_block=int(self.runs.hi.max(initial=1)),
+        )
+
+    def entropies(self, log_node, log_edge) -> NDArray[np.float64]:
+        return sdca_epoch.all_entropies(self.runs, log_edge, log_node)
+
+    def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:
+        problem = self.problem
+        expected = problem.feature_map.zeros()
+        chain_blocks.expected_features(
+            problem.train.arrays()[:4], log_node, log_edge, self.dims, expected
+        )
+        gold = problem.oracle.gold_features()
+        return weights_from_expectations(gold, expected, lambda_n(problem))
+
+    def loss(self, w: NDArray[np.float64]) -> float:
+        """sum_i -log p(y_i | x_i; w)."""
+        oracle = self.problem.oracle
+        return float(oracle.log_partitions(w).sum() - w @ oracle.gold_features())
+
+    def importance_weights(self) -> NDArray[np.float64]:
+        from crfsdca.radii import importance_weights
+
+        return importance_weights(self.problem)
 
 
-def merge_runs(lengths, coefs) -> Runs:
-    """Runs laid end to end from 0, adjacent runs of one coefficient merged."""
+def structure_of(problem) -> ChainStructure:
+    """The structure object of ``problem`` (the one place that asks which kind it is)."""
+    from crfsdca.junction_oracle import JunctionProblem
+    from crfsdca.tree_oracle import TreeProblem
+
+    if isinstance(problem, JunctionProblem):
+        return JunctionStructure(problem)
+    if isinstance(problem, TreeProblem):
+        return TreeStructure(problem)
+    return ChainStructure(problem)
+
+
+def merge_runs(lengths, coefs):
+    """Runs laid end to end from 0, adjacent runs of one coefficient merged: (off, len, coef)."""
     off, length, coef = [], [], []
     at = 0
     for n, c in zip(lengths, coefs, strict=True):
@@ -71,65 +121,4 @@ def merge_runs(lengths, coefs) -> Runs:
         elif n:
             off.append(at), length.append(n), coef.append(float(c))
         at += n
-    return np.array(off, INDEX), np.array(length, INDEX), np.array(coef)
-
-
-@dataclass(frozen=True, eq=False)
-class ChainStructure:
-    """Linear chains: node rows of log_node, edges i's rows of log_edge (N - n, K, K)."""
-
-    data: SequenceData
-
-    @property
-    def n_examples(self) -> int:
-        return self.data.n_sequences
-
-    def segments(self, i: int) -> Runs:
-        T, K = int(self.data.lengths[i]), self.data.n_labels
-        degree = np.full(T, 2)
-        degree[[0, -1]] = 1 if T > 1 else 0
-        return merge_runs([K] * T + [(T - 1) * K * K], [*(1 - degree), 1.0])
-
-    def block(self, i: int, log_node: NDArray, log_edge: NDArray) -> NDArray:
-        s, e = int(self.data.seq_offsets[i]), int(self.data.seq_offsets[i + 1])
-        return np.concatenate([log_node[s:e].ravel(), log_edge[s - i : e - i - 1].ravel()])
-
-
-@dataclass(frozen=True, eq=False)
-class TreeStructure:
-    """Trees and forests: node rows of log_node, rows of non-root nodes of log_edge (N, K, K)."""
-
-    data: TreeData
-
-    @property
-    def n_examples(self) -> int:
-        return self.data.n_sequences
-
-    def segments(self, i: int) -> Runs:
-        tree, K = self.data.graphs[i], self.data.n_labels
-        return merge_runs([K] * tree.n_nodes + [tree.n_edges * K * K], [*(1 - tree.degrees), 1.0])
-
-    def block(self, i: int, log_node: NDArray, log_edge: NDArray) -> NDArray:
-        s, e = int(self.data.seq_offsets[i]), int(self.data.seq_offsets[i + 1])
-        edges = log_edge[s:e][self.data.graphs[i].parents >= 0]
-        return np.concatenate([log_node[s:e].ravel(), edges.ravel()])
-
-
-@dataclass(frozen=True, eq=False)
-class JunctionStructure:
-    """Junction trees: example i's region of the flat tables (held in ``log_edge``)."""
-
-    data: JunctionData
-
-    @property
-    def n_examples(self) -> int:
-        return self.data.n_sequences
-
-    def segments(self, i: int) -> Runs:
-        seg_start, off, length, coef = self.data.packed[2]
-        a, b = int(seg_start[i]), int(seg_start[i + 1])
-        return off[a:b], length[a:b], coef[a:b]
-
-    def block(self, i: int, log_node: NDArray, log_edge: NDArray) -> NDArray:
-        region = self.data.packed[0][1]
-        return log_edge[int(region[i]) : int(region[i + 1])]
+    return np.array(off, np.int64), np.array(length, np.int64), np.array(coef)

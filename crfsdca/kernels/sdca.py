@@ -41,6 +41,8 @@ so that LLVM vectorizes them (``crfsdca.kernels.fastmath``: flat unit-stride ind
 instead of branches, ``add_reassoc`` sums, ``error_model="numpy"`` for divisions).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -88,17 +90,42 @@ def node_coefficient(t, T):
     return -1.0
 
 
-@njit(cache=True, nogil=True)
-def segments(T, K):
-    """Flat segment bounds of a block: (edges end, interior start, interior end, size, coef).
+class BlockRuns(NamedTuple):
+    """The runs of one dual block: entries [lo[r], hi[r]) of the flat block buffers carry the
+    coefficient coef[r] of the junction-tree entropy and live in the dual state's array dst[r]
+    (0: the clique array ``log_edge``, 1: the node array ``log_node``, both flat) from off[r].
 
-    Entries [0, E) are edges; [E, E + T K) nodes. The summed segments are the edges and the
-    nodes [lo, hi) with coefficient ``coef`` (the single node when T == 1, else the interior).
+    Each structure writes its blocks as such runs (``crfsdca.structures``); every kernel below
+    reads a block through them alone. Runs of coefficient 0 are updated but not summed.
     """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    coef: np.ndarray
+    dst: np.ndarray
+    off: np.ndarray
+
+
+def chain_runs(T: int, K: int, edge_off: int = 0, node_off: int = 0) -> BlockRuns:
+    """The runs of a chain block of T positions: the (T-1) K^2 edge entries (coefficient 1),
+    then the K entries of the first node, the (T-2) K interior ones (-1) and the K of the last
+    node (0 each when T >= 2; a single node has coefficient 1); empty runs are left out."""
     E = (T - 1) * K * K
     if T == 1:
-        return E, E, E + K, E + K, 1.0
-    return E, E + K, E + (T - 1) * K, E + T * K, -1.0
+        rows = [(0, K, 1.0, 1, node_off)]
+    else:
+        rows = [
+            (0, E, 1.0, 0, edge_off),
+            (E, E + K, 0.0, 1, node_off),
+            (E + K, E + (T - 1) * K, -1.0, 1, node_off + K),
+            (E + (T - 1) * K, E + T * K, 0.0, 1, node_off + (T - 1) * K),
+        ]
+    rows = [r for r in rows if r[1] > r[0]]
+    lo, hi, coef, dst, off = (np.array(c) for c in zip(*rows, strict=True))
+    return BlockRuns(
+        lo.astype(np.int64), hi.astype(np.int64), coef.astype(np.float64),
+        dst.astype(np.int64), off.astype(np.int64),
+    )  # fmt: skip
 
 
 @njit(**VEC)
@@ -153,47 +180,41 @@ def _add_difference(x, y, off, out, n):
 
 
 @njit(cache=True, nogil=True)
-def block_gap_given_nu(mu_src, T, K, bufs, b32, trans):
+def block_gap_given_nu(mu_arrays, runs, bufs, b32):
     """(KL~(mu || nu), f'(0), n_low) of a block whose oracle marginals are already in ``bufs``.
 
-    mu_src = (log_node_flat, log_edge_flat, node_offset, edge_offset): the dual state's flat
-    log-marginals and where the block starts (entries, not rows). bufs = (mu, nu, log_nu,
-    log_mix) flat buffers of at least (T-1) K^2 + T K entries (edges first, then nodes) whose nu
-    and log_nu hold the oracle's probabilities and logs (``crfsdca.kernels.block_oracle`` writes
-    them there); mu is filled here, and b32 = float32 (mu, nu, log nu) buffers of the same size
-    for the line-search predictor (``_mu_segment``; None when no line search follows: only the
-    edges and the coefficient-carrying nodes are copied). trans (K^2,) is overwritten with
-    sum_t (nu_t - mu_t) over the edges: the transition part of the primal direction, unscaled.
-    n_low counts the stored logs below ``IN_PLACE_LOG_MIN`` on the segments the line search
-    writes (edges and coefficient-carrying nodes) when b32 is given (else 0); when there are none,
-    the line search may write the new logs straight into the dual state (``line_search``'s
-    ``outs``).
+    mu_arrays = (log_edge_flat, log_node_flat): the dual state's flat log-marginals, where the
+    runs point (``BlockRuns``). bufs = (mu, nu, log_nu, log_mix) flat block buffers whose nu
+    and log_nu hold the oracle's probabilities and logs (each structure's block oracle writes
+    them there); mu is filled here on every run, and b32 = float32 (mu, nu, log nu) buffers of
+    the same size for the line-search predictor on the runs of non-zero coefficient
+    (``_mu_segment``; None when no line search follows). n_low counts the stored logs below
+    ``IN_PLACE_LOG_MIN`` on those runs when b32 is given (else 0); when there are none, the line
+    search may write the new logs straight into the dual state (``line_search``'s ``outs``).
     """
-    mu_node, mu_edge, node_off, edge_off = mu_src
-    E, lo, hi, size, coef = segments(T, K)
-    kl, fp, n_low = _mu_segment(mu_edge, edge_off, bufs, b32, 0, E)
-    _edge_difference_sum(bufs[1], bufs[0], trans, T - 1, K * K)
-    if lo > E:
-        _mu_segment(mu_node, node_off, bufs, None, E, lo)
-    k2, f2, n_low2 = _mu_segment(mu_node, node_off + lo - E, bufs, b32, lo, hi)
-    if size > hi:
-        _mu_segment(mu_node, node_off + hi - E, bufs, None, hi, size)
-    return max(kl + coef * k2, 0.0), fp + coef * f2, n_low + n_low2
+    kl, fp, n_low = 0.0, 0.0, 0.0
+    for r in range(runs.lo.shape[0]):
+        lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
+        src = mu_arrays[runs.dst[r]]
+        if c == 0.0:
+            _mu_segment(src, runs.off[r], bufs, None, lo, hi)
+            continue
+        k, f, low = _mu_segment(src, runs.off[r], bufs, b32, lo, hi)
+        kl += c * k
+        fp += c * f
+        n_low += low
+    return max(kl, 0.0), fp, n_low
 
 
 @njit(cache=True, nogil=True)
-def block_gap(mu_src, nu_src, T, K, bufs, b32):
-    """Copy the oracle's log-marginals into ``bufs``, exponentiate them and return
-    (KL~(mu || nu), f'(0)) as :func:`block_gap_given_nu` (which also fills b32).
-
-    nu_src = (log_node_flat, log_edge_flat) of the oracle, starting at 0.
+def block_gap(mu_arrays, nu_src, runs, bufs, b32):
+    """Copy the oracle's flat log-marginals nu_src (block layout) into ``bufs``, exponentiate
+    them and return (KL~(mu || nu), f'(0)) as :func:`block_gap_given_nu` (which also fills b32).
     """
-    E = (T - 1) * K * K
-    exp_into(nu_src[1], 0.0, bufs[1], 0, E)
-    exp_into(nu_src[0], 0.0, bufs[1], E, T * K)
-    bufs[2][:E] = nu_src[1][:E]
-    bufs[2][E : E + T * K] = nu_src[0][: T * K]
-    gap, fp0, _ = block_gap_given_nu(mu_src, T, K, bufs, b32, np.empty(K * K))
+    size = runs.hi.max()
+    exp_into(nu_src, 0.0, bufs[1], 0, size)
+    bufs[2][:size] = nu_src[:size]
+    gap, fp0, _ = block_gap_given_nu(mu_arrays, runs, bufs, b32)
     return gap, fp0
 
 
@@ -232,38 +253,51 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal=None):
 
 
 @njit(cache=True, nogil=True)
-def line_derivatives(gamma, bufs, T, K, cb, outs=None):
+def line_derivatives(gamma, bufs, runs, cb, outs=None):
     """f'(gamma), f''(gamma) of eq. 20 (KL form), cb = c * b = lambda n b / scale, and the
     junction-tree entropy of mu^gamma (without the entries <= TINY).
 
-    Leaves the new log-marginals of the edge and coefficient-carrying node segments (see
-    ``_line_segment``) in bufs' log_mix, for ``update_block`` to copy, or, when given, in
-    ``outs`` = (edge segment, coefficient node segment) of the dual state (float64 or float32):
-    only for a block whose stored logs there are all above ``IN_PLACE_LOG_MIN``, so that every
-    mixture is a normal number (``_line_segment``'s ``normal``).
+    Leaves the new log-marginals of the runs of non-zero coefficient (see ``_line_segment``) in
+    bufs' log_mix, for ``update_block`` to copy, or, when given, in ``outs`` = the dual state's
+    (log_edge_flat, log_node_flat) where the runs point (float64 or float32): only for a block
+    whose stored logs there are all above ``IN_PLACE_LOG_MIN``, so that every mixture is a
+    normal number (``_line_segment``'s ``normal``).
     """
-    E, lo, hi, _, coef = segments(T, K)
-    if outs is None:  # decided at compile time
-        d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, bufs[3][:E])
-        n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, bufs[3][lo:hi])
-    else:
-        d1, d2, h1 = _line_segment(gamma, bufs, 0, E, 1.0, outs[0], True)
-        n1, n2, h2 = _line_segment(gamma, bufs, lo, hi, 1.0, outs[1], True)
-    return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb, h1 + coef * h2
+    d1, d2, h = 0.0, 0.0, 0.0
+    for r in range(runs.lo.shape[0]):
+        lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
+        if c == 0.0:
+            continue
+        if outs is None:  # decided at compile time
+            a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, bufs[3][lo:hi])
+        else:
+            o = runs.off[r]
+            dst = outs[runs.dst[r]][o : o + hi - lo]
+            a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, dst, True)
+        d1 += c * a1
+        d2 += c * a2
+        h += c * ah
+    return d1 - gamma * cb, -d2 - cb, h
 
 
 @njit(cache=True, nogil=True)
-def line_slope(gamma, bufs, T, K, cb, outs=None):
+def line_slope(gamma, bufs, runs, cb, outs=None):
     """f'(gamma) and the entropy of mu^gamma as ``line_derivatives``, without f'' (one division
     per entry less), for the evaluation that starts from the predictor's estimate."""
-    E, lo, hi, _, coef = segments(T, K)
-    if outs is None:
-        d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, bufs[3][:E])
-        n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, bufs[3][lo:hi])
-    else:
-        d1, _, h1 = _line_segment(gamma, bufs, 0, E, None, outs[0], True)
-        n1, _, h2 = _line_segment(gamma, bufs, lo, hi, None, outs[1], True)
-    return d1 + coef * n1 - gamma * cb, h1 + coef * h2
+    d1, h = 0.0, 0.0
+    for r in range(runs.lo.shape[0]):
+        lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
+        if c == 0.0:
+            continue
+        if outs is None:
+            a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, bufs[3][lo:hi])
+        else:
+            o = runs.off[r]
+            dst = outs[runs.dst[r]][o : o + hi - lo]
+            a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, dst, True)
+        d1 += c * a1
+        h += c * ah
+    return d1 - gamma * cb, h
 
 
 @njit(**VEC)
@@ -291,13 +325,19 @@ def _line_segment32(gamma, b32, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def line_derivatives32(gamma, b32, T, K, cb):
+def line_derivatives32(gamma, b32, runs, cb):
     """f'(gamma), f''(gamma) as ``line_derivatives`` and the third derivative
     sum coef delta^3 / mu^g^2, in single precision (predictor)."""
-    E, lo, hi, _, coef = segments(T, K)
-    d1, d2, d3 = _line_segment32(gamma, b32, 0, E)
-    n1, n2, n3 = _line_segment32(gamma, b32, lo, hi)
-    return d1 + coef * n1 - gamma * cb, -(d2 + coef * n2) - cb, d3 + coef * n3
+    d1, d2, d3 = 0.0, 0.0, 0.0
+    for r in range(runs.lo.shape[0]):
+        c = runs.coef[r]
+        if c == 0.0:
+            continue
+        a1, a2, a3 = _line_segment32(gamma, b32, runs.lo[r], runs.hi[r])
+        d1 += c * a1
+        d2 += c * a2
+        d3 += c * a3
+    return d1 - gamma * cb, -d2 - cb, d3
 
 
 @njit(cache=True, nogil=True)
@@ -354,7 +394,7 @@ def _predictor_step(gamma, u, du, d3, x_l, x_h, dx_old):
 
 
 @njit(cache=True, nogil=True)
-def predict_step(b32, T, K, cb, gamma0, tol, max_iter):
+def predict_step(b32, runs, cb, gamma0, tol, max_iter):
     """Single-precision safeguarded Newton-Halley iteration from gamma0 (``_predictor_step``);
     returns (the estimate after the last step, evaluations, f'' at the last evaluated point or
     0.0 if none is finite). It stops once its step is below tol or the estimated error of its
@@ -365,7 +405,7 @@ def predict_step(b32, T, K, cb, gamma0, tol, max_iter):
     dx_old = 1.0
     dx = 1.0
     for it in range(1, max_iter + 1):
-        u, du, d3 = line_derivatives32(gamma, b32, T, K, cb)
+        u, du, d3 = line_derivatives32(gamma, b32, runs, cb)
         if not (np.isfinite(u) and np.isfinite(du) and np.isfinite(d3)):
             return gamma0, it, 0.0
         if u < 0.0:
@@ -381,7 +421,7 @@ def predict_step(b32, T, K, cb, gamma0, tol, max_iter):
 
 
 @njit(cache=True, nogil=True)
-def line_search(bufs, b32, T, K, cb, fprime0, gamma0, tol, max_iter, outs=None):
+def line_search(bufs, b32, runs, cb, fprime0, gamma0, tol, max_iter, outs=None):
     """Step size of eq. 20: the single-precision predictor, then ``rtsafe`` from its estimate.
 
     Returns rtsafe's (gamma, n_evaluations, status, evaluated, entropy) plus the predictor's
@@ -389,13 +429,13 @@ def line_search(bufs, b32, T, K, cb, fprime0, gamma0, tol, max_iter, outs=None):
     where rtsafe's evaluations leave their logs (``line_derivatives``).
     """
     if not fprime0 > 0.0 or cb <= 0.0 or max_iter < 2:
-        return (*rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, 0.0, outs), 0)
-    start, n32, du32 = predict_step(b32, T, K, cb, gamma0, tol, max_iter)
-    return (*rtsafe(bufs, T, K, cb, fprime0, start, tol, max_iter, du32, outs), n32)
+        return (*rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, 0.0, outs), 0)
+    start, n32, du32 = predict_step(b32, runs, cb, gamma0, tol, max_iter)
+    return (*rtsafe(bufs, runs, cb, fprime0, start, tol, max_iter, du32, outs), n32)
 
 
 @njit(cache=True, nogil=True)
-def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
+def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
     """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
     du0 < 0: f'' near gamma0 from the predictor (at its last evaluation, one converged step
@@ -417,10 +457,10 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
     dx_old = 1.0
     dx = 1.0
     if du0 < 0.0:
-        u, h = line_slope(gamma, bufs, T, K, cb, outs)
+        u, h = line_slope(gamma, bufs, runs, cb, outs)
         du = du0
     else:
-        u, du, h = line_derivatives(gamma, bufs, T, K, cb, outs)
+        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs)
     for it in range(1, max_iter + 1):
         if u < 0.0:
             x_l = gamma
@@ -432,7 +472,7 @@ def rtsafe(bufs, T, K, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
         if abs(dx) < (0.5 * tol if bisect else tol):
             return gamma, it, 0, True, h  # its logs are in bufs (or outs)
         gamma = step
-        u, du, h = line_derivatives(gamma, bufs, T, K, cb, outs)
+        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs)
     return gamma, max_iter, 1, True, h
 
 
@@ -523,28 +563,25 @@ def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
 
 
 @njit(cache=True, nogil=True)
-def update_block(gamma, mu_dst, T, K, bufs, have_logs, ls_entropy, in_place=False):
+def update_block(gamma, mu_arrays, runs, bufs, have_logs, ls_entropy, in_place=False):
     """mu <- (1 - gamma) mu + gamma nu in the dual state (as logs); returns H~(mu) after.
 
-    mu_dst = (log_node_flat, log_edge_flat, node_offset, edge_offset) as in ``block_gap``;
-    have_logs: bufs' log_mix holds the new logs from the last line-search evaluation, at gamma,
-    which also gave ls_entropy (ignored otherwise). in_place (with have_logs): that evaluation
-    wrote them into the dual state itself (``line_search``'s ``outs``; no entry near 0), so only
-    the coefficient-0 end nodes are left to update.
+    mu_arrays = (log_edge_flat, log_node_flat) as in ``block_gap_given_nu``; have_logs: bufs'
+    log_mix holds the new logs from the last line-search evaluation, at gamma, which also gave
+    ls_entropy (ignored otherwise). in_place (with have_logs): that evaluation wrote them into
+    the dual state itself (``line_search``'s ``outs``; no entry near 0), so only the runs of
+    coefficient 0 are left to update.
     """
-    mu_node, mu_edge, node_off, edge_off = mu_dst
-    E, lo, hi, size, coef = segments(T, K)
     reuse = have_logs and gamma != 1.0  # gamma = 1 copies log nu instead
     entropy = ls_entropy if reuse else 0.0
     done = reuse and in_place
-    if not done:
-        entropy += _update_range(gamma, mu_edge, edge_off, bufs, 0, E, 1.0, reuse)
-    if lo > E:
-        entropy += _update_range(gamma, mu_node, node_off, bufs, E, lo, 0.0, False)
-    if not done:
-        entropy += _update_range(gamma, mu_node, node_off + lo - E, bufs, lo, hi, coef, reuse)
-    if size > hi:
-        _update_range(gamma, mu_node, node_off + hi - E, bufs, hi, size, 0.0, False)
+    for r in range(runs.lo.shape[0]):
+        lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
+        dst = mu_arrays[runs.dst[r]]
+        if c == 0.0:
+            entropy += _update_range(gamma, dst, runs.off[r], bufs, lo, hi, 0.0, False)
+        elif not done:
+            entropy += _update_range(gamma, dst, runs.off[r], bufs, lo, hi, c, reuse)
     return entropy
 
 

@@ -1,11 +1,13 @@
-"""Compiled SDCA epochs: sampling, oracle, block step and sparse primal update in one loop.
+"""Compiled SDCA epochs, written once for every structure: sampling, oracle, block step and
+sparse primal update in one loop.
 
-``run_steps`` draws sequences from the sampler tree, calls the chain oracle once per step
-(``crfsdca.kernels.block_oracle``: log-marginals and probabilities in one pass),
-records the block gap, runs the Newton line search and applies the step (see
-``crfsdca.kernels.sdca`` for the math). The same step serves serial SDCA (scale = 1) and the
-local rounds of DisDCA (scale = number of workers). The thin Python wrappers at the bottom check
-shapes once and unpack results.
+``run_steps`` draws examples from the sampler tree and takes one step on each (``_step``): the
+structure's block oracle (``crfsdca.kernels.primitives``: nu_i as probabilities and logs in
+one pass), the block gap, the primal direction, the Newton line search and the update of the
+block (``crfsdca.kernels.sdca``, which reads a block through its runs alone) and of w. numba
+compiles one specialisation per structure type (``ChainBlocks``, ``TreeBlocks``,
+``JunctionBlocks``). The same step serves serial SDCA (scale = 1) and the local rounds of
+DisDCA (scale = number of workers).
 """
 
 from typing import NamedTuple
@@ -13,19 +15,16 @@ from typing import NamedTuple
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from crfsdca.kernels import trees
-from crfsdca.kernels.block_oracle import sequence_block_marginals
+from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
 from crfsdca.kernels.cycles import cycles
-from crfsdca.kernels.sdca import (
-    add_direction,
-    block_entropy,
-    block_gap_given_nu,
-    line_search,
-    model_start,
-    primal_direction,
-    segments,
-    update_block,
+from crfsdca.kernels.primitives import (
+    add_block_direction,
+    block_direction,
+    block_oracle,
+    block_runs,
+    step_workspace,
 )
+from crfsdca.kernels.sdca import block_gap_given_nu, line_search, model_start, update_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
@@ -45,11 +44,12 @@ class StepParams(NamedTuple):
 
 
 class DualArrays(NamedTuple):
-    """A chain dual state as flat arrays: log mu of nodes (N K,) and edges ((N - n) K^2,), and
-    per sequence its entropy, gap estimate and last step size."""
+    """A dual state as flat arrays: log mu of the clique tables (``log_edge``) and of the nodes
+    (``log_node``; empty for junction trees), where the structure's runs point, and per example
+    its entropy, gap estimate and last step size."""
 
-    log_node: np.ndarray
     log_edge: np.ndarray
+    log_node: np.ndarray
     entropies: np.ndarray
     gaps: np.ndarray
     step_sizes: np.ndarray
@@ -64,14 +64,13 @@ class Sampler(NamedTuple):
 
 
 class EpochArgs(NamedTuple):
-    """Everything ``run_steps`` reads (``layout``: a ``crfsdca.layout.SequenceLayout``;
-    ``dims`` = (A, K, n_bias); ``ws`` from ``make_workspace``)."""
+    """Everything ``run_steps`` reads (``structure``: a structure's kernel type, e.g.
+    ``chain_blocks.ChainBlocks``; ``ws`` from ``make_workspace``)."""
 
-    layout: tuple
+    structure: tuple
     dual: DualArrays
     w: np.ndarray
     sampler: Sampler
-    dims: tuple
     params: StepParams
     draws: np.ndarray
     ws: tuple
@@ -79,7 +78,7 @@ class EpochArgs(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def _choose(code, p_nu, tree, u0, u1, n):
-    """Index of the next sequence: the scheme's law with probability p_nu, else uniform."""
+    """Index of the next example: the scheme's law with probability p_nu, else uniform."""
     if code != UNIFORM and u0 < p_nu:
         if code == MAX:
             return trees.argmax(tree)
@@ -90,7 +89,7 @@ def _choose(code, p_nu, tree, u0, u1, n):
 
 @njit(cache=True, nogil=True)
 def line_search_start(code, previous, kl, fprime0, cb):
-    """First point of the line search: 0.5, the sequence's previous step size, or the root of
+    """First point of the line search: 0.5, the example's previous step size, or the root of
     the quadratic model of f' (``crfsdca.kernels.sdca.model_start``)."""
     if code == MODEL:
         return model_start(kl, fprime0, cb)
@@ -98,79 +97,60 @@ def line_search_start(code, previous, kl, fprime0, cb):
 
 
 @njit(cache=True, nogil=True)
-def _step(i, layout, dual, w, dims, params, ws):
-    """One SDCA step on sequence i; returns (gap before the step, gamma, evaluations, status,
+def _step(i, structure, dual, w, params, ws):
+    """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
     ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`.
     """
-    seq_offsets, attr_offsets, attr_ids, attr_values, _, entry_slot, uattr_offsets, slot_attrs = (
-        layout
-    )
-    log_node, log_edge, entropies, step_sizes = (
-        dual.log_node,
-        dual.log_edge,
-        dual.entropies,
-        dual.step_sizes,
-    )
-    A, K, n_bias = dims
-    lam_n, scale, tol = params.lam_n, params.scale, params.tol
-    max_newton, fixed_step = params.max_newton, params.fixed_step
-    fb_ws, bufs, v_emit, v_rest, b32 = ws
-    t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-    T = t1 - t0
-    data = (seq_offsets, attr_offsets, attr_ids, attr_values, layout[4])
+    bufs, b32, sws = ws
+    lam_n, scale = params.lam_n, params.scale
+    runs = block_runs(structure.runs, i)
+    mu_arrays = (dual.log_edge, dual.log_node)
     c0 = cycles()
-    log_z = sequence_block_marginals(data, i, w, dims, fb_ws, *_block_views(bufs, T, K))
+    log_z = block_oracle(structure, i, w, sws, bufs)
     c1 = cycles()
     if not np.isfinite(log_z):
         return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
-    mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-    vr = v_rest[: n_bias + K]
-    trans = vr[n_bias:].reshape((K * K,))
-    if fixed_step > 0.0:  # no line search: no float32 copies
-        gap, fp0, n_low = block_gap_given_nu(mu_src, T, K, bufs, None, trans)
+    if params.fixed_step > 0.0:  # no line search: no float32 copies
+        gap, fp0, n_low = block_gap_given_nu(mu_arrays, runs, bufs, None)
     else:
-        gap, fp0, n_low = block_gap_given_nu(mu_src, T, K, bufs, b32, trans)
+        gap, fp0, n_low = block_gap_given_nu(mu_arrays, runs, bufs, b32)
     c2 = cycles()
-    sa = slot_attrs[uattr_offsets[i] : uattr_offsets[i + 1]]
-    seq = (t0, t1, attr_offsets, attr_ids, attr_values, entry_slot, sa)
     kappa = -scale / lam_n
-    b = primal_direction(seq, (bufs[0], bufs[1]), (A, K, n_bias, kappa), v_emit, vr)
+    b = block_direction(structure, i, bufs, sws, kappa)
     its, status, have_logs, ls_cycles, h, n32 = 0, 0, False, 0, 0.0, 0
     in_place = False  # whether the line search wrote the new logs into the dual state
-    if fixed_step > 0.0:
-        gamma = fixed_step
+    if params.fixed_step > 0.0:
+        gamma = params.fixed_step
     else:
         cb = lam_n / scale * b
-        g0 = line_search_start(params.line_search_start, step_sizes[i], gap, fp0, cb)
+        g0 = line_search_start(params.line_search_start, dual.step_sizes[i], gap, fp0, cb)
         c3 = cycles()
         in_place = n_low == 0.0  # no entry near 0 (``IN_PLACE_LOG_MIN``)
+        tol, max_newton = params.tol, params.max_newton
         if in_place:
-            E, lo, hi, _, _ = segments(T, K)
-            e_off, n_off = mu_src[3], mu_src[2] + lo - E
-            outs = (log_edge[e_off : e_off + E], log_node[n_off : n_off + hi - lo])
             gamma, its, status, have_logs, h, n32 = line_search(
-                bufs, b32, T, K, cb, fp0, g0, tol, max_newton, outs
+                bufs, b32, runs, cb, fp0, g0, tol, max_newton, mu_arrays
             )
         else:
             gamma, its, status, have_logs, h, n32 = line_search(
-                bufs, b32, T, K, cb, fp0, g0, tol, max_newton
+                bufs, b32, runs, cb, fp0, g0, tol, max_newton
             )
         ls_cycles = cycles() - c3
     if gamma > 0.0:
-        entropies[i] = update_block(gamma, mu_src, T, K, bufs, have_logs, h, in_place)
-        add_direction(gamma * kappa, sa, v_emit, vr, w, K, A)
-    step_sizes[i] = gamma
+        dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
+        add_block_direction(structure, i, gamma * kappa, sws, w)
+    dual.step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
+def _run_steps(structure, dual, w, sampler, params, draws, ws):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
-    sequence i, and stats = [newton iterations, line searches, line-search failures, cycles in
+    example i, and stats = [newton iterations, line searches, line-search failures, cycles in
     the line search, cycles in all, cycles in the oracle, cycles in the block gap,
     single-precision predictor evaluations]. The cycle counts let the caller split its wall time.
     """
@@ -183,7 +163,7 @@ def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
     gap_sum = gaps.sum()
     for s in range(draws.shape[0]):
         i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
-        g, gamma, its, status, phase_cycles, n32 = _step(i, layout, dual, w, dims, params, ws)
+        g, gamma, its, status, phase_cycles, n32 = _step(i, structure, dual, w, params, ws)
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
         stats[6] += phase_cycles[1]
@@ -206,142 +186,59 @@ def _run_steps(layout, dual, w, sampler, dims, params, draws, ws):
 
 
 @njit(cache=True, nogil=True)
-def _block_views(bufs, T, K):
-    """(logs, probs) = ((node (T, K), edge (T-1, K, K)), same) views of bufs' log_nu and nu, where
-    the block oracle writes nu_i (flat block layout: edges, then nodes)."""
-    E = (T - 1) * K * K
-    lnu, nu = bufs[2], bufs[1]
-    logs = (lnu[E : E + T * K].reshape((T, K)), lnu[:E].reshape((T - 1, K, K)))
-    probs = (nu[E : E + T * K].reshape((T, K)), nu[:E].reshape((T - 1, K, K)))
-    return logs, probs
-
-
-@njit(cache=True, nogil=True)
-def _make_ws(max_T, K, max_U):
-    """Workspace: oracle buffers, block buffers (mu, nu, log_nu, log_mix), primal direction,
-    float32 block buffers (mu, nu, log_nu) of the line-search predictor."""
-    T = max(max_T, 1)
-    size = (T - 1) * K * K + T * K
-    fb_ws = (
-        np.empty((T, K)),
-        np.empty((K, K)),
-        np.empty((T, K)),
-        np.empty((T, K)),
-        np.empty((T, K)),
-        np.empty(T),
-        np.empty(T),
-    )
+def _make_ws(structure):
+    """Block buffers (mu, nu, log_nu, log_mix), their float32 copies for the line-search
+    predictor (mu, nu, log_nu), and the structure's own buffers."""
+    size = max(structure.max_block, 1)
     bufs = (np.empty(size), np.empty(size), np.empty(size), np.empty(size))
     b32 = (np.empty(size, np.float32), np.empty(size, np.float32), np.empty(size, np.float32))
-    return fb_ws, bufs, np.empty((max(max_U, 1), K)), np.empty((3 + K, K)), b32
+    return bufs, b32, step_workspace(structure)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks):
-    """g_i = KL~(mu_i || nu_i(w)) for every sequence (one oracle call each), in parallel.
-
-    log_mu = (log_node_flat, log_edge_flat) of the dual state.
-    """
-    seq_offsets = layout[0]
-    log_node, log_edge = log_mu
-    K = dims[1]
-    n = seq_offsets.shape[0] - 1
+def _exact_gaps(structure, mu_arrays, w, n_chunks):
+    """g_i = KL~(mu_i || nu_i(w)) for every example (one oracle call each), in parallel."""
+    n = structure.runs.start.shape[0] - 1
     gaps = np.empty(n)
-    data = (layout[0], layout[1], layout[2], layout[3], layout[4])
     for c in prange(n_chunks):
-        fb_ws, bufs, _, _, _ = _make_ws(max_T, K, max_U)
-        trans = np.empty(K * K)
+        bufs, _, sws = _make_ws(structure)
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-            t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-            T = t1 - t0
-            log_z = sequence_block_marginals(data, i, w, dims, fb_ws, *_block_views(bufs, T, K))
+            log_z = block_oracle(structure, i, w, sws, bufs)
             if not np.isfinite(log_z):
                 gaps[i] = np.nan
                 continue
-            mu_src = (log_node, log_edge, t0 * K, (t0 - i) * K * K)
-            gaps[i] = block_gap_given_nu(mu_src, T, K, bufs, None, trans)[0]
+            runs = block_runs(structure.runs, i)
+            gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, None)[0]
     return gaps
 
 
 @njit(cache=True, nogil=True)
-def _all_entropies(seq_offsets, log_node, log_edge):
-    n = seq_offsets.shape[0] - 1
+def _all_entropies(table, log_edge, log_node):
+    """H~(mu_i) of every block from the stored logs (0 log 0 = 0)."""
+    n = table.start.shape[0] - 1
+    arrays = (log_edge, log_node)
     out = np.empty(n)
     for i in range(n):
-        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-        out[i] = block_entropy(log_node[t0:t1], log_edge[t0 - i : t1 - i - 1])
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _expected_features(data, log_node, log_edge, dims, out):
-    """out += sum_i E_{mu_i}[F(x_i, .)] from log-marginals (layout of crfsdca.features)."""
-    seq_offsets, attr_offsets, attr_ids, attr_values = data
-    A, K, n_bias = dims
-    trans = A * K + n_bias * K
-    n = seq_offsets.shape[0] - 1
-    for i in range(n):
-        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-        for t in range(t0, t1):
-            for k in range(K):
-                m = np.exp(log_node[t, k])
-                for p in range(attr_offsets[t], attr_offsets[t + 1]):
-                    out[attr_ids[p] * K + k] += attr_values[p] * m
-                if n_bias > 0:
-                    out[A * K + k] += m
-                    if t == t0:
-                        out[A * K + K + k] += m
-                    if t == t1 - 1:
-                        out[A * K + 2 * K + k] += m
-        for e in range(t0 - i, t1 - i - 1):
-            for k in range(K):
-                for l in range(K):
-                    out[trans + k * K + l] += np.exp(log_edge[e, k, l])
-
-
-@njit(cache=True, nogil=True)
-def _radii(layout, dims, max_U):
-    """R_i = ||F(x_i, y_i) - F(x_i, z...z)||^2 with z absent from y_i (else least frequent)."""
-    seq_offsets, attr_offsets, _, attr_values, labels, entry_slot, uattr_offsets, _ = layout
-    A, K, n_bias = dims
-    n = seq_offsets.shape[0] - 1
-    out = np.empty(n)
-    rows = np.zeros((max(max_U, 1), K))
-    rest = np.zeros((3 + K, K))
-    counts = np.zeros(K, np.int64)
-    for i in range(n):
-        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-        counts[:] = 0
-        for t in range(t0, t1):
-            counts[labels[t]] += 1
-        z = np.argmin(counts)
-        rows[:] = 0.0
-        rest[:] = 0.0
-        for t in range(t0, t1):
-            y = labels[t]
-            for p in range(attr_offsets[t], attr_offsets[t + 1]):
-                rows[entry_slot[p], y] += attr_values[p]
-                rows[entry_slot[p], z] -= attr_values[p]
-            if n_bias > 0:
-                rest[0, y] += 1.0
-                rest[0, z] -= 1.0
-            if t < t1 - 1:
-                rest[n_bias + y, labels[t + 1]] += 1.0
-                rest[n_bias + z, z] -= 1.0
-        if n_bias > 0:
-            rest[1, labels[t0]] += 1.0
-            rest[1, z] -= 1.0
-            rest[2, labels[t1 - 1]] += 1.0
-            rest[2, z] -= 1.0
-        U = uattr_offsets[i + 1] - uattr_offsets[i]
-        out[i] = np.sum(rows[:U] ** 2) + np.sum(rest**2)
+        runs = block_runs(table, i)
+        h = 0.0
+        for r in range(runs.lo.shape[0]):
+            c = runs.coef[r]
+            if c == 0.0:
+                continue
+            src = arrays[runs.dst[r]]
+            o = runs.off[r]
+            for p in range(o, o + runs.hi[r] - runs.lo[r]):
+                lm = np.float64(src[p])
+                if lm > -np.inf:
+                    h -= c * np.exp(lm) * lm
+        out[i] = h
     return out
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------
-def make_workspace(max_T: int, K: int, max_U: int):
-    """Workspace for sequences of up to max_T items and max_U distinct attributes."""
-    return _make_ws(max_T, K, max_U)
+def make_workspace(structure):
+    """Workspace of one step on ``structure`` (a structure's kernel type)."""
+    return _make_ws(structure)
 
 
 def run_steps(args: EpochArgs):
@@ -350,25 +247,17 @@ def run_steps(args: EpochArgs):
     return int(done), int(status), stats
 
 
-def exact_gaps(layout, log_mu, w, dims, max_U):
-    """Exact block gaps of the dual state log_mu = (log_node (N, K), log_edge (N - n, K, K))."""
-    log_mu = (
-        np.ascontiguousarray(log_mu[0]).reshape(-1),
-        np.ascontiguousarray(log_mu[1]).reshape(-1),
-    )
-    max_T = int(np.diff(layout[0]).max())
-    n_chunks = max(1, min(layout[0].size - 1, 4 * get_num_threads()))
-    return _exact_gaps(layout, log_mu, w, dims, max_T, max_U, n_chunks)
+def exact_gaps(structure, log_edge, log_node, w):
+    """Exact block gaps of the dual state (flat views of its clique and node arrays)."""
+    n = structure.runs.start.size - 1
+    n_chunks = max(1, min(n, 4 * get_num_threads()))
+    return _exact_gaps(structure, (_flat(log_edge), _flat(log_node)), w, n_chunks)
 
 
-def all_entropies(seq_offsets, log_node, log_edge):
-    return _all_entropies(seq_offsets, log_node, log_edge)
+def all_entropies(table, log_edge, log_node):
+    """H~(mu_i) of every block of the run table."""
+    return _all_entropies(table, _flat(log_edge), _flat(log_node))
 
 
-def expected_features(data, log_node, log_edge, dims, out):
-    _expected_features(data, log_node, log_edge, dims, out)
-    return out
-
-
-def radii(layout, dims, max_U):
-    return _radii(layout, dims, max_U)
+def _flat(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1)

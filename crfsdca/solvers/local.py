@@ -22,13 +22,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.dual import weights_from_dual
 from crfsdca.kernels import sdca_epoch
-from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.objectives import dual_value, lambda_n
 from crfsdca.problem import Problem
-from crfsdca.radii import importance_weights
 from crfsdca.samplers import TreeSampler
+from crfsdca.structures import structure_of
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -45,7 +43,7 @@ def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Pro
     """The sequences at ``indices`` as a problem of their own with the global lambda n."""
     train = problem.train.subset(indices)
     lam_n = lambda_n(problem)
-    return Problem(
+    return type(problem)(
         train=train,
         feature_map=problem.feature_map,
         regularization=lam_n / train.n_sequences,
@@ -54,7 +52,7 @@ def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Pro
 
 
 class LocalSDCA:
-    """SDCA steps on one shard (see the module docstring)."""
+    """SDCA steps on one shard of any structure (see the module docstring)."""
 
     def __init__(
         self, problem: Problem, cfg: SDCAConfig, state: SDCAState, *, scale: float = 1.0
@@ -64,17 +62,14 @@ class LocalSDCA:
         self.problem, self.cfg, self.state, self.scale = problem, cfg, state, float(scale)
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state.rng_state
-        data, fm = problem.train, problem.feature_map
-        self.n = data.n_sequences
+        self.structure = structure_of(problem)
+        self.n = problem.train.n_sequences
         self.lam_n = lambda_n(problem)  # the global lambda n (see shard_problem)
-        self.layout = sequence_layout(data)
-        self.max_unique = max_unique(self.layout)
         importance = None
         if cfg.sampling.replace("_", "-") in ("importance", "gap-importance"):
-            importance = importance_weights(problem)
+            importance = self.structure.importance_weights()
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
-        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-        self.workspace = sdca_epoch.make_workspace(data.max_length, fm.n_labels, self.max_unique)
+        self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
@@ -103,13 +98,12 @@ class LocalSDCA:
     ) -> sdca_epoch.EpochArgs:
         d, s = self.state.dual, self.sampler
         return sdca_epoch.EpochArgs(
-            layout=self.layout,
+            structure=self.structure.blocks,
             dual=sdca_epoch.DualArrays(
-                _flat(d.log_node), _flat(d.log_edge), d.entropies, d.gap_estimates, d.step_sizes
+                _flat(d.log_edge), _flat(d.log_node), d.entropies, d.gap_estimates, d.step_sizes
             ),
             w=d.weights,
             sampler=sdca_epoch.Sampler(int(s.code), s.tree, s.multipliers),
-            dims=self.dims,
             params=self.params(stop_gap, scale),
             draws=draws,
             ws=self.workspace,
@@ -187,8 +181,7 @@ class LocalSDCA:
     def exact_pass(self, check: bool) -> None:
         """Recompute every g_i exactly (n oracle calls) and rebuild the sampler."""
         d = self.state.dual
-        log_mu = (d.log_node, d.log_edge)
-        gaps = sdca_epoch.exact_gaps(self.layout, log_mu, d.weights, self.dims, self.max_unique)
+        gaps = sdca_epoch.exact_gaps(self.structure.blocks, d.log_edge, d.log_node, d.weights)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
         d.gap_estimates[:] = gaps
         self.sampler.rebuild(gaps)
@@ -226,11 +219,9 @@ class LocalSDCA:
 
         With w = w_hat(mu): P(w) = lambda/2 |w|^2 + L / n, D(mu) = H / n - lambda/2 |w|^2.
         """
-        oracle = self.problem.oracle
-        loss = float(oracle.log_partitions(w).sum() - w @ oracle.gold_features())
         d = self.state.dual
         return {
-            "loss": loss,
+            "loss": self.structure.loss(w),
             "entropy": float(d.entropies.sum()),
             "gap_estimate": float(d.gap_estimates.sum()),
             "n": float(self.n),
@@ -239,7 +230,7 @@ class LocalSDCA:
     def primal_contribution(self) -> NDArray[np.float64]:
         """(1 / (lambda n)) sum_{i in shard} [F(x_i, y_i) - E_mu_i F] (global lambda n)."""
         d = self.state.dual
-        return weights_from_dual(self.problem, d.log_node, d.log_edge)
+        return self.structure.weights_from_dual(d.log_node, d.log_edge)
 
 
 def _flat(a: np.ndarray) -> np.ndarray:

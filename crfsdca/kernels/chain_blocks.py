@@ -1,0 +1,218 @@
+"""The chain's SDCA primitives (``crfsdca.kernels.primitives``) on :class:`ChainBlocks`.
+
+A chain block (sequence i, T positions, K labels) is laid out edges first: its (T-1) K^2 edge
+entries, then its T K node entries (``crfsdca.kernels.sdca.chain_runs``). The oracle is the
+scaled forward-backward of ``crfsdca.kernels.block_oracle`` (probabilities and logs in one
+pass); the primal direction lives on the sequence's distinct attributes (rows ``v_emit``,
+``crfsdca.layout.SequenceLayout``), the bias rows and the transition matrix (``v_rest``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from numba.extending import overload
+
+from crfsdca.kernels import primitives as P
+from crfsdca.kernels.block_oracle import sequence_block_marginals
+from crfsdca.kernels.sdca import _edge_difference_sum, add_direction, primal_direction
+
+
+class ChainBlocks(NamedTuple):
+    """Packed chains: ``layout`` a ``SequenceLayout``, ``dims`` = (A, K, n_bias), the run
+    table, and the longest sequence's length, distinct attributes and block size."""
+
+    layout: tuple
+    dims: tuple
+    runs: P.RunTable
+    max_T: int
+    max_U: int
+    max_block: int
+
+
+@njit(cache=True, nogil=True)
+def _block_views(bufs, T, K):
+    """(logs, probs) = ((node (T, K), edge (T-1, K, K)), same) views of bufs' log_nu and nu,
+    where the block oracle writes nu_i (flat block layout: edges, then nodes)."""
+    E = (T - 1) * K * K
+    lnu, nu = bufs[2], bufs[1]
+    logs = (lnu[E : E + T * K].reshape((T, K)), lnu[:E].reshape((T - 1, K, K)))
+    probs = (nu[E : E + T * K].reshape((T, K)), nu[:E].reshape((T - 1, K, K)))
+    return logs, probs
+
+
+@njit(cache=True, nogil=True)
+def _workspace(max_T, K, max_U):
+    """Oracle buffers (``block_oracle``), the direction's rows and its bias and transition
+    rows."""
+    T = max(max_T, 1)
+    fb_ws = (
+        np.empty((T, K)), np.empty((K, K)), np.empty((T, K)), np.empty((T, K)),
+        np.empty((T, K)), np.empty(T), np.empty(T),
+    )  # fmt: skip
+    return fb_ws, np.empty((max(max_U, 1), K)), np.empty((3 + K, K))
+
+
+def _is_chain(s):
+    return P.is_structure(s, ChainBlocks)
+
+
+@overload(P.step_workspace, jit_options={"cache": True})
+def _ov_step_workspace(s):
+    if _is_chain(s):
+        return lambda s: _workspace(s.max_T, s.dims[1], s.max_U)
+
+
+@overload(P.block_oracle, jit_options={"cache": True})
+def _ov_block_oracle(s, i, w, sws, bufs):
+    if _is_chain(s):
+
+        def impl(s, i, w, sws, bufs):
+            lay = s.layout
+            T = lay[0][i + 1] - lay[0][i]
+            data = (lay[0], lay[1], lay[2], lay[3], lay[4])
+            logs, probs = _block_views(bufs, T, s.dims[1])
+            return sequence_block_marginals(data, i, w, s.dims, sws[0], logs, probs)
+
+        return impl
+
+
+@overload(P.block_direction, jit_options={"cache": True})
+def _ov_block_direction(s, i, bufs, sws, kappa):
+    if _is_chain(s):
+
+        def impl(s, i, bufs, sws, kappa):
+            lay = s.layout
+            A, K, n_bias = s.dims
+            t0, t1 = lay[0][i], lay[0][i + 1]
+            vr = sws[2][: n_bias + K]
+            trans = vr[n_bias:].reshape((K * K,))
+            _edge_difference_sum(bufs[1], bufs[0], trans, t1 - t0 - 1, K * K)
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            seq = (t0, t1, lay[1], lay[2], lay[3], lay[5], sa)
+            return primal_direction(seq, (bufs[0], bufs[1]), (A, K, n_bias, kappa), sws[1], vr)
+
+        return impl
+
+
+@overload(P.add_block_direction, jit_options={"cache": True})
+def _ov_add_block_direction(s, i, coef, sws, w):
+    if _is_chain(s):
+
+        def impl(s, i, coef, sws, w):
+            lay = s.layout
+            A, K, n_bias = s.dims
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            add_direction(coef, sa, sws[1], sws[2][: n_bias + K], w, K, A)
+
+        return impl
+
+
+def chain_run_table(seq_offsets: np.ndarray, K: int) -> P.RunTable:
+    """The runs of every chain block (``crfsdca.kernels.sdca.chain_runs``), vectorised: edge
+    run (+1), first node (0), interior nodes (-1), last node (0); a single node has +1."""
+    so = np.asarray(seq_offsets, np.int64)
+    n = so.size - 1
+    T = np.diff(so)
+    E = (T - 1) * K * K
+    e_off = (so[:-1] - np.arange(n)) * K * K
+    n_off = so[:-1] * K
+    one = T == 1
+    # candidate runs per block, in order; empty ones are dropped below
+    lo = np.stack([np.zeros(n, np.int64), E, E + K, E + (T - 1) * K], axis=1)
+    hi = np.stack([E, E + K, E + (T - 1) * K, E + T * K], axis=1)
+    coef = np.tile(np.array([1.0, 0.0, -1.0, 0.0]), (n, 1))
+    dst = np.tile(np.array([0, 1, 1, 1], np.int64), (n, 1))
+    off = np.stack([e_off, n_off, n_off + K, n_off + (T - 1) * K], axis=1)
+    # a single node: one run of K entries with coefficient 1
+    lo[one] = [0, 0, 0, 0]
+    hi[one] = [0, K, 0, 0]
+    coef[one] = [1.0, 1.0, 0.0, 0.0]
+    dst[one] = [0, 1, 1, 1]
+    off[one, 1] = n_off[one]
+    keep = hi > lo
+    counts = keep.sum(axis=1)
+    start = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=start[1:])
+    return P.RunTable(
+        start, lo[keep].astype(np.int64), hi[keep].astype(np.int64), coef[keep],
+        dst[keep], off[keep].astype(np.int64),
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _expected_features(data, log_node, log_edge, dims, out):
+    """out += sum_i E_{mu_i}[F(x_i, .)] from log-marginals (layout of crfsdca.features)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values = data
+    A, K, n_bias = dims
+    trans = A * K + n_bias * K
+    n = seq_offsets.shape[0] - 1
+    for i in range(n):
+        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+        for t in range(t0, t1):
+            for k in range(K):
+                m = np.exp(log_node[t, k])
+                for p in range(attr_offsets[t], attr_offsets[t + 1]):
+                    out[attr_ids[p] * K + k] += attr_values[p] * m
+                if n_bias > 0:
+                    out[A * K + k] += m
+                    if t == t0:
+                        out[A * K + K + k] += m
+                    if t == t1 - 1:
+                        out[A * K + 2 * K + k] += m
+        for e in range(t0 - i, t1 - i - 1):
+            for k in range(K):
+                for l in range(K):
+                    out[trans + k * K + l] += np.exp(log_edge[e, k, l])
+
+
+@njit(cache=True, nogil=True)
+def _radii(layout, dims, max_U):
+    """R_i = ||F(x_i, y_i) - F(x_i, z...z)||^2 with z absent from y_i (else least frequent)."""
+    seq_offsets, attr_offsets, _, attr_values, labels, entry_slot, uattr_offsets, _ = layout
+    A, K, n_bias = dims
+    n = seq_offsets.shape[0] - 1
+    out = np.empty(n)
+    rows = np.zeros((max(max_U, 1), K))
+    rest = np.zeros((3 + K, K))
+    counts = np.zeros(K, np.int64)
+    for i in range(n):
+        t0, t1 = seq_offsets[i], seq_offsets[i + 1]
+        counts[:] = 0
+        for t in range(t0, t1):
+            counts[labels[t]] += 1
+        z = np.argmin(counts)
+        rows[:] = 0.0
+        rest[:] = 0.0
+        for t in range(t0, t1):
+            y = labels[t]
+            for p in range(attr_offsets[t], attr_offsets[t + 1]):
+                rows[entry_slot[p], y] += attr_values[p]
+                rows[entry_slot[p], z] -= attr_values[p]
+            if n_bias > 0:
+                rest[0, y] += 1.0
+                rest[0, z] -= 1.0
+            if t < t1 - 1:
+                rest[n_bias + y, labels[t + 1]] += 1.0
+                rest[n_bias + z, z] -= 1.0
+        if n_bias > 0:
+            rest[1, labels[t0]] += 1.0
+            rest[1, z] -= 1.0
+            rest[2, labels[t1 - 1]] += 1.0
+            rest[2, z] -= 1.0
+        U = uattr_offsets[i + 1] - uattr_offsets[i]
+        out[i] = np.sum(rows[:U] ** 2) + np.sum(rest**2)
+    return out
+
+
+def expected_features(data, log_node, log_edge, dims, out):
+    """out += sum_i E_{mu_i}[F(x_i, .)] of chain marginals stored like the dual state."""
+    _expected_features(data, log_node, log_edge, dims, out)
+    return out
+
+
+def radii(layout, dims, max_U):
+    """R_i of every sequence (``_radii``)."""
+    return _radii(layout, dims, max_U)
