@@ -49,9 +49,8 @@ def problems(args):
 
 
 def dual_gib(problem, dtype) -> float:
-    from crfsdca.dual import dual_state_bytes
+    from crfsdca.dual import dual_state_bytes, junction_dual_bytes
     from crfsdca.junction_oracle import JunctionProblem
-    from crfsdca.solvers.local_junction import junction_dual_bytes
 
     d = problem.feature_map.n_features
     if isinstance(problem, JunctionProblem):

@@ -35,7 +35,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import chain_blocks, sdca_epoch
+from crfsdca.kernels import chain_blocks, junction_blocks, sdca_epoch, tree_blocks
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.objectives import lambda_n, weights_from_expectations
@@ -99,7 +99,85 @@ class ChainStructure:
         return importance_weights(self.problem)
 
 
-def structure_of(problem) -> ChainStructure:
+class TreeStructure(ChainStructure):
+    """Trees and forests (:class:`~crfsdca.tree_oracle.TreeProblem`)."""
+
+    kind = "tree"
+
+    @cached_property
+    def dims(self) -> tuple[int, int, int, int]:
+        fm = self.problem.feature_map
+        return (fm.n_attributes, fm.n_labels, fm.n_bias_rows, fm.n_edge_types)
+
+    @cached_property
+    def runs(self) -> RunTable:
+        data = self.problem.train
+        parents, _, _, child_start, _ = data.packed
+        degrees = np.diff(child_start) + (parents >= 0)
+        return tree_blocks.tree_run_table(data.seq_offsets, parents, degrees, self.dims[1])
+
+    @cached_property
+    def blocks(self) -> tree_blocks.TreeBlocks:
+        data = self.problem.train
+        return tree_blocks.TreeBlocks(
+            layout=self.layout,
+            graph=data.packed,
+            dims=self.dims,
+            runs=self.runs,
+            max_n=max(int(data.max_length), 1),
+            max_U=max_unique(self.layout),
+            max_block=int(self.runs.hi.max(initial=1)),
+        )
+
+    def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:
+        problem = self.problem
+        expected = problem.feature_map.zeros()
+        data = problem.train
+        tree_blocks.expected_features(
+            data.nodes.arrays(), data.packed, log_node, log_edge, self.dims, expected
+        )
+        gold = problem.oracle.gold_features()
+        return weights_from_expectations(gold, expected, lambda_n(problem))
+
+    def loss(self, w: NDArray[np.float64]) -> float:
+        return float(self.problem.oracle.value_and_gradient(w)[0])
+
+    def importance_weights(self) -> NDArray[np.float64]:
+        raise ValueError("importance sampling needs the radii of chains; not available for trees")
+
+
+class JunctionStructure(ChainStructure):
+    """Junction trees (:class:`~crfsdca.junction_oracle.JunctionProblem`): every clique and
+    separator table in ``log_edge``, ``log_node`` empty."""
+
+    kind = "junction"
+
+    @cached_property
+    def runs(self) -> RunTable:
+        data = self.problem.train
+        seg_start, seg_off, seg_len, seg_coef = data.packed[2]
+        region = data.packed[0][1]
+        return junction_blocks.junction_run_table(region, seg_start, seg_off, seg_len, seg_coef)
+
+    @cached_property
+    def blocks(self) -> junction_blocks.JunctionBlocks:
+        return junction_blocks.make_blocks(self.problem, self.runs)
+
+    def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:
+        oracle = self.problem.oracle
+        expected = oracle.expected_features(log_edge)
+        return weights_from_expectations(oracle.gold_features(), expected, lambda_n(self.problem))
+
+    def loss(self, w: NDArray[np.float64]) -> float:
+        return float(self.problem.oracle.value_and_gradient(w)[0])
+
+    def importance_weights(self) -> NDArray[np.float64]:
+        raise ValueError(
+            "importance sampling needs the radii of chains; not available for junction trees"
+        )
+
+
+def structure_of(problem) -> ChainStructure | TreeStructure | JunctionStructure:
     """The structure object of ``problem`` (the one place that asks which kind it is)."""
     from crfsdca.junction_oracle import JunctionProblem
     from crfsdca.tree_oracle import TreeProblem

@@ -143,7 +143,7 @@ class TreeOracle:
     def gold_features(self) -> NDArray[np.float64]:
         """Read-only sum_i F(x_i, y_i): the expected features of the gold labelling."""
         if getattr(self, "_gold", None) is None:
-            from crfsdca.kernels.tree_sdca import expected_features
+            from crfsdca.kernels.tree_blocks import expected_features
 
             N, K = self.data.n_items, self.feature_map.n_labels
             labels = self.data.labels

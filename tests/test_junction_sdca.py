@@ -8,13 +8,14 @@ import pytest
 from _synthetic import random_sequences
 from test_junction_oracle import custom_data
 
+from crfsdca.dual import junction_weights_from_dual
 from crfsdca.junction_oracle import junction_problem, second_order_data
-from crfsdca.kernels import junction_sdca
+from crfsdca.kernels import sdca_epoch
 from crfsdca.monitor import Monitor
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
-from crfsdca.solvers.local_junction import JunctionLocalSDCA, junction_weights_from_dual
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
+from crfsdca.structures import structure_of
 
 
 def problem_of(kind, seed=6, n=30):
@@ -24,12 +25,8 @@ def problem_of(kind, seed=6, n=30):
 
 
 def exact_gaps(problem, state):
-    runner = JunctionLocalSDCA(problem, SDCAConfig(), state)
     d = state.dual
-    return junction_sdca.exact_gaps(
-        problem.oracle._data, runner.structure, d.log_edge, d.weights, runner.dims,
-        runner.workspace,
-    )  # fmt: skip
+    return sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
 
 
 def dual_value(problem, state):
@@ -72,7 +69,7 @@ def test_sdca_on_junction_trees_reaches_the_lbfgs_optimum(kind, sampling):
     np.testing.assert_allclose(
         d.weights, junction_weights_from_dual(problem, d.log_edge), rtol=1e-9, atol=1e-12
     )
-    entropies = junction_sdca.all_entropies(problem.oracle.packed_structure, d.log_edge)
+    entropies = structure_of(problem).entropies(d.log_node, d.log_edge)
     np.testing.assert_allclose(d.entropies, entropies, rtol=1e-10, atol=1e-12)
 
 

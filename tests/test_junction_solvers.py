@@ -14,6 +14,7 @@ from scipy.special import logsumexp
 from test_tree_solvers import nodes_of, solve, without_time
 
 from crfsdca.checkpoint import load_checkpoint, save_checkpoint
+from crfsdca.dual import junction_dual_bytes, junction_weights_from_dual
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features import FeatureMap
 from crfsdca.junction_oracle import (
@@ -22,12 +23,12 @@ from crfsdca.junction_oracle import (
     make_workspace,
     second_order_data,
 )
-from crfsdca.kernels import junction_scaled, junction_sdca
+from crfsdca.kernels import junction_scaled, sdca_epoch
 from crfsdca.monitor import Monitor
 from crfsdca.problem import Problem
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers import sdca as sdca_module
-from crfsdca.solvers.local_junction import junction_dual_bytes, junction_weights_from_dual
+from crfsdca.structures import structure_of
 
 K, A = 3, 7
 # cliques of up to 3 nodes joined by separators of 2 and of 1 nodes, a forest, a single node
@@ -189,15 +190,12 @@ def test_every_solver_reaches_the_lbfgs_optimum(case, name):
 
 def check_dual_identities(problem, dual, last):
     """w = w_hat(mu) and P(w) - D(mu) = (1/n) sum_i KL~(mu_i || nu_i(w)) (exact gaps)."""
-    d, oracle = dual, problem.oracle
+    d, _oracle = dual, problem.oracle
     w_hat = junction_weights_from_dual(problem, d.log_edge)
     np.testing.assert_allclose(d.weights, w_hat, rtol=1e-9, atol=1e-12)
-    ws = make_workspace(problem.train, K)
-    gaps = junction_sdca.exact_gaps(
-        oracle._data, oracle.packed_structure, d.log_edge, d.weights, oracle._dims, ws
-    )
+    gaps = sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-7, abs=1e-14)
-    entropies = junction_sdca.all_entropies(oracle.packed_structure, d.log_edge)
+    entropies = structure_of(problem).entropies(d.log_node, d.log_edge)
     np.testing.assert_allclose(d.entropies, entropies, rtol=1e-10, atol=1e-12)
 
 

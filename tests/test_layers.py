@@ -30,9 +30,9 @@ LAYERS = {
     # data, feature layout, graphs and one oracle per structure kind
     STRUCTURES: """sequences features graphs attributes readers io featuredicts sources oracle
                    tree_oracle junction junction_pack junction_oracle structures problem
-                   crfsuite_file""",
+                   crfsuite_file radii""",
     # solvers and what they share (dual states, samplers, the monitor, checkpoints, Dask)
-    SOLVERS: """dual samplers radii monitor checkpoint reference incremental distributed
+    SOLVERS: """dual samplers monitor checkpoint reference incremental distributed
                 _partition solvers""",
     # the user's side: facades, export, plots, the command line, the reproduction
     FRONT: """crfsdca model model_junction estimator estimator_graphs estimator_params

@@ -37,9 +37,7 @@ def test_gap_identity_at_init_and_after_steps(n_bias_rows):
     runner, state = runner_for(problem, sampling="uniform", line_search_tol=1e-9)
     for _ in range(3):
         d = state.dual
-        gaps = sdca_epoch.exact_gaps(
-            runner.layout, (d.log_node, d.log_edge), d.weights, runner.dims, runner.max_unique
-        )
+        gaps = sdca_epoch.exact_gaps(runner.structure.blocks, d.log_edge, d.log_node, d.weights)
         primal = problem.primal(d.weights)
         gap = primal - dual_value(problem, state)
         assert gap == pytest.approx(gaps.mean(), rel=1e-9)

@@ -9,6 +9,7 @@ from scipy.optimize import minimize_scalar
 
 from crfsdca.kernels import sdca as K_sdca
 from crfsdca.kernels import trees
+from crfsdca.kernels.sdca import chain_runs as R
 
 
 def random_chain(rng, T, K, scale=1.0):
@@ -44,9 +45,9 @@ def gap_of(lpn, lpe, lqn, lqe, bufs, b32=None):
     """block_gap on a block stored alone (offsets 0); fills b32 if given."""
     T, K = lpn.shape
     b32 = block_bufs32(T, K) if b32 is None else b32
-    mu_src = (lpn.reshape(-1).copy(), lpe.reshape(-1).copy(), 0, 0)
-    nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
-    return K_sdca.block_gap(mu_src, nu_src, T, K, bufs, b32)
+    mu_src = (lpe.reshape(-1).copy(), lpn.reshape(-1).copy())
+    nu_src = np.concatenate([lqe.reshape(-1), lqn.reshape(-1)])
+    return K_sdca.block_gap(mu_src, nu_src, R(T, K), bufs, b32)
 
 
 @pytest.mark.parametrize("T,K", [(1, 3), (2, 2), (3, 3), (4, 2), (4, 3), (1, 1)])
@@ -87,14 +88,14 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
     f = lambda g: line_function(g, lpn, lpe, lqn, lqe, cb)  # noqa: E731
     for g in (0.1, 0.5, 0.9):
-        d1, d2, _ = K_sdca.line_derivatives(g, bufs, T, K, cb)
+        d1, d2, _ = K_sdca.line_derivatives(g, bufs, R(T, K), cb)
         h = 1e-5
         assert d1 == pytest.approx((f(g + h) - f(g - h)) / (2 * h), rel=1e-6, abs=1e-8)
         assert d2 == pytest.approx((f(g + h) - 2 * f(g) + f(g - h)) / h**2, rel=1e-4, abs=1e-5)
         assert d2 < 0
-    assert K_sdca.line_derivatives(0.0, bufs, T, K, cb)[0] == pytest.approx(fp0)
-    assert K_sdca.line_derivatives(1.0, bufs, T, K, cb)[0] == pytest.approx(-cb)
-    gamma, its, status, have, _ = K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-10, 100)
+    assert K_sdca.line_derivatives(0.0, bufs, R(T, K), cb)[0] == pytest.approx(fp0)
+    assert K_sdca.line_derivatives(1.0, bufs, R(T, K), cb)[0] == pytest.approx(-cb)
+    gamma, its, status, have, _ = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-10, 100)
     assert status == 0 and its >= 1 and have
     grid = np.linspace(0, 1, 20001)
     values = np.array([f(g) for g in grid])
@@ -104,7 +105,7 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     )
     assert gamma == pytest.approx(best.x, abs=1e-7)
     for start in (0.5, 1e-3, 0.999, gamma):
-        loose = K_sdca.rtsafe(bufs, T, K, cb, fp0, start, 1e-3, 100)[0]
+        loose = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-3, 100)[0]
         assert abs(loose - best.x) <= 1e-3
 
 
@@ -122,35 +123,35 @@ def test_single_precision_predictor_only_moves_the_start(T, K, cb):
     bufs, b32 = block_bufs(T, K), block_bufs32(T, K)
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs, b32)
     for g in (1e-6, 0.1, 0.5, 0.9, 1 - 1e-6):
-        d1, d2, _ = K_sdca.line_derivatives(g, bufs, T, K, cb)
-        s1, s2, s3 = K_sdca.line_derivatives32(g, b32, T, K, cb)
+        d1, d2, _ = K_sdca.line_derivatives(g, bufs, R(T, K), cb)
+        s1, s2, s3 = K_sdca.line_derivatives32(g, b32, R(T, K), cb)
         scale1 = np.abs(bufs[1] - bufs[0]).sum() * (1 + np.abs(bufs[2]).max()) + cb
         assert abs(s1 - d1) <= 1e-5 * scale1
         assert s2 == pytest.approx(d2, rel=1e-4)
         if 0.01 < g < 0.99:  # the third derivative against central differences of f''
             h = 1e-5 * min(g, 1 - g)
-            up, down = (K_sdca.line_derivatives(g + e, bufs, T, K, cb)[1] for e in (h, -h))
+            up, down = (K_sdca.line_derivatives(g + e, bufs, R(T, K), cb)[1] for e in (h, -h))
             assert s3 == pytest.approx((up - down) / (2 * h), rel=1e-3, abs=1e-6 * abs(d2))
-    exact = K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-12, 100)
+    exact = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-12, 100)
     for start in (0.5, 1e-3, 0.999):
         gamma, its, status, have, entropy, n32 = K_sdca.line_search(
-            bufs, b32, T, K, cb, fp0, start, 1e-10, 100
+            bufs, b32, R(T, K), cb, fp0, start, 1e-10, 100
         )
         assert status == 0 and have and n32 >= 1
         assert gamma == pytest.approx(exact[0], abs=1e-9)
-        assert entropy == pytest.approx(K_sdca.line_derivatives(gamma, bufs, T, K, cb)[2])
-        loose = K_sdca.line_search(bufs, b32, T, K, cb, fp0, start, 1e-3, 100)
-        alone = K_sdca.rtsafe(bufs, T, K, cb, fp0, start, 1e-3, 100)
+        assert entropy == pytest.approx(K_sdca.line_derivatives(gamma, bufs, R(T, K), cb)[2])
+        loose = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100)
+        alone = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-3, 100)
         assert abs(loose[0] - exact[0]) <= 1e-3
         assert loose[1] <= alone[1]  # fewer double-precision evaluations than without it
     for start in (0.3, 0.7):  # a wrong f'' for the first double evaluation only slows it
-        du = K_sdca.line_derivatives(start, bufs, T, K, cb)[1]
+        du = K_sdca.line_derivatives(start, bufs, R(T, K), cb)[1]
         for factor in (0.1, 10.0):
-            rough = K_sdca.rtsafe(bufs, T, K, cb, fp0, start, 1e-10, 100, factor * du)
+            rough = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-10, 100, factor * du)
             assert rough[2] == 0 and rough[0] == pytest.approx(exact[0], abs=1e-9)
-    one_step = K_sdca.line_search(bufs, b32, T, K, cb, fp0, 0.5, 1e-3, 1)
+    one_step = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, 0.5, 1e-3, 1)
     assert one_step[5] == 0  # the one-Newton-step ablation runs no predictor
-    assert one_step[:5] == K_sdca.rtsafe(bufs, T, K, cb, fp0, 0.5, 1e-3, 1)
+    assert one_step[:5] == K_sdca.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-3, 1)
 
 
 @pytest.mark.parametrize("T,K,cb", [(3, 3, 0.7), (1, 4, 2.0), (4, 2, 50.0)])
@@ -163,7 +164,7 @@ def test_model_start_integrates_to_the_block_gap(T, K, cb):
     _, lqn, lqe = random_chain(rng, T, K, scale=2.0)
     bufs = block_bufs(T, K)
     kl, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
-    e = lambda g: K_sdca.line_derivatives(g, bufs, T, K, cb)[0] + g * cb  # noqa: E731
+    e = lambda g: K_sdca.line_derivatives(g, bufs, R(T, K), cb)[0] + g * cb  # noqa: E731
     integral, _ = quad(e, 0.0, 1.0, epsabs=1e-13, epsrel=1e-11)
     assert integral == pytest.approx(kl, rel=1e-8)
     assert e(0.0) == pytest.approx(fp0) and abs(e(1.0)) <= 1e-12 * fp0
@@ -190,11 +191,11 @@ def test_line_search_border_cases():
     # delta = 0: nu == mu, f'(0) = 0 -> gamma = 0
     _, fp0 = gap_of(lpn, lpe, lpn, lpe, bufs)
     assert fp0 == 0.0
-    assert K_sdca.rtsafe(bufs, T, K, 1.0, fp0, 0.5, 1e-3, 100)[0] == 0.0
+    assert K_sdca.rtsafe(bufs, R(T, K), 1.0, fp0, 0.5, 1e-3, 100)[0] == 0.0
     # b = 0 (no primal movement): the dual is the entropy only, maximised at gamma = 1
     _, lqn, lqe = random_chain(rng, T, K)
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
-    assert K_sdca.rtsafe(bufs, T, K, 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
+    assert K_sdca.rtsafe(bufs, R(T, K), 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
     # one entry of a mixture that is zero on one side: exact in log space
     lm, m = K_sdca.mix_log(0.25, 0.0, 0.5, -np.inf, np.log(0.5))
     assert m == pytest.approx(0.125) and lm == pytest.approx(np.log(0.125))
@@ -217,11 +218,11 @@ def test_mu_on_the_simplex_border(gamma):
     assert np.isneginf(lpn[0, 1]) and np.isneginf(lpe[0, 1]).all()
     bufs = block_bufs(T, K)
     node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
-    nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
-    gap, _ = K_sdca.block_gap((node, edge, 0, 0), nu_src, T, K, bufs, block_bufs32(T, K))
+    nu_src = np.concatenate([lqe.reshape(-1), lqn.reshape(-1)])
+    gap, _ = K_sdca.block_gap((edge, node), nu_src, R(T, K), bufs, block_bufs32(T, K))
     support = p > 0
     assert gap == pytest.approx(np.sum(p[support] * np.log(p[support] / q[support])), rel=1e-10)
-    entropy = K_sdca.update_block(gamma, (node, edge, 0, 0), T, K, bufs, False, np.nan)
+    entropy = K_sdca.update_block(gamma, (edge, node), R(T, K), bufs, False, np.nan)
     mixed = (1 - gamma) * p + gamma * q
     expect_n, expect_e = joint_marginals(mixed, ys, T, K)
     np.testing.assert_allclose(np.exp(node.reshape(T, K)), expect_n, rtol=1e-12, atol=1e-300)
@@ -257,12 +258,12 @@ def test_update_block_mixes_and_returns_the_new_entropy(T, K, gamma):
         lqe[0, 0, 0] = -760.0
     bufs = block_bufs(T, K)
     node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
-    nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
-    K_sdca.block_gap((node, edge, 0, 0), nu_src, T, K, bufs, block_bufs32(T, K))
+    nu_src = np.concatenate([lqe.reshape(-1), lqn.reshape(-1)])
+    K_sdca.block_gap((edge, node), nu_src, R(T, K), bufs, block_bufs32(T, K))
     for have_logs in (False, True):
-        ls_entropy = K_sdca.line_derivatives(gamma, bufs, T, K, 1.0)[2] if have_logs else np.nan
+        ls_entropy = K_sdca.line_derivatives(gamma, bufs, R(T, K), 1.0)[2] if have_logs else np.nan
         n_, e_ = node.copy(), edge.copy()
-        entropy = K_sdca.update_block(gamma, (n_, e_, 0, 0), T, K, bufs, have_logs, ls_entropy)
+        entropy = K_sdca.update_block(gamma, (e_, n_), R(T, K), bufs, have_logs, ls_entropy)
         expect_n = np.logaddexp(np.log1p(-gamma) + lpn, np.log(gamma) + lqn) if gamma < 1 else lqn
         expect_e = np.logaddexp(np.log1p(-gamma) + lpe, np.log(gamma) + lqe) if gamma < 1 else lqe
         np.testing.assert_allclose(n_.reshape(T, K), np.minimum(expect_n, 0), rtol=1e-13)
@@ -286,20 +287,20 @@ def test_line_search_in_place_equals_search_then_update(T, K, start):
         node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
         bufs, b32 = block_bufs(T, K), block_bufs32(T, K)
         nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
-        E, lo, hi, size, _ = K_sdca.segments(T, K)
+        E, size = (T - 1) * K * K, (T - 1) * K * K + T * K
         bufs[1][:E], bufs[1][E:size] = np.exp(nu_src[1]), np.exp(nu_src[0])
         bufs[2][:E], bufs[2][E:size] = nu_src[1], nu_src[0]
-        mu_src = (node, edge, 0, 0)
-        gap, fp0, n_low = K_sdca.block_gap_given_nu(mu_src, T, K, bufs, b32, np.empty(K * K))
+        mu_src = (edge, node)
+        gap, fp0, n_low = K_sdca.block_gap_given_nu(mu_src, R(T, K), bufs, b32)
         assert n_low == 0.0
         if in_place:
-            outs = (edge[:E], node[lo - E : hi - E])
-            search = K_sdca.line_search(bufs, b32, T, K, cb, fp0, start, 1e-3, 100, outs)
+            outs = (edge, node)
+            search = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100, outs)
         else:
-            search = K_sdca.line_search(bufs, b32, T, K, cb, fp0, start, 1e-3, 100)
+            search = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100)
         gamma, _, _, have, h, _ = search
         assert have and 0.0 < gamma < 1.0
-        entropy = K_sdca.update_block(gamma, mu_src, T, K, bufs, have, h, in_place)
+        entropy = K_sdca.update_block(gamma, mu_src, R(T, K), bufs, have, h, in_place)
         results.append((search, entropy, node, edge))
     (s0, h0, n0, e0), (s1, h1, n1, e1) = results
     assert s0 == s1 and h0 == h1
@@ -313,11 +314,9 @@ def test_line_search_in_place_equals_search_then_update(T, K, start):
         low_edge[1] = K_sdca.IN_PLACE_LOG_MIN - 1.0
     else:
         low_node[1] = K_sdca.IN_PLACE_LOG_MIN - 1.0
-    n_low = K_sdca.block_gap_given_nu((low_node, low_edge, 0, 0), T, K, bufs, b32, np.empty(K * K))[
-        2
-    ]
+    n_low = K_sdca.block_gap_given_nu((low_edge, low_node), R(T, K), bufs, b32)[2]
     assert n_low == 1.0
-    assert K_sdca.block_gap_given_nu(mu_src, T, K, bufs, None, np.empty(K * K))[2] == 0.0
+    assert K_sdca.block_gap_given_nu(mu_src, R(T, K), bufs, None)[2] == 0.0
 
 
 def test_mix_log_keeps_precision_when_probabilities_underflow():

@@ -150,8 +150,9 @@ def test_an_unknown_training_label_names_the_example_and_node():
 def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     """SDCA on forests with two edge types: the same optimum as L-BFGS (relative 1e-6), a true
     gap <= 1e-6, the dual never above the primal, and P - D = mean block KL (exact gaps)."""
-    from crfsdca.kernels import tree_sdca
+    from crfsdca.kernels import sdca_epoch
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
+    from crfsdca.structures import structure_of
 
     train = tree_data(seed=6, n=30, max_T=6)
     problem = tree_problem(train)
@@ -166,13 +167,9 @@ def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     duals = np.array([r.dual for r in result.trace.records])
     assert np.all(duals <= p_star + 1e-12) and np.all(np.diff(duals) >= -1e-12)
     d = result.state.dual
-    gaps = tree_sdca.exact_gaps(
-        train.nodes.arrays(), train.packed, d.log_node, d.log_edge, d.weights,
-        (problem.feature_map.n_attributes, 3, 3, 2),
-        tree_sdca.make_workspace(6, 3, 40),
-    )  # fmt: skip
+    gaps = sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-8, abs=1e-14)
-    from crfsdca.solvers.local_tree import tree_weights_from_dual
+    from crfsdca.dual import tree_weights_from_dual
 
     np.testing.assert_allclose(
         d.weights, tree_weights_from_dual(problem, d.log_node, d.log_edge), rtol=1e-9, atol=1e-12

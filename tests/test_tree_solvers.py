@@ -12,14 +12,15 @@ import pytest
 from scipy.special import logsumexp
 
 from crfsdca.checkpoint import load_checkpoint, save_checkpoint
+from crfsdca.dual import tree_weights_from_dual
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features import FeatureMap
-from crfsdca.kernels import tree_scaled, tree_sdca
+from crfsdca.kernels import sdca_epoch, tree_scaled
 from crfsdca.monitor import Monitor
 from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
-from crfsdca.solvers.local_tree import tree_weights_from_dual
+from crfsdca.structures import structure_of
 from crfsdca.tree_oracle import TreeData, TreeOracle, tree_problem, trees_from_parents
 
 K, A, N_TYPES = 3, 7, 3
@@ -218,16 +219,12 @@ def test_every_solver_reaches_the_lbfgs_optimum(problem, optimum, name):
 
 def check_dual_identities(problem, dual, last):
     """w = w_hat(mu) and P(w) - D(mu) = (1/n) sum_i KL~(mu_i || nu_i(w)) (exact gaps)."""
-    d, data, fm = dual, problem.train, problem.feature_map
+    d, _data, _fm = dual, problem.train, problem.feature_map
     w_hat = tree_weights_from_dual(problem, d.log_node, d.log_edge)
     np.testing.assert_allclose(d.weights, w_hat, rtol=1e-9, atol=1e-12)
-    dims = (fm.n_attributes, K, fm.n_bias_rows, fm.n_edge_types)
-    ws = tree_sdca.make_workspace(data.max_length, K, 3 * data.max_length)
-    gaps = tree_sdca.exact_gaps(
-        data.nodes.arrays(), data.packed, d.log_node, d.log_edge, d.weights, dims, ws
-    )
+    gaps = sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-7, abs=1e-14)
-    entropies = tree_sdca.all_entropies(data.seq_offsets, data.packed, d.log_node, d.log_edge)
+    entropies = structure_of(problem).entropies(d.log_node, d.log_edge)
     np.testing.assert_allclose(d.entropies, entropies, rtol=1e-10, atol=1e-12)
 
 

@@ -10,10 +10,11 @@ compiles one specialisation per structure type (``ChainBlocks``, ``TreeBlocks``,
 DisDCA (scale = number of workers).
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import get_num_threads, njit
 
 from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
 from crfsdca.kernels.cycles import cycles
@@ -195,21 +196,18 @@ def _make_ws(structure):
     return bufs, b32, step_workspace(structure)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _exact_gaps(structure, mu_arrays, w, n_chunks):
-    """g_i = KL~(mu_i || nu_i(w)) for every example (one oracle call each), in parallel."""
-    n = structure.runs.start.shape[0] - 1
-    gaps = np.empty(n)
-    for c in prange(n_chunks):
-        bufs, _, sws = _make_ws(structure)
-        for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-            log_z = block_oracle(structure, i, w, sws, bufs)
-            if not np.isfinite(log_z):
-                gaps[i] = np.nan
-                continue
-            runs = block_runs(structure.runs, i)
-            gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, None)[0]
-    return gaps
+@njit(cache=True, nogil=True)
+def _exact_gaps(structure, mu_arrays, w, lo, hi, gaps):
+    """gaps[i] = KL~(mu_i || nu_i(w)) for examples lo..hi-1 (one oracle call each); nan where
+    the oracle is non-finite. Releases the GIL: the wrapper runs chunks on threads."""
+    bufs, _, sws = _make_ws(structure)
+    for i in range(lo, hi):
+        log_z = block_oracle(structure, i, w, sws, bufs)
+        if not np.isfinite(log_z):
+            gaps[i] = np.nan
+            continue
+        runs = block_runs(structure.runs, i)
+        gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, None)[0]
 
 
 @njit(cache=True, nogil=True)
@@ -248,10 +246,25 @@ def run_steps(args: EpochArgs):
 
 
 def exact_gaps(structure, log_edge, log_node, w):
-    """Exact block gaps of the dual state (flat views of its clique and node arrays)."""
+    """Exact block gaps of the dual state (flat views of its clique and node arrays), in
+    chunks on numba's number of threads (the kernel releases the GIL; each gap is computed
+    alone, so the result does not depend on the threads)."""
     n = structure.runs.start.size - 1
-    n_chunks = max(1, min(n, 4 * get_num_threads()))
-    return _exact_gaps(structure, (_flat(log_edge), _flat(log_node)), w, n_chunks)
+    gaps = np.empty(n)
+    mu_arrays = (_flat(log_edge), _flat(log_node))
+    threads = max(1, min(n, get_num_threads()))
+    bounds = [n * c // threads for c in range(threads + 1)]
+    if threads == 1:
+        _exact_gaps(structure, mu_arrays, w, 0, n, gaps)
+        return gaps
+    with ThreadPoolExecutor(threads) as pool:
+        jobs = [
+            pool.submit(_exact_gaps, structure, mu_arrays, w, lo, hi, gaps)
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+        for job in jobs:
+            job.result()
+    return gaps
 
 
 def all_entropies(table, log_edge, log_node):

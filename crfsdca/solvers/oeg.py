@@ -24,15 +24,21 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.dual import DualState, gibbs_start, smoothed_empirical
+from crfsdca.dual import (
+    DualState,
+    gibbs_start,
+    junction_dual_bytes,
+    junction_smoothed_empirical,
+    smoothed_empirical,
+    tree_finish_state,
+    tree_smoothed_empirical,
+)
 from crfsdca.junction_oracle import JunctionProblem
 from crfsdca.kernels import junction_oeg, oeg, tree_oeg
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.objectives import dual_value, lambda_n
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
-from crfsdca.solvers.local_junction import junction_dual_bytes, junction_smoothed_empirical
-from crfsdca.solvers.local_tree import tree_finish_state, tree_smoothed_empirical
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.sag_nus import DRAW_BLOCK, junction_buffers, junction_dims
 from crfsdca.solvers.sdca import _check_memory as check_memory

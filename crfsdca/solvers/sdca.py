@@ -18,18 +18,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from crfsdca.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
+from crfsdca.dual import (
+    DualState,
+    dual_state_bytes,
+    gibbs_start,
+    junction_dual_bytes,
+    junction_smoothed_empirical,
+    smoothed_empirical,
+    tree_smoothed_empirical,
+)
 from crfsdca.junction_oracle import JunctionProblem
 from crfsdca.problem import Problem
 from crfsdca.samplers import SCHEMES, check_scheme
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
-from crfsdca.solvers.local_junction import (
-    JunctionLocalSDCA,
-    junction_dual_bytes,
-    junction_smoothed_empirical,
-)
-from crfsdca.solvers.local_tree import TreeLocalSDCA, tree_smoothed_empirical
 from crfsdca.solvers.loop import run_loop
 from crfsdca.tree_oracle import TreeProblem
 
@@ -144,12 +146,7 @@ class SDCA:
     ) -> SolverResult:
         """Run SDCA from ``state`` (or the smoothed empirical initialisation)."""
         state = state or self.initial_state(problem)
-        runner = LocalSDCA
-        if isinstance(problem, JunctionProblem):
-            runner = JunctionLocalSDCA
-        elif isinstance(problem, TreeProblem):
-            runner = TreeLocalSDCA
-        return run_loop(self, runner(problem, self.config, state), monitor)
+        return run_loop(self, LocalSDCA(problem, self.config, state), monitor)
 
     def _junction_state(self, problem: JunctionProblem) -> SDCAState:
         """The smoothed start on the clique and separator tables, after the memory check."""
