@@ -35,7 +35,16 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import chain_blocks, junction_blocks, sdca_epoch, tree_blocks
+from crfsdca.kernels import (
+    chain_blocks,
+    junction_blocks,
+    junction_oeg,
+    oeg,
+    sag_epoch,
+    sdca_epoch,
+    tree_blocks,
+    tree_oeg,
+)
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.objectives import lambda_n, weights_from_expectations
@@ -98,6 +107,21 @@ class ChainStructure:
 
         return importance_weights(self.problem)
 
+    def sag_sums_shape(self) -> tuple[int, ...]:
+        """The shape of one example's summed clique marginals in SAG's gradient memory."""
+        K = self.dims[1]
+        return (K, K)
+
+    def sag_workspace(self) -> tuple:
+        """The workspace of ``sag_epoch.run_steps`` on this structure."""
+        A, K, nb = self.dims
+        sws = chain_blocks.sag_workspace(self.blocks.max_T, self.dims, self.blocks.max_U)
+        return sag_epoch.make_workspace(A + nb + K, sws)
+
+    def oeg_workspace(self) -> tuple:
+        """The workspace of ``oeg_epoch.run_steps`` on this structure."""
+        return oeg.make_workspace(self.blocks.max_T, self.dims, self.blocks.max_U)
+
 
 class TreeStructure(ChainStructure):
     """Trees and forests (:class:`~crfsdca.tree_oracle.TreeProblem`)."""
@@ -145,6 +169,18 @@ class TreeStructure(ChainStructure):
     def importance_weights(self) -> NDArray[np.float64]:
         raise ValueError("importance sampling needs the radii of chains; not available for trees")
 
+    def sag_sums_shape(self) -> tuple[int, ...]:
+        K, n_types = self.dims[1], self.dims[3]
+        return (n_types, K, K)
+
+    def sag_workspace(self) -> tuple:
+        A, K, nb, n_types = self.dims
+        sws = tree_blocks.sag_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
+        return sag_epoch.make_workspace(A + nb + n_types * K, sws)
+
+    def oeg_workspace(self) -> tuple:
+        return tree_oeg.make_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
+
 
 class JunctionStructure(ChainStructure):
     """Junction trees (:class:`~crfsdca.junction_oracle.JunctionProblem`): every clique and
@@ -161,7 +197,20 @@ class JunctionStructure(ChainStructure):
 
     @cached_property
     def blocks(self) -> junction_blocks.JunctionBlocks:
-        return junction_blocks.make_blocks(self.problem, self.runs)
+        problem = self.problem
+        data, oracle, fm = problem.train, problem.oracle, problem.feature_map
+        n_factor = fm.n_features - fm.factor_offset(0) if fm.factor_arities else 0
+        max_attrs = int(np.diff(data.attr_offsets[data.seq_offsets]).max(initial=1))
+        sizes = (
+            int(data.max_table), max(g.n_cliques for g in data.graphs), int(data.max_length),
+            max(max_attrs, 1), int(n_factor), len(fm.factor_arities),
+        )  # fmt: skip
+        return junction_blocks.JunctionBlocks(
+            data=oracle._data, layout=self.layout, jt=oracle._jt, assign=oracle._assign,
+            feat=oracle._feat, dims=oracle._dims, runs=self.runs,
+            max_block=int(data.region_sizes.max()), sizes=sizes,
+            n_factor_rows=int(n_factor) // fm.n_labels,
+        )  # fmt: skip
 
     def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:
         oracle = self.problem.oracle
@@ -175,6 +224,27 @@ class JunctionStructure(ChainStructure):
         raise ValueError(
             "importance sampling needs the radii of chains; not available for junction trees"
         )
+
+    def sag_sums_shape(self) -> tuple[int, ...]:
+        fm = self.problem.feature_map
+        return (fm.n_features - fm.factor_offset(0),)  # factor sums, laid out like w's blocks
+
+    def sag_workspace(self) -> tuple:
+        from crfsdca.junction_oracle import make_workspace
+
+        blocks, K = self.blocks, self.problem.feature_map.n_labels
+        mws = make_workspace(self.problem.train, K)[0]
+        sws = junction_blocks.sag_workspace(blocks, max_unique(self.layout), mws)
+        return sag_epoch.make_workspace(blocks.dims[0] + blocks.dims[2] + blocks.n_factor_rows, sws)
+
+    def oeg_workspace(self) -> tuple:
+        from crfsdca.junction_oracle import make_workspace
+
+        b, data = self.blocks, self.problem.train
+        mws = make_workspace(data, b.dims[1])[0]
+        dims = (*b.dims, b.n_factor_rows)
+        sizes = (b.max_block, b.sizes[0])
+        return junction_oeg.make_workspace(b.sizes[2], dims, max_unique(self.layout), mws, sizes)
 
 
 def structure_of(problem) -> ChainStructure | TreeStructure | JunctionStructure:

@@ -16,7 +16,15 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
+from crfsdca.kernels import sag
 from crfsdca.kernels.block_oracle import sequence_block_marginals
+from crfsdca.kernels.chain import (
+    gold_score,
+    log_partition,
+    marginal_sums,
+    transition_exp,
+    unary_scores,
+)
 from crfsdca.kernels.sdca import _edge_difference_sum, add_direction, primal_direction
 
 
@@ -108,6 +116,213 @@ def _ov_add_block_direction(s, i, coef, sws, w):
             add_direction(coef, sa, sws[1], sws[2][: n_bias + K], w, K, A)
 
         return impl
+
+
+# -- SAG-NUS ------------------------------------------------------------------------------------
+# y_i is stored as the node marginals (T_i, K) and the summed edge marginals (K, K) of the last
+# visit; a gradient is held compactly as the rows of the sequence's distinct attributes ``emit``
+# (U, K) and ``rest`` (n_bias + K, K): the bias rows, then the transition matrix. The oracle
+# calls are ``chain.marginal_sums`` at w and ``chain.log_partition`` per line-search trial.
+# sws = (fb, bufs): forward-backward buffers and the step buffers of ``sag_workspace``.
+@njit(cache=True, nogil=True)
+def _scores(attrs, t0, t1, z, c, dims, unary, log_trans):
+    """Node scores (T, K) and transition scores (K, K) of w = c z for tokens t0..t1-1."""
+    A, K, n_bias = dims
+    unary_scores(attrs, t0, t1, z, A, K, n_bias, unary)
+    for t in range(t1 - t0):
+        for k in range(K):
+            unary[t, k] *= c
+    off = (A + n_bias) * K
+    for k in range(K):
+        for l in range(K):
+            log_trans[k, l] = c * z[off + k * K + l]
+
+
+@njit(cache=True, nogil=True)
+def add_features(seq, node, edge_sum, coef, gold_coef, emit, rest):
+    """emit, rest += coef E_node[F(x_i, .)] - gold_coef F(x_i, y_i) on the support of sequence i.
+
+    seq = (t0, t1, attr_offsets, attr_values, entry_slot, labels); node (T, K) and edge_sum (K, K)
+    marginals; emit (U, K) rows of the sequence's distinct attributes (entry_slot order), rest
+    (n_bias + K, K) the bias rows then the transition matrix.
+    """
+    t0, t1, attr_offsets, attr_values, entry_slot, labels = seq
+    T, K = t1 - t0, node.shape[1]
+    nb = rest.shape[0] - K
+    for t in range(T):
+        y = labels[t0 + t]
+        for p in range(attr_offsets[t0 + t], attr_offsets[t0 + t + 1]):
+            s, v = entry_slot[p], attr_values[p]
+            for k in range(K):
+                emit[s, k] += coef * v * node[t, k]
+            emit[s, y] -= gold_coef * v
+        for k in range(K if nb else 0):
+            rest[0, k] += coef * node[t, k]
+            rest[1, k] += coef * node[t, k] if t == 0 else 0.0
+            rest[2, k] += coef * node[t, k] if t == T - 1 else 0.0
+        if nb:
+            rest[0, y] -= gold_coef
+            rest[1, y] -= gold_coef if t == 0 else 0.0
+            rest[2, y] -= gold_coef if t == T - 1 else 0.0
+        if t + 1 < T:
+            rest[nb + y, labels[t0 + t + 1]] -= gold_coef
+    for k in range(K):
+        for l in range(K):
+            rest[nb + k, l] += coef * edge_sum[k, l]
+
+
+@njit(cache=True, nogil=True)
+def _direction_scores(seq, emit, rest, ug):
+    """Node scores ug (T, K) of the compact vector (emit, rest) (its transitions: rest[nb:])."""
+    t0, t1, attr_offsets, attr_values, entry_slot, _ = seq
+    T, K = t1 - t0, emit.shape[1]
+    nb = rest.shape[0] - K
+    for t in range(T):
+        for k in range(K):
+            ug[t, k] = rest[0, k] if nb else 0.0
+            if nb and t == 0:
+                ug[t, k] += rest[1, k]
+            if nb and t == T - 1:
+                ug[t, k] += rest[2, k]
+        for p in range(attr_offsets[t0 + t], attr_offsets[t0 + t + 1]):
+            s, v = entry_slot[p], attr_values[p]
+            for k in range(K):
+                ug[t, k] += v * emit[s, k]
+
+
+@njit(cache=True, nogil=True)
+def _gradient(seq, node, edge_sum, bufs, U):
+    """Compact g = E_nu[F] - F(x_i, y_i) into bufs' (g_emit, g_rest); returns ||g||^2."""
+    g_emit, g_rest = bufs[5], bufs[6]
+    g_emit[:U] = 0.0
+    g_rest[:, :] = 0.0
+    add_features(seq, node, edge_sum, 1.0, 1.0, g_emit, g_rest)
+    return np.sum(g_emit[:U] ** 2) + np.sum(g_rest**2)
+
+
+@njit(cache=True, nogil=True)
+def _update_memory(i, seq, sa, memory, bufs, dims):
+    """d <- d + g - y_i on the support, then store the new marginals as y_i (§2)."""
+    grad_sum, node_mem, edge_mem, covered = memory[0], memory[1], memory[2], memory[4]
+    A, K, _ = dims
+    t0, t1 = seq[0], seq[1]
+    node, edge_sum = bufs[2], bufs[4]
+    g_emit, g_rest, dd_emit, dd_rest = bufs[5], bufs[6], bufs[7], bufs[8]
+    U = sa.shape[0]
+    if covered[i]:
+        dd_emit[:U] = 0.0
+        dd_rest[:, :] = 0.0
+        add_features(seq, node, edge_sum, 1.0, 0.0, dd_emit, dd_rest)
+        add_features(seq, node_mem[t0:t1], edge_mem[i], -1.0, 0.0, dd_emit, dd_rest)
+        sag.scatter_rows(sa, A, dd_emit[:U], dd_rest, grad_sum, K)
+    else:
+        sag.scatter_rows(sa, A, g_emit[:U], g_rest, grad_sum, K)
+    node_mem[t0:t1] = node[: t1 - t0]
+    edge_mem[i] = edge_sum
+
+
+@njit(cache=True, nogil=True)
+def _seq(s, i):
+    lay = s.layout
+    return (lay[0][i], lay[0][i + 1], lay[1], lay[3], lay[5], lay[4])
+
+
+@overload(P.sag_rest_rows, jit_options={"cache": True})
+def _ov_sag_rest_rows(s):
+    if _is_chain(s):
+        return lambda s: s.dims[2] + s.dims[1]
+
+
+@overload(P.sag_oracle, jit_options={"cache": True})
+def _ov_sag_oracle(s, i, z, c, sws):
+    if _is_chain(s):
+
+        def impl(s, i, z, c, sws):
+            lay = s.layout
+            fb, bufs = sws
+            unary, log_trans, node, log_edge, edge_sum = bufs[:5]
+            t0, t1 = lay[0][i], lay[0][i + 1]
+            T = t1 - t0
+            _scores((lay[1], lay[2], lay[3]), t0, t1, z, c, s.dims, unary, log_trans)
+            log_z = marginal_sums(unary[:T], log_trans, fb, node, log_edge, edge_sum)
+            if not np.isfinite(log_z):
+                return log_z, 0.0
+            return log_z, log_z - gold_score(unary[:T], log_trans, lay[4][t0:t1])
+
+        return impl
+
+
+@overload(P.sag_gradient, jit_options={"cache": True})
+def _ov_sag_gradient(s, i, sws):
+    if _is_chain(s):
+
+        def impl(s, i, sws):
+            bufs = sws[1]
+            seq = _seq(s, i)
+            U = s.layout[6][i + 1] - s.layout[6][i]
+            return _gradient(seq, bufs[2][: seq[1] - seq[0]], bufs[4], bufs, U)
+
+        return impl
+
+
+@overload(P.sag_update_memory, jit_options={"cache": True})
+def _ov_sag_update_memory(s, i, memory, sws):
+    if _is_chain(s):
+
+        def impl(s, i, memory, sws):
+            lay = s.layout
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            _update_memory(i, _seq(s, i), sa, memory, sws[1], s.dims)
+
+        return impl
+
+
+@overload(P.sag_prepare_trials, jit_options={"cache": True})
+def _ov_sag_prepare_trials(s, i, sws):
+    if _is_chain(s):
+
+        def impl(s, i, sws):
+            bufs = sws[1]
+            _direction_scores(_seq(s, i), bufs[5], bufs[6], bufs[9])
+
+        return impl
+
+
+@overload(P.sag_trial, jit_options={"cache": True})
+def _ov_sag_trial(s, i, inv, sws):
+    if _is_chain(s):
+
+        def impl(s, i, inv, sws):
+            fb, bufs = sws
+            nb = s.dims[2]
+            t0, t1 = s.layout[0][i], s.layout[0][i + 1]
+            T = t1 - t0
+            unary, log_trans, ug, tg = bufs[0][:T], bufs[1], bufs[9][:T], bufs[6][nb:]
+            tu, tt = bufs[10], bufs[11]
+            K = unary.shape[1]
+            for t in range(T):
+                for k in range(K):
+                    tu[t, k] = unary[t, k] - inv * ug[t, k]
+            for k in range(K):
+                for l in range(K):
+                    tt[k, l] = log_trans[k, l] - inv * tg[k, l]
+            trans_max = transition_exp(tt, fb[0])
+            log_z = log_partition(tu[:T], tt, fb[0], trans_max, fb[1:])
+            return log_z - gold_score(tu[:T], tt, s.layout[4][t0:t1])
+
+        return impl
+
+
+def sag_workspace(max_T: int, dims: tuple[int, int, int], max_U: int) -> tuple:
+    """sws of the chain's SAG primitives: forward-backward buffers and the step buffers
+    (unary, log_trans, node, log_edge, edge_sum, g (emit, rest), d change (emit, rest), node
+    scores of g, trial unary, trial transitions)."""
+    A, K, n_bias = dims
+    T, U, R = max(int(max_T), 1), max(int(max_U), 1), n_bias + K
+    fb = (np.empty((K, K)), *(np.empty((T, K)) for _ in range(3)), np.empty(T), np.empty(T))
+    shapes = [(T, K), (K, K), (T, K), (max(T - 1, 1), K, K), (K, K), (U, K), (R, K), (U, K)]
+    shapes += [(R, K), (T, K), (T, K), (K, K)]
+    return fb, tuple(np.empty(shape) for shape in shapes)
 
 
 def chain_run_table(seq_offsets: np.ndarray, K: int) -> P.RunTable:

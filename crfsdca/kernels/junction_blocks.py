@@ -18,18 +18,21 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
+from crfsdca.kernels import sag
 from crfsdca.kernels.junction import projection
-from crfsdca.kernels.junction_batch import marginals
-from crfsdca.kernels.junction_scaled import exp_blocks, scaled_marginals
+from crfsdca.kernels.junction_batch import clique_tables, marginals, potentials
+from crfsdca.kernels.junction_scaled import exp_blocks, potential_marginals, scaled_marginals
 
 
 class JunctionBlocks(NamedTuple):
-    """Packed junction trees: the nodes' arrays ``data``, ``jt``, ``assign`` and ``feat`` as in
-    ``kernels.junction_batch``, ``dims`` = (A, K, n_bias), the run table, the largest block,
-    and ``sizes`` = (largest table, most cliques, longest example, most attribute entries,
-    factor weights, factor types) of the workspace."""
+    """Packed junction trees: the nodes' arrays ``data`` and their ``SequenceLayout``, ``jt``,
+    ``assign`` and ``feat`` as in ``kernels.junction_batch``, ``dims`` = (A, K, n_bias), the run
+    table, the largest block, ``sizes`` = (largest table, most cliques, longest example, most
+    attribute entries, factor weights, factor types) of the workspace, and the rows of K
+    weights of the factor blocks."""
 
     data: tuple
+    layout: tuple
     jt: tuple
     assign: tuple
     feat: tuple
@@ -37,6 +40,7 @@ class JunctionBlocks(NamedTuple):
     runs: P.RunTable
     max_block: int
     sizes: tuple
+    n_factor_rows: int
 
 
 def _is_junction(s):
@@ -184,6 +188,253 @@ def _ov_add_block_direction(s, i, coef, sws, w):
         return impl
 
 
+# -- SAG-NUS ------------------------------------------------------------------------------------
+# y_i is stored as the node marginals (n_i, K) and the factor sums (F,) of the last visit: for
+# every factor type t, the marginals of its factors' scopes summed over the example, laid out like
+# the factor blocks of w. A gradient is held compactly as the rows of the example's distinct
+# attributes ``emit`` (U, K) and the flat ``rest`` (n_bias K + F,). The clique potentials are
+# linear in w, so those of w = c z are c times those of z; each line-search trial is one collect
+# pass on phi(w) - phi(g) / L. sws = (bufs, (message workspace, scratch)) of ``sag_workspace``.
+@njit(cache=True, nogil=True)
+def _gold_score(i, s, phi, jt, labels, K):
+    """Score of the gold labelling of example i (first node s) under clique tables phi."""
+    var_start, vars_, tab_off = jt[2], jt[3], jt[8]
+    total = 0.0
+    for c in range(jt[0][i], jt[0][i + 1]):
+        j = 0
+        for q in range(var_start[c], var_start[c + 1]):
+            j = j * K + labels[s + vars_[q]]
+        total += phi[tab_off[c] + j]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def clique_entries(i, jt, K):
+    """Entries of example i's clique tables (they come first in its region)."""
+    var_start, total = jt[2], 0
+    for c in range(jt[0][i], jt[0][i + 1]):
+        total += K ** (var_start[c + 1] - var_start[c])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def block_stats(i, log_marg, struct, K, node, fsum, prob, pidx):
+    """Node marginals node (n, K) and factor sums fsum (F,) of example i from its clique
+    log-marginals log_marg (region-local); prob, pidx: table-sized scratch."""
+    jt, assign, feat = struct
+    var_start, tab_off = jt[2], jt[8]
+    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
+    woff = feat[0]
+    fsum[:] = 0.0
+    for c in range(jt[0][i], jt[0][i + 1]):
+        m = var_start[c + 1] - var_start[c]
+        size, t0 = K**m, tab_off[c]
+        for idx in range(size):
+            prob[idx] = np.exp(log_marg[t0 + idx])
+        for r in range(node_start[c], node_start[c + 1]):
+            v = node_ids[r]
+            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
+            node[v, :] = 0.0
+            for idx in range(size):
+                node[v, proj[idx]] += prob[idx]
+        for f in range(fac_start[c], fac_start[c + 1]):
+            base = woff[fac_type[f]] - woff[0]
+            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
+            for idx in range(size):
+                fsum[base + proj[idx]] += prob[idx]
+
+
+@njit(cache=True, nogil=True)
+def add_features(ex, node, fsum, coef, gold_coef, emit, rest):
+    """emit, rest += coef E[F(x_i, .)] - gold_coef F(x_i, y_i) on the support of example i.
+
+    ex = (i, s, e, layout, struct); node (n, K) marginals and fsum (F,) factor sums; emit (U, K)
+    rows of the distinct attributes (entry_slot order); rest (n_bias K + F,) flat.
+    """
+    i, s, e, layout, struct = ex
+    attr_offsets, attr_values, labels, entry_slot = layout[1], layout[3], layout[4], layout[5]
+    K, F = node.shape[1], fsum.shape[0]
+    nbk, n = rest.shape[0] - F, e - s
+    for v in range(n):
+        g = s + v
+        y = labels[g]
+        for q in range(attr_offsets[g], attr_offsets[g + 1]):
+            slot, x = entry_slot[q], attr_values[q]
+            for k in range(K):
+                emit[slot, k] += coef * x * node[v, k]
+            emit[slot, y] -= gold_coef * x
+        for k in range(K if nbk else 0):
+            mk = coef * node[v, k] - (gold_coef if k == y else 0.0)
+            rest[k] += mk
+            rest[K + k] += mk if v == 0 else 0.0
+            rest[2 * K + k] += mk if v == n - 1 else 0.0
+    for j in range(F):
+        rest[nbk + j] += coef * fsum[j]
+    if gold_coef != 0.0:
+        jt, assign, feat = struct[0], struct[1], struct[2]
+        var_start, vars_ = jt[2], jt[3]
+        fac_start, fac_type, fac_pos_start, fac_pos = assign[3], assign[4], assign[5], assign[6]
+        woff = feat[0]
+        for c in range(jt[0][i], jt[0][i + 1]):
+            for f in range(fac_start[c], fac_start[c + 1]):
+                j = 0
+                for q in range(fac_pos_start[f], fac_pos_start[f + 1]):
+                    j = j * K + labels[s + vars_[var_start[c] + fac_pos[q]]]
+                rest[nbk + woff[fac_type[f]] - woff[0] + j] -= gold_coef
+
+
+@njit(cache=True, nogil=True)
+def _sag_direction_scores(ex, emit, rest, nbk, ug):
+    """Node scores ug (n, K) of the compact vector (emit, rest) with nbk bias entries."""
+    _, s, e, layout, _ = ex
+    attr_offsets, attr_values, entry_slot = layout[1], layout[3], layout[5]
+    K, n = emit.shape[1], e - s
+    for v in range(n):
+        for k in range(K):
+            u = 0.0
+            if nbk:
+                u = rest[k] + (rest[K + k] if v == 0 else 0.0)
+                u += rest[2 * K + k] if v == n - 1 else 0.0
+            ug[v, k] = u
+        for q in range(attr_offsets[s + v], attr_offsets[s + v + 1]):
+            slot, x = entry_slot[q], attr_values[q]
+            for k in range(K):
+                ug[v, k] += x * emit[slot, k]
+
+
+@njit(cache=True, nogil=True)
+def _sag_gradient(ex, node, fsum, g_emit, g_rest, U):
+    """Compact g = E_nu[F] - F(x_i, y_i) into (g_emit, g_rest); returns ||g||^2."""
+    g_emit[:U] = 0.0
+    g_rest[:] = 0.0
+    add_features(ex, node, fsum, 1.0, 1.0, g_emit, g_rest)
+    return np.sum(g_emit[:U] ** 2) + np.sum(g_rest**2)
+
+
+@njit(cache=True, nogil=True)
+def _sag_update_memory(i, ex, sa, memory, bufs, A, K):
+    """d <- d + g - y_i on the support, then store the new marginals as y_i (§2)."""
+    grad_sum, node_mem, fsum_mem, covered = memory[0], memory[1], memory[2], memory[4]
+    s, e = ex[1], ex[2]
+    node, fsum, g_emit, g_rest, dd_emit, dd_rest = bufs[3:9]
+    U, R = sa.shape[0], g_rest.shape[0] // K
+    if covered[i]:
+        dd_emit[:U] = 0.0
+        dd_rest[:] = 0.0
+        add_features(ex, node, fsum, 1.0, 0.0, dd_emit, dd_rest)
+        add_features(ex, node_mem[s:e], fsum_mem[i], -1.0, 0.0, dd_emit, dd_rest)
+        sag.scatter_rows(sa, A, dd_emit[:U], dd_rest.reshape((R, K)), grad_sum, K)
+    else:
+        sag.scatter_rows(sa, A, g_emit[:U], g_rest.reshape((R, K)), grad_sum, K)
+    node_mem[s:e] = node[: e - s]
+    fsum_mem[i] = fsum
+
+
+@njit(cache=True, nogil=True)
+def _sag_ex(s, i):
+    a, b = s.layout[0][i], s.layout[0][i + 1]
+    return (i, a, b, s.layout, (s.jt, s.assign, s.feat))
+
+
+@overload(P.sag_rest_rows, jit_options={"cache": True})
+def _ov_sag_rest_rows(s):
+    if _is_junction(s):
+        return lambda s: s.dims[2] + s.n_factor_rows
+
+
+@overload(P.sag_oracle, jit_options={"cache": True})
+def _ov_sag_oracle(s, i, z, c, sws):
+    if _is_junction(s):
+
+        def impl(s, i, z, c, sws):
+            bufs, ows = sws
+            A, K, nb = s.dims
+            unary, phi, marg, node, fsum = bufs[:5]
+            pidx = ows[0][5]
+            potentials(s.data, s.jt, s.assign, s.feat, i, z, s.dims, unary, phi, pidx)
+            size = clique_entries(i, s.jt, K)
+            for t in range(size):
+                phi[t] *= c
+            log_z = potential_marginals(i, phi, s.jt, K, ows, marg, True)
+            if not np.isfinite(log_z):
+                return log_z, 0.0
+            f = log_z - _gold_score(i, s.layout[0][i], phi, s.jt, s.layout[4], K)
+            block_stats(i, marg, (s.jt, s.assign, s.feat), K, node, fsum, bufs[12], pidx)
+            return log_z, f
+
+        return impl
+
+
+@overload(P.sag_gradient, jit_options={"cache": True})
+def _ov_sag_gradient(s, i, sws):
+    if _is_junction(s):
+
+        def impl(s, i, sws):
+            bufs = sws[0]
+            n = s.layout[0][i + 1] - s.layout[0][i]
+            U = s.layout[6][i + 1] - s.layout[6][i]
+            return _sag_gradient(_sag_ex(s, i), bufs[3][:n], bufs[4], bufs[5], bufs[6], U)
+
+        return impl
+
+
+@overload(P.sag_update_memory, jit_options={"cache": True})
+def _ov_sag_update_memory(s, i, memory, sws):
+    if _is_junction(s):
+
+        def impl(s, i, memory, sws):
+            lay = s.layout
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            _sag_update_memory(i, _sag_ex(s, i), sa, memory, sws[0], s.dims[0], s.dims[1])
+
+        return impl
+
+
+@overload(P.sag_prepare_trials, jit_options={"cache": True})
+def _ov_sag_prepare_trials(s, i, sws):
+    if _is_junction(s):
+
+        def impl(s, i, sws):
+            bufs, ows = sws
+            A, K, nb = s.dims
+            _sag_direction_scores(_sag_ex(s, i), bufs[5], bufs[6], nb * K, bufs[9])
+            clique_tables(s.jt, s.assign, s.feat[0], s.feat[0][0] - nb * K, i, bufs[9],
+                          bufs[6], K, bufs[10], ows[0][5])  # fmt: skip
+
+        return impl
+
+
+@overload(P.sag_trial, jit_options={"cache": True})
+def _ov_sag_trial(s, i, inv, sws):
+    if _is_junction(s):
+
+        def impl(s, i, inv, sws):
+            bufs, ows = sws
+            K = s.dims[1]
+            phi, phi_g, trial, marg = bufs[1], bufs[10], bufs[11], bufs[2]
+            for t in range(clique_entries(i, s.jt, K)):
+                trial[t] = phi[t] - inv * phi_g[t]
+            log_z = potential_marginals(i, trial, s.jt, K, ows, marg, False)
+            return log_z - _gold_score(i, s.layout[0][i], trial, s.jt, s.layout[4], K)
+
+        return impl
+
+
+def sag_workspace(s: JunctionBlocks, max_U: int, mws: tuple) -> tuple:
+    """sws of the junction tree's SAG primitives: step buffers (unary, phi, log marginals, node
+    marginals, factor sums, g (emit, rest), d change (emit, rest), node scores of g, phi of g,
+    trial phi, a table of probabilities) and (the message workspace ``mws``, scratch)."""
+    K, n_bias = s.dims[1], s.dims[2]
+    n, U, F = max(s.sizes[2], 1), max(int(max_U), 1), s.n_factor_rows * K
+    R, table = s.max_block, s.sizes[0]
+    bufs = (np.empty((n, K)), np.empty(R), np.empty(R), np.empty((n, K)), np.empty(F))
+    bufs += (np.empty((U, K)), np.empty(n_bias * K + F), np.empty((U, K)))
+    bufs += (np.empty(n_bias * K + F), np.empty((n, K)), np.empty(R), np.empty(R))
+    bufs += (np.empty(table),)
+    return bufs, (mws, np.empty(R))
+
+
 def junction_run_table(region, seg_start, seg_off, seg_len, seg_coef) -> P.RunTable:
     """The runs of every junction block: its segment table (offsets local to its region),
     pointing into the flat tables held in ``log_edge``."""
@@ -194,19 +445,4 @@ def junction_run_table(region, seg_start, seg_off, seg_len, seg_coef) -> P.RunTa
         np.asarray(seg_start, np.int64), lo, lo + np.asarray(seg_len, np.int64),
         np.asarray(seg_coef, np.float64), np.zeros(lo.size, np.int64),
         lo + np.repeat(np.asarray(region[:n], np.int64), counts),
-    )  # fmt: skip
-
-
-def make_blocks(problem, runs: P.RunTable) -> JunctionBlocks:
-    """The :class:`JunctionBlocks` of a junction problem."""
-    data, oracle, fm = problem.train, problem.oracle, problem.feature_map
-    n_factor = fm.n_features - fm.factor_offset(0) if fm.factor_arities else 0
-    max_attrs = int(np.diff(data.attr_offsets[data.seq_offsets]).max(initial=1))
-    sizes = (
-        int(data.max_table), max(g.n_cliques for g in data.graphs), int(data.max_length),
-        max(max_attrs, 1), int(n_factor), len(fm.factor_arities),
-    )  # fmt: skip
-    return JunctionBlocks(
-        data=oracle._data, jt=oracle._jt, assign=oracle._assign, feat=oracle._feat,
-        dims=oracle._dims, runs=runs, max_block=int(data.region_sizes.max()), sizes=sizes,
     )  # fmt: skip

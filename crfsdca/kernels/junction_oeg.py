@@ -18,22 +18,29 @@ the dual grows,
 
 H~ the entropy over the segment table (cliques +1, separators -1; ``kernels.segments``);
 otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times). v needs only
-the node marginals and factor sums of mu' and mu_i (``kernels.junction_sag.add_features``).
+the node marginals and factor sums of mu' and mu_i (``kernels.junction_blocks.add_features``).
 
-Arrays: ``layout``, ``dims`` as in ``kernels.junction_sag``; ``struct = (jt, assign, feat,
-runs)`` as in kernels.junction_sdca; ``dual = (log_tab, entropies, learning_rates)`` (log_tab
-float64); ``params`` and the returned stats as in ``kernels.oeg``.
+This module holds the junction tree's OEG primitives (``crfsdca.kernels.primitives``) on
+``kernels.junction_blocks.JunctionBlocks``; the visit itself is ``crfsdca.kernels.oeg_epoch``.
+``dual = (log_node (empty), log_tab, entropies, learning_rates)`` (log_tab float64).
 """
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
 from crfsdca.kernels import segments
 from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import potentials
-from crfsdca.kernels.junction_sag import add_features, block_stats, clique_entries
+from crfsdca.kernels.junction_blocks import (
+    JunctionBlocks,
+    add_features,
+    block_stats,
+    clique_entries,
+)
 from crfsdca.kernels.junction_scaled import potential_marginals
-from crfsdca.kernels.oeg import BUDGET, GROWTH, LAM_N, MAX_HALVINGS, N_PARAMS, N_STATS, compact_dot
+from crfsdca.kernels.oeg import compact_dot
+from crfsdca.kernels.primitives import is_structure, oeg_accept, oeg_prepare, oeg_trial
 from crfsdca.kernels.sag import scatter_rows
 
 
@@ -86,62 +93,65 @@ def _trial(eta, ex, sa, w, dims, lam_n, bufs):
     return log_z, h_new, h_new - lam_n * (a + 0.5 * b)
 
 
+def _is_junction(s):
+    return is_structure(s, JunctionBlocks)
+
+
 @njit(cache=True, nogil=True)
-def _step(i, layout, struct, dual, w, dims, params, ws):
-    """One OEG visit of example i; returns (oracle calls, accepted, status)."""
-    log_tab, entropies, rates = dual
-    jt, assign, feat, runs = struct
-    A, K, nb = dims[0], dims[1], dims[2]
-    unary, scores, bufs = ws
-    lo, hi = jt[1][i], jt[1][i + 1]
-    s, e = layout[0][i], layout[0][i + 1]
-    lmu = log_tab[lo:hi]
-    pidx = bufs[4][0][5]
-    potentials(layout[:5], jt, assign, feat, i, w, (A, K, nb), unary, scores, pidx)
-    _eg_direction(i, lmu, scores, jt, K, bufs[0], bufs[1], pidx)
-    old = bufs[6]
-    block_stats(i, lmu, struct[:3], K, old[0], old[1], bufs[8], pidx)
-    a, b = runs[0][i], runs[0][i + 1]
-    rr = (runs[1][a:b], runs[2][a:b], runs[3][a:b])
-    cur = bufs[:5] + (rr,) + bufs[5:]
-    sa = layout[7][layout[6][i] : layout[6][i + 1]]
-    ex = (i, s, e, layout, struct)
-    eta = rates[i]
-    for h in range(int(params[MAX_HALVINGS]) + 1):
-        log_z, h_new, gain = _trial(eta, ex, sa, w, dims, params[LAM_N], cur)
-        if not np.isfinite(log_z):
-            return h + 1, False, 1
-        if gain - entropies[i] > 0.0:
-            lmu[:] = bufs[3][: hi - lo]
-            entropies[i] = h_new
+def _runs(s, i):
+    """(offsets, lengths, coefficients) of example i's segment table."""
+    a, b = s.runs.start[i], s.runs.start[i + 1]
+    lo = s.runs.lo[a:b]
+    return lo, s.runs.hi[a:b] - lo, s.runs.coef[a:b]
+
+
+@overload(oeg_prepare, jit_options={"cache": True})
+def _ov_oeg_prepare(s, i, dual, w, sws):
+    if _is_junction(s):
+
+        def impl(s, i, dual, w, sws):
+            unary, scores, bufs = sws
+            lo, hi = s.jt[1][i], s.jt[1][i + 1]
+            lmu = dual[1][lo:hi]
+            pidx = bufs[4][0][5]
+            potentials(s.data, s.jt, s.assign, s.feat, i, w, s.dims, unary, scores, pidx)
+            _eg_direction(i, lmu, scores, s.jt, s.dims[1], bufs[0], bufs[1], pidx)
+            old = bufs[6]
+            struct = (s.jt, s.assign, s.feat)
+            block_stats(i, lmu, struct, s.dims[1], old[0], old[1], bufs[8], pidx)
+
+        return impl
+
+
+@overload(oeg_trial, jit_options={"cache": True})
+def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
+    if _is_junction(s):
+
+        def impl(s, i, eta, w, lam_n, sws):
+            bufs = sws[2]
+            lay = s.layout
+            cur = bufs[:5] + (_runs(s, i),) + bufs[5:]
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            ex = (i, lay[0][i], lay[0][i + 1], lay, (s.jt, s.assign, s.feat))
+            return _trial(eta, ex, sa, w, s.dims, lam_n, cur)
+
+        return impl
+
+
+@overload(oeg_accept, jit_options={"cache": True})
+def _ov_oeg_accept(s, i, dual, w, sws):
+    if _is_junction(s):
+
+        def impl(s, i, dual, w, sws):
+            bufs = sws[2]
+            lo, hi = s.jt[1][i], s.jt[1][i + 1]
+            dual[1][lo:hi] = bufs[3][: hi - lo]
+            A, K = s.dims[0], s.dims[1]
             emit, rest = bufs[7]
+            sa = s.layout[7][s.layout[6][i] : s.layout[6][i + 1]]
             scatter_rows(sa, A, emit[: sa.shape[0]], rest.reshape((rest.shape[0] // K, K)), w, K)
-            rates[i] = min(eta * params[GROWTH], 1.0)
-            return h + 1, True, 0
-        eta *= 0.5
-    return int(params[MAX_HALVINGS]) + 1, False, 0
 
-
-@njit(cache=True, nogil=True)
-def _run_steps(layout, struct, dual, w, dims, params, indices, ws):
-    """Visit indices[s] in turn until they run out or params[BUDGET] oracle calls are made.
-
-    Returns (visits done, oracle calls, status, stats) as ``kernels.oeg``.
-    """
-    stats = np.zeros(N_STATS)
-    done, calls = 0, 0
-    for s in range(indices.shape[0]):
-        if calls >= params[BUDGET]:
-            break
-        c, accepted, status = _step(indices[s], layout, struct, dual, w, dims, params, ws)
-        calls += c
-        if status != 0:
-            return done, calls, indices[s] + 1, stats
-        done += 1
-        stats[0] += 1.0 if accepted else 0.0
-        stats[1] += c - 1 if accepted else c
-        stats[2] += 0.0 if accepted else 1.0
-    return done, calls, 0, stats
+        return impl
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------
@@ -163,13 +173,3 @@ def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int, mws,
     bufs = (np.empty(R), np.empty(R), np.empty(R), np.empty(R), (mws, np.empty(R)))
     bufs += (stats(), stats(), (np.empty((U, K)), np.empty(n_bias * K + F)), np.empty(table))
     return np.empty((n, K)), np.empty(R), bufs
-
-
-def run_steps(layout, struct, dual, w, dims, params, indices, ws):
-    """Run OEG visits on junction trees (see ``_run_steps``); returns (done, calls, status,
-    stats)."""
-    if params.shape != (N_PARAMS,):
-        raise ValueError(f"expected params of shape ({N_PARAMS},); got {params.shape}")
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    done, calls, status, stats = _run_steps(layout, struct, dual, w, dims, params, indices, ws)
-    return int(done), int(calls), int(status), stats

@@ -22,16 +22,21 @@ The marginals of psi come from the chain kernel for position-dependent potential
 ``crfsdca.kernels.chain_pairwise.pairwise_marginals`` (one oracle call per trial).
 
 The primal change only needs the node marginals and the summed edge marginals of mu' and mu_i
-(``crfsdca.kernels.sag.add_features``): v = -(1/(lambda n)) (E_{mu'}[F] - E_{mu_i}[F]).
+(``crfsdca.kernels.chain_blocks.add_features``): v = -(1/(lambda n)) (E_{mu'}[F] - E_{mu_i}[F]).
+This module holds the chain's OEG primitives (``crfsdca.kernels.primitives``); the visit itself
+is ``crfsdca.kernels.oeg_epoch``, written once for every structure.
 """
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
 from crfsdca.kernels.chain import unary_scores
+from crfsdca.kernels.chain_blocks import ChainBlocks, add_features
 from crfsdca.kernels.chain_pairwise import pairwise_marginals
 from crfsdca.kernels.fastmath import add_reassoc, fast_exp
-from crfsdca.kernels.sag import add_features, scatter_rows
+from crfsdca.kernels.primitives import is_structure, oeg_accept, oeg_prepare, oeg_trial
+from crfsdca.kernels.sag import scatter_rows
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 # indices into the float64 ``params`` vector
@@ -157,63 +162,62 @@ def _trial(eta, seq, sa, w, dims, lam_n, bufs):
     return log_z, h_new, h_new - lam_n * (a + 0.5 * b)
 
 
-@njit(cache=True, nogil=True)
-def _step(i, layout, dual, w, dims, params, ws):
-    """One OEG visit of sequence i; returns (oracle calls, accepted, status)."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, labels, entry_slot, uattr_offsets, sa_all = (
-        layout
-    )
-    log_node, log_edge, entropies, rates = dual
-    A, K, nb = dims
-    unary, bufs = ws
-    t0, t1 = seq_offsets[i], seq_offsets[i + 1]
-    T = t1 - t0
-    lmn, lme = log_node[t0:t1], log_edge[t0 - i : t1 - i - 1]
-    unary_scores((attr_offsets, attr_ids, attr_values), t0, t1, w, A, K, nb, unary)
-    off = (A + nb) * K
-    _eg_direction(lmn, lme, unary[:T], w[off : off + K * K].reshape((K, K)), bufs[0], bufs[1])
-    old_node, old_edge = bufs[7]
-    block_stats(lmn, lme, T, old_node, old_edge)
-    sa = sa_all[uattr_offsets[i] : uattr_offsets[i + 1]]
-    seq = (t0, t1, attr_offsets, attr_values, entry_slot, labels)
-    cur = bufs[:7] + ((old_node[:T], old_edge), bufs[8])
-    eta = rates[i]
-    for h in range(int(params[MAX_HALVINGS]) + 1):
-        log_z, h_new, gain = _trial(eta, seq, sa, w, dims, params[LAM_N], cur)
-        if not np.isfinite(log_z):
-            return h + 1, False, 1
-        if gain - entropies[i] > 0.0:
-            lmn[:, :] = bufs[4][:T]
-            lme[:, :, :] = bufs[5][: T - 1]
-            entropies[i] = h_new
-            scatter_rows(sa, A, bufs[8][0][: sa.shape[0]], bufs[8][1], w, K)
-            rates[i] = min(eta * params[GROWTH], 1.0)
-            return h + 1, True, 0
-        eta *= 0.5
-    return int(params[MAX_HALVINGS]) + 1, False, 0
+def _is_chain(s):
+    return is_structure(s, ChainBlocks)
 
 
-@njit(cache=True, nogil=True)
-def _run_steps(layout, dual, w, dims, params, indices, ws):
-    """Visit indices[s] in turn until they run out or params[BUDGET] oracle calls are made.
+@overload(oeg_prepare, jit_options={"cache": True})
+def _ov_oeg_prepare(s, i, dual, w, sws):
+    if _is_chain(s):
 
-    Returns (visits done, oracle calls, status, stats); status 0 = ok, i + 1 = non-finite
-    log Z on sequence i (the state is that before the visit).
-    """
-    stats = np.zeros(N_STATS)
-    done, calls = 0, 0
-    for s in range(indices.shape[0]):
-        if calls >= params[BUDGET]:
-            break
-        c, accepted, status = _step(indices[s], layout, dual, w, dims, params, ws)
-        calls += c
-        if status != 0:
-            return done, calls, indices[s] + 1, stats
-        done += 1
-        stats[0] += 1.0 if accepted else 0.0
-        stats[1] += c - 1 if accepted else c
-        stats[2] += 0.0 if accepted else 1.0
-    return done, calls, 0, stats
+        def impl(s, i, dual, w, sws):
+            lay = s.layout
+            A, K, nb = s.dims
+            unary, bufs = sws
+            t0, t1 = lay[0][i], lay[0][i + 1]
+            T = t1 - t0
+            lmn, lme = dual[0][t0:t1], dual[1][t0 - i : t1 - i - 1]
+            unary_scores((lay[1], lay[2], lay[3]), t0, t1, w, A, K, nb, unary)
+            off = (A + nb) * K
+            trans = w[off : off + K * K].reshape((K, K))
+            _eg_direction(lmn, lme, unary[:T], trans, bufs[0], bufs[1])
+            block_stats(lmn, lme, T, bufs[7][0], bufs[7][1])
+
+        return impl
+
+
+@overload(oeg_trial, jit_options={"cache": True})
+def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
+    if _is_chain(s):
+
+        def impl(s, i, eta, w, lam_n, sws):
+            lay = s.layout
+            bufs = sws[1]
+            t0, t1 = lay[0][i], lay[0][i + 1]
+            old_node, old_edge = bufs[7]
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            seq = (t0, t1, lay[1], lay[3], lay[5], lay[4])
+            cur = bufs[:7] + ((old_node[: t1 - t0], old_edge), bufs[8])
+            return _trial(eta, seq, sa, w, s.dims, lam_n, cur)
+
+        return impl
+
+
+@overload(oeg_accept, jit_options={"cache": True})
+def _ov_oeg_accept(s, i, dual, w, sws):
+    if _is_chain(s):
+
+        def impl(s, i, dual, w, sws):
+            lay = s.layout
+            bufs = sws[1]
+            t0, t1 = lay[0][i], lay[0][i + 1]
+            T = t1 - t0
+            dual[0][t0:t1] = bufs[4][:T]
+            dual[1][t0 - i : t1 - i - 1] = bufs[5][: T - 1]
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            scatter_rows(sa, s.dims[0], bufs[8][0][: sa.shape[0]], bufs[8][1], w, s.dims[1])
+
+        return impl
 
 
 @njit(cache=True, nogil=True)
@@ -257,15 +261,6 @@ def make_workspace(max_T: int, dims: tuple[int, int, int], max_U: int):
     bufs += ((np.empty((T, K)), np.empty((K, K))), (np.empty((T, K)), np.empty((K, K))))
     bufs += ((np.empty((max(int(max_U), 1), K)), np.empty((n_bias + K, K))),)
     return np.empty((T, K)), bufs
-
-
-def run_steps(layout, dual, w, dims, params, indices, ws):
-    """Run OEG visits (see ``_run_steps``); returns (done, calls, status, stats)."""
-    if params.shape != (N_PARAMS,):
-        raise ValueError(f"expected params of shape ({N_PARAMS},); got {params.shape}")
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    done, calls, status, stats = _run_steps(layout, dual, w, dims, params, indices, ws)
-    return int(done), int(calls), int(status), stats
 
 
 def gibbs_marginals(seq_offsets, labels, K, score, log_node, log_edge, max_T):

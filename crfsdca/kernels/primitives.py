@@ -18,6 +18,30 @@ primitive                               what it does for example i
 ``step_workspace(s)``                   the structure's buffers of one step (sws)
 ======================================  ==================================================
 
+SAG-NUS (``crfsdca.kernels.sag_epoch``) reads an example through six more, on w = c z:
+
+==========================================  ==============================================
+``sag_rest_rows(s)``                        rows of w after the attribute rows (bias rows,
+                                            then transition or factor blocks)
+``sag_oracle(s, i, z, c, sws)``             scores at c z, log Z_i and the marginals the
+                                            gradient needs; returns (log Z_i, f_i(w))
+``sag_gradient(s, i, sws)``                 the compact g_i = E_nu[F] - F(x_i, y_i); |g|^2
+``sag_update_memory(s, i, memory, sws)``    d += g_i - y_i; y_i <- the new marginals
+``sag_prepare_trials(s, i, sws)``           the scores of g_i (for the line search)
+``sag_trial(s, i, inv, sws)``               f_i(w - g_i inv): one oracle call
+==========================================  ==============================================
+
+OEG (``crfsdca.kernels.oeg_epoch``) reads an example through three, on the dual state
+``dual = (log_node, log_edge, entropies, learning rates)``:
+
+==========================================  ==============================================
+``oeg_prepare(s, i, dual, w, sws)``         scores at w, the EG direction s(w) - theta(mu_i)
+                                            and mu_i's statistics
+``oeg_trial(s, i, eta, w, lam_n, sws)``     mu' at rate eta (one oracle call); returns
+                                            (log Z, H~(mu'), the dual gain)
+``oeg_accept(s, i, dual, w, sws)``          mu_i <- mu' and w += its primal change
+==========================================  ==============================================
+
 Every block is read through its runs (``RunTable``, ``crfsdca.kernels.sdca.BlockRuns``):
 where its entries live in the dual state and with which entropy coefficient.
 """
@@ -67,6 +91,51 @@ def add_block_direction(structure, i, coef, sws, w):
 
 def step_workspace(structure):
     """The structure's buffers of one step."""
+    raise NotImplementedError
+
+
+def sag_rest_rows(structure):
+    """Rows of w after the attribute rows."""
+    raise NotImplementedError
+
+
+def sag_oracle(structure, i, z, c, sws):
+    """(log Z_i, f_i) at w = c z; the marginals stay in sws."""
+    raise NotImplementedError
+
+
+def sag_gradient(structure, i, sws):
+    """The compact gradient of f_i into sws; returns its squared norm."""
+    raise NotImplementedError
+
+
+def sag_update_memory(structure, i, memory, sws):
+    """d <- d + g_i - y_i on the support of example i; y_i <- the marginals of this visit."""
+    raise NotImplementedError
+
+
+def sag_prepare_trials(structure, i, sws):
+    """The scores of the compact gradient, read by ``sag_trial``."""
+    raise NotImplementedError
+
+
+def sag_trial(structure, i, inv, sws):
+    """f_i(w - inv g_i) (one oracle call)."""
+    raise NotImplementedError
+
+
+def oeg_prepare(structure, i, dual, w, sws):
+    """The EG direction at w and the statistics of mu_i, into sws."""
+    raise NotImplementedError
+
+
+def oeg_trial(structure, i, eta, w, lam_n, sws):
+    """(log Z, H~(mu'), Delta(n D)) of the EG trial at rate eta."""
+    raise NotImplementedError
+
+
+def oeg_accept(structure, i, dual, w, sws):
+    """Store the last trial's mu' as mu_i and add its primal change to w."""
     raise NotImplementedError
 
 

@@ -17,10 +17,13 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
+from crfsdca.kernels import sag
 from crfsdca.kernels.rowops import scale_rows_into
 from crfsdca.kernels.sdca import _axpy, _squared_norm, add_direction
 from crfsdca.kernels.tree import _example, tree_unary
-from crfsdca.kernels.tree_scaled import scaled_marginals, scaled_upward
+from crfsdca.kernels.tree_scaled import exp_tables, scaled_marginals, scaled_upward
+from crfsdca.kernels.tree_scaled import log_partition as sag_log_partition
+from crfsdca.kernels.tree_scaled import marginal_sums as sag_marginal_sums
 
 
 class TreeBlocks(NamedTuple):
@@ -183,6 +186,247 @@ def _ov_add_block_direction(s, i, coef, sws, w):
             add_direction(coef, sa, sws[3], sws[4], w, s.dims[1], s.dims[0])
 
         return impl
+
+
+# -- SAG-NUS ------------------------------------------------------------------------------------
+# y_i is stored as the node marginals (n_i, K) and, per edge type, the summed edge marginals
+# (n_types, K, K) of the last visit; a gradient is held compactly as the rows of the example's
+# distinct attributes ``emit`` (U, K) and ``rest`` (n_bias + n_types K, K): the bias rows (count,
+# root, leaf), then the transition block of every edge type. The oracle calls are
+# ``tree_scaled.marginal_sums`` at w (log-space fallback) and one upward pass per trial.
+# sws = (bufs, oracle buffers, trial buffers) of ``sag_workspace``.
+@njit(cache=True, nogil=True)
+def _sag_scores(layout, graph, s, e, z, c, dims, unary, log_pair):
+    """Node scores unary (n, K) and transition tables log_pair (n_types, K, K) of w = c z."""
+    A, K, n_bias, n_types = dims
+    tree_unary(layout[:5], graph, s, e, z, dims, unary)
+    for v in range(e - s):
+        for k in range(K):
+            unary[v, k] *= c
+    off = (A + n_bias) * K
+    for t in range(n_types):
+        for j in range(K):
+            for k in range(K):
+                log_pair[t, j, k] = c * z[off + (t * K + j) * K + k]
+
+
+@njit(cache=True, nogil=True)
+def _gold_score(ex, unary, log_pair):
+    """Score of the gold labelling of example ex = (s, e, layout, graph)."""
+    s, e, layout, graph = ex
+    labels, parents, types = layout[4], graph[0], graph[1]
+    total = 0.0
+    for v in range(e - s):
+        y = labels[s + v]
+        total += unary[v, y]
+        p = parents[s + v]
+        if p >= 0:
+            total += log_pair[types[s + v], labels[s + p], y]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def add_features(ex, node, edge_sum, coef, gold_coef, emit, rest):
+    """emit, rest += coef E[F(x_i, .)] - gold_coef F(x_i, y_i) on the support of example i.
+
+    ex = (s, e, layout, graph); node (n, K) and edge_sum (n_types, K, K) marginals; emit (U, K)
+    rows of the distinct attributes (entry_slot order); rest the bias rows then the blocks.
+    """
+    s, e, layout, graph = ex
+    attr_offsets, attr_values, labels, entry_slot = layout[1], layout[3], layout[4], layout[5]
+    parents, types, _, child_start, _ = graph
+    K, n_types = node.shape[1], edge_sum.shape[0]
+    nb = rest.shape[0] - n_types * K
+    for v in range(e - s):
+        g = s + v
+        y = labels[g]
+        for q in range(attr_offsets[g], attr_offsets[g + 1]):
+            slot, x = entry_slot[q], attr_values[q]
+            for k in range(K):
+                emit[slot, k] += coef * x * node[v, k]
+            emit[slot, y] -= gold_coef * x
+        if nb:
+            root, leaf = parents[g] < 0, child_start[g + 1] == child_start[g]
+            for k in range(K):
+                m = coef * node[v, k] - (gold_coef if k == y else 0.0)
+                rest[0, k] += m
+                rest[1, k] += m if root else 0.0
+                rest[2, k] += m if leaf else 0.0
+        if parents[g] >= 0:
+            rest[nb + types[g] * K + labels[s + parents[g]], y] -= gold_coef
+    for t in range(n_types):
+        for j in range(K):
+            for k in range(K):
+                rest[nb + t * K + j, k] += coef * edge_sum[t, j, k]
+
+
+@njit(cache=True, nogil=True)
+def _sag_direction_scores(ex, emit, rest, nb, ug):
+    """Node scores ug (n, K) of the compact vector (emit, rest) with nb bias rows."""
+    s, e, layout, graph = ex
+    attr_offsets, attr_values, entry_slot = layout[1], layout[3], layout[5]
+    parents, _, _, child_start, _ = graph
+    K = emit.shape[1]
+    for v in range(e - s):
+        g = s + v
+        root, leaf = parents[g] < 0, child_start[g + 1] == child_start[g]
+        for k in range(K):
+            u = 0.0
+            if nb:
+                u = rest[0, k] + (rest[1, k] if root else 0.0) + (rest[2, k] if leaf else 0.0)
+            ug[v, k] = u
+        for q in range(attr_offsets[g], attr_offsets[g + 1]):
+            slot, x = entry_slot[q], attr_values[q]
+            for k in range(K):
+                ug[v, k] += x * emit[slot, k]
+
+
+@njit(cache=True, nogil=True)
+def _sag_gradient(ex, node, edge_sum, g_emit, g_rest, U):
+    """Compact g = E_nu[F] - F(x_i, y_i) into (g_emit, g_rest); returns ||g||^2."""
+    g_emit[:U] = 0.0
+    g_rest[:, :] = 0.0
+    add_features(ex, node, edge_sum, 1.0, 1.0, g_emit, g_rest)
+    return np.sum(g_emit[:U] ** 2) + np.sum(g_rest**2)
+
+
+@njit(cache=True, nogil=True)
+def _sag_update_memory(i, ex, sa, memory, bufs, A):
+    """d <- d + g - y_i on the support, then store the new marginals as y_i (§2)."""
+    grad_sum, node_mem, edge_mem, covered = memory[0], memory[1], memory[2], memory[4]
+    s, e = ex[0], ex[1]
+    node, edge_sum, g_emit, g_rest, dd_emit, dd_rest = bufs[2:8]
+    U, K = sa.shape[0], node.shape[1]
+    if covered[i]:
+        dd_emit[:U] = 0.0
+        dd_rest[:, :] = 0.0
+        add_features(ex, node, edge_sum, 1.0, 0.0, dd_emit, dd_rest)
+        add_features(ex, node_mem[s:e], edge_mem[i], -1.0, 0.0, dd_emit, dd_rest)
+        sag.scatter_rows(sa, A, dd_emit[:U], dd_rest, grad_sum, K)
+    else:
+        sag.scatter_rows(sa, A, g_emit[:U], g_rest, grad_sum, K)
+    node_mem[s:e] = node[: e - s]
+    edge_mem[i] = edge_sum
+
+
+@njit(cache=True, nogil=True)
+def _ex(s, i):
+    return (s.layout[0][i], s.layout[0][i + 1], s.layout, s.graph)
+
+
+@njit(cache=True, nogil=True)
+def _local(s, i):
+    parents, types, order, child_start, children = s.graph
+    a, b = s.layout[0][i], s.layout[0][i + 1]
+    return (parents[a:b], types[a:b], order[a:b], (child_start[a : b + 1], children))
+
+
+@overload(P.sag_rest_rows, jit_options={"cache": True})
+def _ov_sag_rest_rows(s):
+    if _is_tree(s):
+        return lambda s: s.dims[2] + s.dims[3] * s.dims[1]
+
+
+@overload(P.sag_oracle, jit_options={"cache": True})
+def _ov_sag_oracle(s, i, z, c, sws):
+    if _is_tree(s):
+
+        def impl(s, i, z, c, sws):
+            bufs, oracle_ws = sws[0], sws[1]
+            unary, log_pair, node, edge_sum = bufs[0], bufs[1], bufs[2], bufs[3]
+            a, b = s.layout[0][i], s.layout[0][i + 1]
+            n = b - a
+            _sag_scores(s.layout, s.graph, a, b, z, c, s.dims, unary, log_pair)
+            tables = (log_pair, bufs[9], bufs[10])
+            exp_tables(log_pair, bufs[9], bufs[10])
+            ws_log, sws_, logs = oracle_ws
+            log_z = sag_marginal_sums(
+                unary[:n], tables, _local(s, i), ws_log, sws_, logs, node[:n], edge_sum
+            )
+            if not np.isfinite(log_z):
+                return log_z, 0.0
+            return log_z, log_z - _gold_score(_ex(s, i), unary, log_pair)
+
+        return impl
+
+
+@overload(P.sag_gradient, jit_options={"cache": True})
+def _ov_sag_gradient(s, i, sws):
+    if _is_tree(s):
+
+        def impl(s, i, sws):
+            bufs = sws[0]
+            n = s.layout[0][i + 1] - s.layout[0][i]
+            U = s.layout[6][i + 1] - s.layout[6][i]
+            return _sag_gradient(_ex(s, i), bufs[2][:n], bufs[3], bufs[4], bufs[5], U)
+
+        return impl
+
+
+@overload(P.sag_update_memory, jit_options={"cache": True})
+def _ov_sag_update_memory(s, i, memory, sws):
+    if _is_tree(s):
+
+        def impl(s, i, memory, sws):
+            lay = s.layout
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            _sag_update_memory(i, _ex(s, i), sa, memory, sws[0], s.dims[0])
+
+        return impl
+
+
+@overload(P.sag_prepare_trials, jit_options={"cache": True})
+def _ov_sag_prepare_trials(s, i, sws):
+    if _is_tree(s):
+
+        def impl(s, i, sws):
+            bufs = sws[0]
+            _sag_direction_scores(_ex(s, i), bufs[4], bufs[5], s.dims[2], bufs[8])
+
+        return impl
+
+
+@overload(P.sag_trial, jit_options={"cache": True})
+def _ov_sag_trial(s, i, inv, sws):
+    if _is_tree(s):
+
+        def impl(s, i, inv, sws):
+            bufs, oracle_ws, trial = sws
+            nb = s.dims[2]
+            n = s.layout[0][i + 1] - s.layout[0][i]
+            unary, log_pair, ug, g_pairs = bufs[0][:n], bufs[1], bufs[8][:n], bufs[5][nb:]
+            tu, tp, texp, tmax = trial
+            K = unary.shape[1]
+            for v in range(n):
+                for k in range(K):
+                    tu[v, k] = unary[v, k] - inv * ug[v, k]
+            for t in range(log_pair.shape[0]):
+                for a in range(K):
+                    for b in range(K):
+                        tp[t, a, b] = log_pair[t, a, b] - inv * g_pairs[t * K + a, b]
+            exp_tables(tp, texp, tmax)
+            ws_log, sws_, _ = oracle_ws
+            log_z = sag_log_partition(tu[:n], (tp, texp, tmax), _local(s, i), ws_log, sws_)
+            return log_z - _gold_score(_ex(s, i), tu, tp)
+
+        return impl
+
+
+def sag_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int) -> tuple:
+    """sws of the tree's SAG primitives: step buffers (unary, log_pair, node, edge sums, g
+    (emit, rest), d change (emit, rest), node scores of g, exp_pair and pair_max of log_pair),
+    oracle buffers (log-space, scaled, the fallback's log marginals) and trial buffers (unary,
+    log_pair, exp_pair, pair_max)."""
+    A, K, n_bias, n_types = dims
+    n, U, R = max(int(max_n), 1), max(int(max_U), 1), n_bias + n_types * K
+    shapes = [(n, K), (n_types, K, K), (n, K), (n_types, K, K), (U, K), (R, K), (U, K), (R, K)]
+    shapes += [(n, K), (n_types, K, K), (n_types,)]
+    bufs = tuple(np.empty(shape) for shape in shapes)
+    ws_log = (*(np.empty((n, K)) for _ in range(4)), np.empty(K))
+    sws = (*(np.empty((n, K)) for _ in range(4)), np.empty(n))
+    logs = (np.empty((n, K)), np.empty((n, K, K)), np.empty(n))
+    trial = (np.empty((n, K)), *(np.empty((n_types, K, K)) for _ in range(2)), np.empty(n_types))
+    return bufs, (ws_log, sws, logs), trial
 
 
 @njit(cache=True, nogil=True)

@@ -20,26 +20,20 @@ The step is accepted when the dual grows,
 
 otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times).
 
-Arrays: ``layout``, ``graph`` and ``dims = (A, K, n_bias, n_types)`` as in ``kernels.tree_sag``;
-``dual = (log_node (N, K), log_edge (N, K, K), entropies, learning_rates)``; ``params`` and the
-returned stats as in ``kernels.oeg``.
+This module holds the tree's OEG primitives (``crfsdca.kernels.primitives``) on
+``kernels.tree_blocks.TreeBlocks``; the visit itself is ``crfsdca.kernels.oeg_epoch``.
+``dual = (log_node (N, K), log_edge (N, K, K), entropies, learning_rates)``.
 """
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
-from crfsdca.kernels.oeg import (
-    BUDGET,
-    GROWTH,
-    LAM_N,
-    MAX_HALVINGS,
-    N_PARAMS,
-    N_STATS,
-    compact_dot,
-)
+from crfsdca.kernels.oeg import compact_dot
+from crfsdca.kernels.primitives import is_structure, oeg_accept, oeg_prepare, oeg_trial
 from crfsdca.kernels.sag import scatter_rows
 from crfsdca.kernels.tree import tree_entropy_terms, tree_unary
-from crfsdca.kernels.tree_sag import add_features
+from crfsdca.kernels.tree_blocks import TreeBlocks, add_features
 from crfsdca.kernels.tree_scaled import potential_marginals
 
 
@@ -154,54 +148,54 @@ def _prepare(i, layout, graph, dual, w, dims, bufs):
     return s, e, (parents[s:e], order[s:e], (start, children), identity[:n])
 
 
-@njit(cache=True, nogil=True)
-def _step(i, layout, graph, dual, w, dims, params, bufs):
-    """One OEG visit of example i; returns (oracle calls, accepted, status)."""
-    log_node, log_edge, entropies, rates = dual
-    A, K = dims[0], dims[1]
-    s, e, local = _prepare(i, layout, graph, dual, w, dims, bufs)
-    n, parents = e - s, local[0]
-    sa = layout[7][layout[6][i] : layout[6][i + 1]]
-    ex = (s, e, layout, graph)
-    cur = bufs[:3] + (bufs[3] + (local,),) + bufs[4:10]
-    eta = rates[i]
-    for h in range(int(params[MAX_HALVINGS]) + 1):
-        log_z, h_new, gain = _trial(eta, ex, sa, w, dims, params[LAM_N], cur)
-        if not np.isfinite(log_z):
-            return h + 1, False, 1
-        if gain - entropies[i] > 0.0:
-            log_node[s:e] = bufs[4][:n]
-            for v in range(n):
-                if parents[v] >= 0:
-                    log_edge[s + v] = bufs[5][v]
-            entropies[i] = h_new
-            scatter_rows(sa, A, bufs[8][0][: sa.shape[0]], bufs[8][1], w, K)
-            rates[i] = min(eta * params[GROWTH], 1.0)
-            return h + 1, True, 0
-        eta *= 0.5
-    return int(params[MAX_HALVINGS]) + 1, False, 0
+def _is_tree(s):
+    return is_structure(s, TreeBlocks)
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(layout, graph, dual, w, dims, params, indices, bufs):
-    """Visit indices[s] in turn until they run out or params[BUDGET] oracle calls are made.
+def _local(s, i, bufs):
+    """The oracle's local graph of example i (identity edge types from ``_prepare``)."""
+    parents, _, order, child_start, children = s.graph
+    a, b = s.layout[0][i], s.layout[0][i + 1]
+    return (parents[a:b], order[a:b], (child_start[a : b + 1], children), bufs[11][: b - a])
 
-    Returns (visits done, oracle calls, status, stats) as ``kernels.oeg``.
-    """
-    stats = np.zeros(N_STATS)
-    done, calls = 0, 0
-    for s in range(indices.shape[0]):
-        if calls >= params[BUDGET]:
-            break
-        c, accepted, status = _step(indices[s], layout, graph, dual, w, dims, params, bufs)
-        calls += c
-        if status != 0:
-            return done, calls, indices[s] + 1, stats
-        done += 1
-        stats[0] += 1.0 if accepted else 0.0
-        stats[1] += c - 1 if accepted else c
-        stats[2] += 0.0 if accepted else 1.0
-    return done, calls, 0, stats
+
+@overload(oeg_prepare, jit_options={"cache": True})
+def _ov_oeg_prepare(s, i, dual, w, sws):
+    if _is_tree(s):
+        return lambda s, i, dual, w, sws: _prepare(i, s.layout, s.graph, dual, w, s.dims, sws)
+
+
+@overload(oeg_trial, jit_options={"cache": True})
+def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
+    if _is_tree(s):
+
+        def impl(s, i, eta, w, lam_n, sws):
+            lay = s.layout
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            ex = (lay[0][i], lay[0][i + 1], lay, s.graph)
+            cur = sws[:3] + (sws[3] + (_local(s, i, sws),),) + sws[4:10]
+            return _trial(eta, ex, sa, w, s.dims, lam_n, cur)
+
+        return impl
+
+
+@overload(oeg_accept, jit_options={"cache": True})
+def _ov_oeg_accept(s, i, dual, w, sws):
+    if _is_tree(s):
+
+        def impl(s, i, dual, w, sws):
+            lay = s.layout
+            a, b = lay[0][i], lay[0][i + 1]
+            parents = s.graph[0]
+            dual[0][a:b] = sws[4][: b - a]
+            for v in range(b - a):
+                if parents[a + v] >= 0:
+                    dual[1][a + v] = sws[5][v]
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            scatter_rows(sa, s.dims[0], sws[8][0][: sa.shape[0]], sws[8][1], w, s.dims[1])
+
+        return impl
 
 
 @njit(cache=True, nogil=True)
@@ -248,15 +242,6 @@ def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int):
     bufs = (pair(), pair(), pair(), (ws, sws, probs), np.empty((n, K)), np.empty((n, K, K)))
     bufs += (stats(), stats(), (np.empty((U, K)), np.empty((n_bias + n_types * K, K))))
     return bufs + (np.empty(n, np.int64), np.empty((n, K)), np.empty(n, np.int64))
-
-
-def run_steps(layout, graph, dual, w, dims, params, indices, ws):
-    """Run OEG visits on trees (see ``_run_steps``); returns (done, calls, status, stats)."""
-    if params.shape != (N_PARAMS,):
-        raise ValueError(f"expected params of shape ({N_PARAMS},); got {params.shape}")
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    done, calls, status, stats = _run_steps(layout, graph, dual, w, dims, params, indices, ws)
-    return int(done), int(calls), int(status), stats
 
 
 def gibbs_marginals(layout, graph, K, score, log_node, log_edge, max_n):

@@ -34,14 +34,15 @@ from crfsdca.dual import (
     tree_smoothed_empirical,
 )
 from crfsdca.junction_oracle import JunctionProblem
-from crfsdca.kernels import junction_oeg, oeg, tree_oeg
-from crfsdca.layout import max_unique, sequence_layout
+from crfsdca.kernels import oeg, oeg_epoch, tree_oeg
+from crfsdca.layout import sequence_layout
 from crfsdca.objectives import dual_value, lambda_n
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.loop import chunk_budget, run_loop
-from crfsdca.solvers.sag_nus import DRAW_BLOCK, junction_buffers, junction_dims
+from crfsdca.solvers.sag_nus import DRAW_BLOCK
 from crfsdca.solvers.sdca import _check_memory as check_memory
+from crfsdca.structures import structure_of
 from crfsdca.tree_oracle import TreeProblem
 
 if TYPE_CHECKING:
@@ -151,10 +152,7 @@ class OEG:
     ) -> SolverResult:
         """Run OEG from ``state`` (or the configured dual start)."""
         state = state or self.initial_state(problem)
-        runner = _TreeRunner if isinstance(problem, TreeProblem) else _Runner
-        if isinstance(problem, JunctionProblem):
-            runner = _JunctionRunner
-        return run_loop(self, runner(problem, self.config, state), monitor)
+        return run_loop(self, _Runner(problem, self.config, state), monitor)
 
 
 def _tree_start(problem: TreeProblem, cfg: OEGConfig, epsilon: float) -> DualState:
@@ -198,17 +196,15 @@ class _Runner:
         )
 
     def setup_kernel(self, problem: Problem) -> None:
-        """The kernel's data layout, dimensions and workspace."""
-        data, fm = problem.train, problem.feature_map
-        self.layout = sequence_layout(data)
-        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-        max_u = max_unique(self.layout)
-        self.workspace = oeg.make_workspace(data.max_length, self.dims, max_u)
+        """The structure's compiled type and the workspace of the kernel."""
+        self.structure = structure_of(problem)
+        self.workspace = self.structure.oeg_workspace()
 
     def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:
-        """The compiled visits of ``indices`` (``kernels.oeg.run_steps``)."""
+        """The compiled visits of ``indices`` (``kernels.oeg_epoch.run_steps``)."""
         w = self.state.dual.weights
-        return oeg.run_steps(self.layout, dual, w, self.dims, params, indices, self.workspace)
+        blocks = self.structure.blocks
+        return oeg_epoch.run_steps(blocks, dual, w, params, indices, self.workspace)
 
     @property
     def weights(self) -> NDArray[np.float64]:
@@ -269,46 +265,3 @@ class _Runner:
             "dual": dual,
             "extra": {k: float(v) for k, v in self.counters.items()},
         }
-
-
-class _TreeRunner(_Runner):
-    """The runner on a :class:`~crfsdca.tree_oracle.TreeProblem` (``kernels.tree_oeg``)."""
-
-    def setup_kernel(self, problem: TreeProblem) -> None:
-        """The nodes' layout, the packed trees, dimensions with edge types, the workspace."""
-        data, fm = problem.train, problem.feature_map
-        self.layout = sequence_layout(data.nodes)
-        self.graph = data.packed
-        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows, fm.n_edge_types)
-        max_u = max_unique(self.layout)
-        self.workspace = tree_oeg.make_workspace(data.max_length, self.dims, max_u)
-
-    def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:
-        """The compiled visits of ``indices`` (``kernels.tree_oeg.run_steps``)."""
-        w = self.state.dual.weights
-        return tree_oeg.run_steps(
-            self.layout, self.graph, dual, w, self.dims, params, indices, self.workspace
-        )
-
-
-class _JunctionRunner(_Runner):
-    """The runner on a :class:`~crfsdca.junction_oracle.JunctionProblem`
-    (``kernels.junction_oeg``; the dual tables are ``dual.log_edge``)."""
-
-    def setup_kernel(self, problem: JunctionProblem) -> None:
-        """The nodes' layout, the packed junction trees and runs, dimensions, the workspace."""
-        data, fm = problem.train, problem.feature_map
-        self.layout = sequence_layout(data.nodes)
-        self.struct = problem.oracle.packed_structure
-        self.dims = junction_dims(fm)
-        mws, sizes = junction_buffers(data, fm.n_labels)
-        self.workspace = junction_oeg.make_workspace(
-            data.max_length, self.dims, max_unique(self.layout), mws, sizes
-        )
-
-    def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:
-        """The compiled visits of ``indices`` (``kernels.junction_oeg.run_steps``)."""
-        w = self.state.dual.weights
-        return junction_oeg.run_steps(
-            self.layout, self.struct, dual[1:], w, self.dims, params, indices, self.workspace
-        )

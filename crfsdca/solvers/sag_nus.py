@@ -17,11 +17,9 @@ counterpart of the increases that line searches make. ``skipped_visit="decay"`` 
 rule, under which a skipped visit still decays L_max.
 
 The gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
-between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag``). On a
-:class:`~crfsdca.tree_oracle.TreeProblem` the same method runs in ``crfsdca.kernels.tree_sag``
-(the tree oracle's marginals; y_i's edge sums are kept per edge type), on a
-:class:`~crfsdca.junction_oracle.JunctionProblem` in ``crfsdca.kernels.junction_sag`` (the
-junction oracle's marginals; y_i's factor marginals are summed per factor type).
+between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag_epoch``), written once
+for every structure: each structure (``crfsdca.structures``) gives its oracle and the layout of
+y_i (on trees, edge sums per edge type; on junction trees, factor marginals per factor type).
 
 SAG is a primal method; with ``certificate`` on, every evaluation also reports the dual value
 D(nu(w)) = P(w) - ||grad P(w)||^2 / (2 lambda) of the oracle marginals at w (Le Priol et al.
@@ -36,17 +34,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.features import FeatureMap
-from crfsdca.junction_oracle import JunctionData, JunctionProblem
-from crfsdca.junction_oracle import make_workspace as junction_workspace
-from crfsdca.kernels import junction_sag, sag, tree_sag
+from crfsdca.kernels import sag, sag_epoch
 from crfsdca.kernels.trees import build
-from crfsdca.layout import max_unique, sequence_layout
 from crfsdca.problem import Problem
 from crfsdca.samplers import tree_capacity
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.loop import chunk_budget, run_loop
-from crfsdca.tree_oracle import TreeProblem
+from crfsdca.structures import structure_of
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -144,9 +138,7 @@ class SAGMemory:
         data, K = problem.train, problem.feature_map.n_labels
         n = data.n_sequences
         fm = problem.feature_map
-        sums = (fm.n_edge_types, K, K) if isinstance(problem, TreeProblem) else (K, K)
-        if isinstance(problem, JunctionProblem):
-            sums = (fm.n_features - fm.factor_offset(0),)  # factor sums, laid out like w's blocks
+        sums = structure_of(problem).sag_sums_shape()
         return cls(
             weights=fm.zeros(),
             grad_sum=fm.zeros(),
@@ -199,10 +191,7 @@ class SAGNUS:
     ) -> SolverResult:
         """Run SAG-NUS from ``state`` (or w = 0)."""
         state = state or self.initial_state(problem)
-        runner = _TreeRunner if isinstance(problem, TreeProblem) else _Runner
-        if isinstance(problem, JunctionProblem):
-            runner = _JunctionRunner
-        return run_loop(self, runner(problem, self.config, state), monitor)
+        return run_loop(self, _Runner(problem, self.config, state), monitor)
 
 
 class SAGNUSSkip(SAGNUS):
@@ -225,12 +214,9 @@ class _Runner:
         self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
 
     def setup_kernel(self, problem: Problem) -> None:
-        """The kernel's data layout, dimensions and workspace."""
-        data, fm = problem.train, problem.feature_map
-        self.layout = sequence_layout(data)
-        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
-        max_u = max_unique(self.layout)
-        self.workspace = sag.make_workspace(data.max_length, self.dims, max_u)
+        """The structure's compiled type and the workspace of the kernel."""
+        self.structure = structure_of(problem)
+        self.workspace = self.structure.sag_workspace()
 
     @property
     def weights(self) -> NDArray[np.float64]:
@@ -279,10 +265,10 @@ class _Runner:
         return tuple(out)
 
     def run_kernel(self, memory: tuple, params: np.ndarray, draws: np.ndarray) -> tuple:
-        """The compiled iterations on ``draws`` (``kernels.sag.run_steps``)."""
+        """The compiled iterations on ``draws`` (``kernels.sag_epoch.run_steps``)."""
         weights = self.state.memory.weights
-        return sag.run_steps(
-            self.layout, memory, self.samplers(), weights, self.dims, params, draws, self.workspace
+        return sag_epoch.run_steps(
+            self.structure.blocks, memory, self.samplers(), weights, params, draws, self.workspace
         )
 
     def run(self, draws: np.ndarray, budget: int) -> tuple[int, int, np.ndarray]:
@@ -328,59 +314,3 @@ class _Runner:
             out["primal"] = primal
             out["dual"] = primal - float(grad @ grad) / (2.0 * self.problem.regularization)
         return out
-
-
-class _TreeRunner(_Runner):
-    """The runner on a :class:`~crfsdca.tree_oracle.TreeProblem` (``kernels.tree_sag``)."""
-
-    def setup_kernel(self, problem: TreeProblem) -> None:
-        """The nodes' layout, the packed trees, dimensions with edge types, the workspace."""
-        data, fm = problem.train, problem.feature_map
-        self.layout = sequence_layout(data.nodes)
-        self.graph = data.packed
-        self.dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows, fm.n_edge_types)
-        max_u = max_unique(self.layout)
-        self.workspace = tree_sag.make_workspace(data.max_length, self.dims, max_u)
-
-    def run_kernel(self, memory: tuple, params: np.ndarray, draws: np.ndarray) -> tuple:
-        """The compiled iterations on ``draws`` (``kernels.tree_sag.run_steps``)."""
-        weights = self.state.memory.weights
-        return tree_sag.run_steps(
-            self.layout, self.graph, memory, self.samplers(), weights, self.dims, params, draws,
-            self.workspace,
-        )  # fmt: skip
-
-
-def junction_dims(fm: FeatureMap) -> tuple[int, int, int, int]:
-    """(A, K, n_bias, factor rows): the dims of the junction SAG and OEG kernels."""
-    K = fm.n_labels
-    return fm.n_attributes, K, fm.n_bias_rows, (fm.n_features - fm.factor_offset(0)) // K
-
-
-def junction_buffers(data: JunctionData, K: int) -> tuple[tuple, tuple[int, int]]:
-    """(message workspace, (largest region, largest table)) of junction data."""
-    return junction_workspace(data, K)[0], (int(data.region_sizes.max()), data.max_table)
-
-
-class _JunctionRunner(_Runner):
-    """The runner on a :class:`~crfsdca.junction_oracle.JunctionProblem`
-    (``kernels.junction_sag``)."""
-
-    def setup_kernel(self, problem: JunctionProblem) -> None:
-        """The nodes' layout, the packed junction trees, dimensions with the factor rows."""
-        data, fm = problem.train, problem.feature_map
-        self.layout = sequence_layout(data.nodes)
-        self.struct = problem.oracle.packed_structure[:3]
-        self.dims = junction_dims(fm)
-        mws, sizes = junction_buffers(data, fm.n_labels)
-        self.workspace = junction_sag.make_workspace(
-            data.max_length, self.dims, max_unique(self.layout), mws, sizes
-        )
-
-    def run_kernel(self, memory: tuple, params: np.ndarray, draws: np.ndarray) -> tuple:
-        """The compiled iterations on ``draws`` (``kernels.junction_sag.run_steps``)."""
-        weights = self.state.memory.weights
-        return junction_sag.run_steps(
-            self.layout, self.struct, memory, self.samplers(), weights, self.dims, params, draws,
-            self.workspace,
-        )  # fmt: skip

@@ -1,0 +1,138 @@
+"""Compiled SAG-NUS iterations, written once for every structure.
+
+One iteration on example i (``baselines.md`` §1-§5; the helpers are in ``crfsdca.kernels.sag``):
+bring the rows of w = c z that the example touches up to date, call the structure's oracle at
+w (``crfsdca.kernels.primitives``: ``sag_oracle``), form the compact gradient g_i, update the
+gradient memory (d <- d + g_i - y_i), search L_i by doubling (each trial one oracle call,
+``sag_trial``; the §4 skip rule may skip the search), and take the step w <- (1 - alpha lambda)
+w - (alpha / m) d as updates of c and the running sum S. numba compiles one specialisation per
+structure type (``ChainBlocks``, ``TreeBlocks``, ``JunctionBlocks``).
+
+Arrays: ``memory = (grad_sum, node marginals, edge or factor sums, lipschitz, covered,
+successes, skips, scalars)`` (the marginals' shapes are the structure's), ``samplers`` the three
+sum-trees of ``crfsdca.kernels.sag.draw``, ``z`` the weights (w on return), ``params`` the
+float64 vector indexed by ``sag.LAM`` ... ``sag.SKIP_DECAY``, ``ws = (lazy, s_last, sws)`` with
+the structure's buffers ``sws``.
+"""
+
+import numpy as np
+from numba import njit
+
+from crfsdca.kernels import chain_blocks, junction_blocks, sag, tree_blocks  # noqa: F401
+from crfsdca.kernels.primitives import (
+    sag_gradient,
+    sag_oracle,
+    sag_prepare_trials,
+    sag_rest_rows,
+    sag_trial,
+    sag_update_memory,
+)
+
+
+@njit(cache=True, nogil=True)
+def _line_search(L, f, gsq, structure, i, sws, max_doublings):
+    """Smallest L 2^j, j = 0..max_doublings, with f(w - g/L) <= f(w) - ||g||^2 / (2L) (§3.3).
+
+    Each trial is one oracle call. Returns (L, trials, doublings), doublings = -1 when the cap
+    was reached without success.
+    """
+    for j in range(max_doublings + 1):
+        inv = 1.0 / L
+        if sag_trial(structure, i, inv, sws) <= f - 0.5 * gsq * inv:
+            return L, j + 1, j
+        if j < max_doublings:
+            L *= 2.0
+    return L, max_doublings + 1, -1
+
+
+@njit(cache=True, nogil=True)
+def _lipschitz_step(i, was_covered, f, gsq, structure, sws, memory, samplers, params):
+    """§3 step 3 (and the §4 skip rule); returns (oracle calls, outcome).
+
+    outcome: SEARCHED, CAPPED (the doubling cap was reached), SKIPPED (§4 skip budget) or
+    SMALL_GRADIENT (||g||^2 <= threshold: no test).
+    """
+    L, skipped = sag.lipschitz_begin(i, was_covered, memory, samplers, params)
+    calls, outcome, doublings = 0, sag.SKIPPED, 0
+    if not skipped:
+        outcome = sag.SMALL_GRADIENT
+        if gsq > params[sag.THRESHOLD]:
+            max_d = int(params[sag.MAX_DOUBLINGS])
+            L, calls, doublings = _line_search(L, f, gsq, structure, i, sws, max_d)
+            outcome = sag.CAPPED if doublings < 0 else sag.SEARCHED
+    sag.lipschitz_end(i, L, outcome, doublings, memory, samplers, params)
+    return calls, outcome
+
+
+@njit(cache=True, nogil=True)
+def _step(i, structure, memory, samplers, z, params, ws):
+    """One SAG-NUS iteration on example i; returns (oracle calls, status, line-search outcome)."""
+    lazy, s_last, sws = ws
+    A, K = structure.dims[0], structure.dims[1]
+    lay = structure.layout
+    sa = lay[7][lay[6][i] : lay[6][i + 1]]
+    sag.sync_sequence(sa, A, sag_rest_rows(structure), K, z, memory[0], lazy[1], s_last)
+    log_z, f = sag_oracle(structure, i, z, lazy[0], sws)
+    if not np.isfinite(log_z):
+        return 1, 1, sag.SEARCHED
+    gsq = sag_gradient(structure, i, sws)
+    was_covered = memory[4][i]
+    sag_update_memory(structure, i, memory, sws)
+    sag_prepare_trials(structure, i, sws)
+    calls, outcome = _lipschitz_step(
+        i, was_covered, f, gsq, structure, sws, memory, samplers, params
+    )
+    decay = outcome != sag.SKIPPED or params[sag.SKIP_DECAY] == 1.0
+    sag.take_step(memory, lazy, params, memory[3].shape[0], s_last, z, K, decay)
+    return 1 + calls, 0, outcome
+
+
+@njit(cache=True, nogil=True)
+def _run_steps(structure, memory, samplers, z, params, draws, ws):
+    """Iterations on draws (steps, 3) until they run out or params[BUDGET] oracle calls are made.
+
+    Returns (steps done, oracle calls, status, stats, chosen indices); status 0 = ok, i + 1 =
+    non-finite log Z on example i (w then holds the iterate before that step).
+    """
+    lazy, s_last = ws[0], ws[1]
+    n, K = memory[3].shape[0], structure.dims[1]
+    stats = np.zeros(sag.N_STATS)
+    chosen = np.full(draws.shape[0], -1, np.int64)
+    lazy[0], lazy[1] = 1.0, 0.0
+    s_last[:] = 0.0
+    done, calls, status = 0, 0, 0
+    for s in range(draws.shape[0]):
+        if calls >= params[sag.BUDGET]:
+            break
+        m = int(memory[7][sag.N_COVERED])
+        i = sag.draw(samplers, m, n, draws[s], params[sag.NON_UNIFORMITY])
+        chosen[s] = i
+        c, st, outcome = _step(i, structure, memory, samplers, z, params, ws)
+        calls += c
+        if st != 0:
+            status = i + 1
+            break
+        done += 1
+        stats[0] += c - 1
+        stats[outcome] += 1.0
+    sag.normalise(z, memory[0], lazy, s_last, K)
+    return done, calls, status, stats, chosen
+
+
+# -- thin Python wrappers ------------------------------------------------------------------------
+def make_workspace(n_rows: int, sws: tuple) -> tuple:
+    """(lazy (c, S), S_r of every one of the n_rows rows of w, the structure's buffers)."""
+    return np.ones(2), np.zeros(n_rows), sws
+
+
+def run_steps(structure, memory, samplers, z, params, draws, ws):
+    """Run SAG-NUS iterations (see ``_run_steps``); returns (done, calls, status, stats, chosen)."""
+    if params.shape != (sag.N_PARAMS,) or draws.ndim != 2 or draws.shape[1] != 3:
+        raise ValueError(
+            f"expected params ({sag.N_PARAMS},) and draws (steps, 3); got "
+            f"{params.shape} and {draws.shape}"
+        )
+    done, calls, status, stats, chosen = _run_steps(
+        structure, memory, samplers, z, params, draws, ws
+    )
+    return int(done), int(calls), int(status), stats, chosen[: done + (status != 0)]
