@@ -18,12 +18,15 @@ from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels import sag
+from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.rowops import scale_rows_into
 from crfsdca.kernels.sdca import _axpy, _squared_norm, add_direction
 from crfsdca.kernels.tree import _example, tree_unary
 from crfsdca.kernels.tree_scaled import exp_tables, scaled_marginals, scaled_upward
 from crfsdca.kernels.tree_scaled import log_partition as sag_log_partition
 from crfsdca.kernels.tree_scaled import marginal_sums as sag_marginal_sums
+
+VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
 class TreeBlocks(NamedTuple):
@@ -47,7 +50,7 @@ def _is_tree(s):
 @njit(cache=True, nogil=True)
 def _workspace(max_n, K, max_U, n_bias, n_types):
     """Oracle buffers (log space, scaled, root log Z), the direction's rows and its bias and
-    transition rows."""
+    transition rows, the exponentiated transition tables and their maxima."""
     n = max(max_n, 1)
     oracle = (
         np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(K),
@@ -56,7 +59,7 @@ def _workspace(max_n, K, max_U, n_bias, n_types):
     scaled = (np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(n))
     rows = np.empty((max(max_U, 1), K))
     rest = np.empty((n_bias + n_types * K, K))
-    return oracle, scaled, np.empty(n), rows, rest
+    return oracle, scaled, np.empty(n), rows, rest, np.empty((n_types, K, K)), np.empty(n_types)
 
 
 @overload(P.step_workspace, jit_options={"cache": True})
@@ -83,8 +86,7 @@ def _scaled_oracle(s, i, w, sws, nu_n, nu_e):
     tree_unary(data[:5], graph, a, b, w, s.dims, unary)
     off = (A + n_bias) * K
     log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
-    pair_max = np.empty(n_types)
-    exp_pair = np.empty((n_types, K, K))
+    exp_pair, pair_max = sws[5], sws[6]
     for t in range(n_types):
         pair_max[t] = log_pair[t].max()
         for j in range(K):
@@ -97,6 +99,24 @@ def _scaled_oracle(s, i, w, sws, nu_n, nu_e):
     return scaled_marginals(exp_pair, *args, sws[1], nu_n, nu_e)
 
 
+@njit(**VEC)
+def _clip_log(p, lp):
+    """p <- min(p, 1) and lp <- log p (<= 0) on a row of probabilities."""
+    for j in range(p.shape[0]):
+        q = min(p[j], 1.0)
+        p[j] = q
+        lp[j] = min(fast_log(q), 0.0)
+
+
+@njit(**VEC)
+def _clip_exp(lp, p):
+    """lp <- min(lp, 0) and p <- exp(lp) on a row of log-probabilities."""
+    for j in range(p.shape[0]):
+        v = min(lp[j], 0.0)
+        lp[j] = v
+        p[j] = fast_exp(v)
+
+
 @overload(P.block_oracle, jit_options={"cache": True})
 def _ov_block_oracle(s, i, w, sws, bufs):
     if _is_tree(s):
@@ -105,31 +125,26 @@ def _ov_block_oracle(s, i, w, sws, bufs):
             a, b = s.layout[0][i], s.layout[0][i + 1]
             n, K = b - a, s.dims[1]
             par = s.graph[0][a:b]
-            nu_n, nu_e = _views(bufs[1], n, K)
-            ln_n, ln_e = _views(bufs[2], n, K)
+            nu, lnu = bufs[1], bufs[2]
+            nu_n, nu_e = _views(nu, n, K)
+            ln_n, ln_e = _views(lnu, n, K)
+            E, KK = n * K * K, K * K
             log_z = 0.0
-            if _scaled_oracle(s, i, w, sws, nu_n, nu_e):
-                for v in range(n):
-                    for k in range(K):
-                        ln_n[v, k] = np.log(nu_n[v, k])
-                    if par[v] >= 0:
-                        for j in range(K):
-                            for k in range(K):
-                                ln_e[v, j, k] = np.log(nu_e[v, j, k])
-            else:  # an entry underflowed: the exact log-space recursions
+            scaled = _scaled_oracle(s, i, w, sws, nu_n, nu_e)
+            if not scaled:  # an entry underflowed: the exact log-space recursions
                 log_z, _, _ = _example(s.layout[:5], s.graph, i, w, s.dims, sws[0], ln_n, ln_e,
                                        sws[2])  # fmt: skip
                 if not np.isfinite(log_z):
                     return log_z
-            for v in range(n):  # clip the logs at 0; roots' edge rows are in no run
-                for k in range(K):
-                    ln_n[v, k] = min(ln_n[v, k], 0.0)
-                    nu_n[v, k] = np.exp(ln_n[v, k])
-                if par[v] >= 0:
-                    for j in range(K):
-                        for k in range(K):
-                            ln_e[v, j, k] = min(ln_e[v, j, k], 0.0)
-                            nu_e[v, j, k] = np.exp(ln_e[v, j, k])
+            for v in range(n):  # roots' edge rows are in no run
+                if scaled:
+                    _clip_log(nu[E + v * K : E + v * K + K], lnu[E + v * K : E + v * K + K])
+                    if par[v] >= 0:
+                        _clip_log(nu[v * KK : v * KK + KK], lnu[v * KK : v * KK + KK])
+                else:
+                    _clip_exp(lnu[E + v * K : E + v * K + K], nu[E + v * K : E + v * K + K])
+                    if par[v] >= 0:
+                        _clip_exp(lnu[v * KK : v * KK + KK], nu[v * KK : v * KK + KK])
             return log_z
 
         return impl
