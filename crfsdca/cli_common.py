@@ -136,9 +136,13 @@ def check_output_path(
 ) -> None:
     """BadParameter (naming ``flag``) unless ``path`` can be written (missing folders are made).
 
-    Checked before any work, so that a long run does not end on an unwritable path. A device or
-    pipe is refused unless ``special_ok``.
+    Checked before any work, so that a long run does not end on an unwritable path: the target
+    is a regular file or absent, and its nearest existing folder takes new files, tried for real
+    (:func:`crfsdca.atomicfile.check_writable`). A device or pipe is refused unless
+    ``special_ok`` (``tag --output``, which writes into it in place).
     """
+    from crfsdca.atomicfile import check_writable
+
     if path is None:
         return
     target = Path(path)
@@ -152,18 +156,22 @@ def check_output_path(
         raise click.BadParameter(f"{path} is a directory; expected a file name", param_hint=flag)
     if folder and target.exists() and not target.is_dir():
         raise click.BadParameter(f"{path} is a file; expected a directory", param_hint=flag)
-    existing = target if folder else target.parent
-    existing = Path(os.path.abspath(existing))
+    existing = Path(os.path.abspath(target if folder else target.parent))
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
         raise click.BadParameter(
             f"cannot create {path}: {existing} is a file, not a directory", param_hint=flag
         )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise click.BadParameter(
-            f"cannot write {path}: no write permission in {existing}", param_hint=flag
-        )
+    try:
+        check_writable(path, folder=folder)
+    except OSError as err:
+        raise click.BadParameter(str(err), param_hint=flag) from None
+
+
+def make_parent(path: str | os.PathLike) -> None:
+    """Create the missing folders above the output file ``path``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
 def check_input_file(path: str, what: str) -> None:

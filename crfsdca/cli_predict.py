@@ -35,17 +35,23 @@ MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
 _SHOWN_LABELS = 5
 
 
-def _load_model(model_path: str):
-    """(model, encoder) of a model file; one clear line if it is missing or not a model."""
+def load_model(model_path: str):
+    """The model in a model file; one clear line if it is missing or not a model."""
     from crfsdca.model import SequenceCRF
-    from crfsdca.sources import encoder_from_model
 
     check_input_file(model_path, MODEL_FILE)
     try:
-        model = SequenceCRF.load(model_path)
+        return SequenceCRF.load(model_path)
     except ModelFormatError:
         _refuse_checkpoint(model_path)
         raise
+
+
+def _load_model(model_path: str):
+    """(model, encoder) of a model file; one clear line if it is missing or not a model."""
+    from crfsdca.sources import encoder_from_model
+
+    model = load_model(model_path)
     if model.graph_ == "junction" and model.order_ != 2:
         raise ValueError(
             f"{model_path}: a custom junction-tree model; the command line cannot give its"

@@ -33,6 +33,11 @@ class ModelFormatError(ValueError):
     """A model file is truncated, corrupted, foreign or of an unsupported version."""
 
 
+class OutputPathError(OSError):
+    """An output path crfsdca will not or cannot write: not a regular file (a pipe, a device, a
+    folder), or a folder that does not take new files; the message names the path as given."""
+
+
 class GraphError(ValueError):
     """A graph that is not a tree or forest (or not a junction tree), or that does not fit its
     example; the message names the example, the node and what was expected."""

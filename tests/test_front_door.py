@@ -1,0 +1,251 @@
+"""The front door (issue 24): no silent wrong answers, nothing but regular files replaced, and one
+clear line naming what the user gave.
+
+Every case asserts the exit status and the exact message. Usage errors (exit 2) are checked on
+click's ``Error:`` line, data and runtime errors (exit 1) on the single ``crfsdca: error:`` line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_cli_errors import DATA, ENV, cli, conll_text, one_error_line, usage_error
+
+from crfsdca.atomicfile import _HOST, atomic_write_bytes, check_writable, remove_stale_temporaries
+from crfsdca.errors import OutputPathError
+from crfsdca.modelfile import save_model
+
+CONLLU_WORDS = [("the", "DET", "DT"), ("cat", "NOUN", "NN"), ("sat", "VERB", "VBD")]
+
+
+def conllu_text(n: int) -> str:
+    """``n`` three-word sentences (the cat sat), heads 2 0 2."""
+    out = []
+    for i in range(n):
+        out.append(f"# sent_id = {i + 1}")
+        for t, (word, upos, xpos) in enumerate(CONLLU_WORDS):
+            head = 0 if t == 1 else 2
+            out.append(f"{t + 1}\t{word}\t{word}\t{upos}\t{xpos}\t_\t{head}\tdep\t_\t_")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """Tiny data files and a model trained on each (a few epochs)."""
+    root = tmp_path_factory.mktemp("front")
+    (root / "chunk.txt").write_text(conll_text(30))
+    shutil.copy(DATA / "crfsuite_ok.txt", root / "items.attr")
+    (root / "s.conllu").write_text(conllu_text(6))
+    trainings = {
+        "chunk.npz": ["chunk.txt", "--format", "conll", "--template", "conll"],
+        "order2.npz": ["chunk.txt", "--format", "conll", "--template", "conll", "--order", "2"],
+        "attr.npz": ["items.attr"],
+        "upos.npz": ["s.conllu", "--graph", "chain", "--label", "upos"],
+    }
+    for model, args in trainings.items():
+        args = [root / a if "." in a else a for a in args]
+        result = cli("train", *args, "--epochs", "3", "-q", "--model", root / model)
+        assert result.exit_code == 0, result.output
+    return root
+
+
+def fifo_in(folder: Path, name: str = "pipe") -> Path:
+    path = folder / name
+    os.mkfifo(path)
+    return path
+
+
+def char_device_in(folder: Path) -> Path:
+    """A character device node (as /dev/null: major 1, minor 3) in ``folder``, or skip."""
+    path = folder / "null"
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, AttributeError, OSError) as err:
+        pytest.skip(f"cannot make a device node here: {err}")
+    return path
+
+
+def assert_untouched(path: Path, kind=stat.S_ISFIFO) -> None:
+    assert kind(os.lstat(path).st_mode), f"{path} was replaced"
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(f".{path.name}.")]
+
+
+# ------------------------------------------------------------------ 2. nothing but files replaced
+
+
+def writer_commands(work: Path, out: Path) -> dict[str, list]:
+    """Every command that writes a file, writing ``out``."""
+    return {
+        "export": ["export", work / "attr.npz", out],
+        "import-crfsuite": ["import-crfsuite", work / "attr.crfsuite", out],
+        "train --model": ["train", work / "items.attr", "--model", out],
+        "train --trace": ["train", work / "items.attr", "--trace", out],
+        "train --plot": ["train", work / "items.attr", "--plot", out],
+        "plot --out": ["plot", work / "trace.jsonl", "--out", out],
+    }
+
+
+@pytest.fixture(scope="module")
+def writers_work(work):
+    result = cli("export", work / "attr.npz", work / "attr.crfsuite")
+    assert result.exit_code == 0, result.output
+    result = cli(
+        "train", work / "items.attr", "--epochs", "2", "-q", "--trace", work / "trace.jsonl"
+    )
+    assert result.exit_code == 0, result.output
+    return work
+
+
+FLAGS = {
+    "export": "OUT.crfsuite",
+    "import-crfsuite": "OUT.npz",
+    "train --model": "--model",
+    "train --trace": "--trace",
+    "train --plot": "--plot",
+    "plot --out": "--out",
+}
+
+
+@pytest.mark.parametrize("writer", FLAGS)
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_no_writer_replaces_a_pipe_or_a_device(writers_work, tmp_path, writer, kind):
+    pytest.importorskip("matplotlib") if "plot" in writer else None
+    out = fifo_in(tmp_path, "out.png") if kind == "fifo" else char_device_in(tmp_path)
+    if kind == "device" and "plot" in writer:
+        out = out.rename(tmp_path / "null.png")
+    result = cli(*writer_commands(writers_work, out)[writer])
+    line = usage_error(result)
+    expected = f"{out} is a device or pipe; expected a file name"
+    assert line == f"Error: Invalid value for {FLAGS[writer]}: {expected}"
+    assert_untouched(out, stat.S_ISFIFO if kind == "fifo" else stat.S_ISCHR)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_the_library_refuses_to_replace_what_is_not_a_regular_file(tmp_path, kind):
+    if kind == "fifo":
+        out, what, test = fifo_in(tmp_path), "a named pipe", stat.S_ISFIFO
+    elif kind == "device":
+        out, what, test = char_device_in(tmp_path), "a character device", stat.S_ISCHR
+    else:
+        out, what, test = tmp_path / "dir", "a folder", stat.S_ISDIR
+        out.mkdir()
+    with pytest.raises(OutputPathError) as err:
+        save_model(out, {"w": np.zeros(2)}, {})
+    assert str(err.value) == (
+        f"{out}: is {what}, not a regular file; crfsdca writes only regular files: give a file name"
+    )
+    assert_untouched(out, test)
+
+
+def test_a_symlink_is_written_through_and_kept(tmp_path):
+    real = tmp_path / "real.bin"
+    real.write_bytes(b"old")
+    link = tmp_path / "link.bin"
+    link.symlink_to(real)
+    atomic_write_bytes(link, b"new")
+    assert link.is_symlink() and real.read_bytes() == b"new"
+    fifo = fifo_in(tmp_path)
+    (tmp_path / "to_pipe").symlink_to(fifo)
+    with pytest.raises(OutputPathError, match="to_pipe: is a named pipe, not a regular file"):
+        atomic_write_bytes(tmp_path / "to_pipe", b"x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_tag_output_into_a_pipe_is_written_in_place(work, tmp_path):
+    """``tag --output`` writes into a pipe or device in place (as ``> /dev/null``), never over."""
+    device = char_device_in(tmp_path)
+    result = cli("tag", work / "attr.npz", work / "items.attr", "--output", device)
+    assert result.exit_code == 0, result.output
+    assert_untouched(device, stat.S_ISCHR)
+
+
+def test_a_kill_9_during_a_save_leaves_no_temporary_for_long(tmp_path):
+    """A writer killed mid-save leaves its temporary; the next write to the target removes it."""
+    target = tmp_path / "model.npz"
+    code = (
+        "import os, signal, sys\n"
+        "from crfsdca.atomicfile import atomic_open\n"
+        f"with atomic_open({str(target)!r}, 'wb') as f:\n"
+        "    f.write(b'half'); f.flush()\n"
+        "    print('writing', flush=True)\n"
+        "    sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=ENV
+    )
+    assert proc.stdout.readline() == b"writing\n"  # the handshake: the temporary exists now
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f".model.npz.{proc.pid}-{_HOST}.")
+    # while the writer lives, its temporary is not touched
+    assert remove_stale_temporaries(target) == [] and len(list(tmp_path.iterdir())) == 1
+    proc.kill()
+    proc.wait()
+    proc.stdin.close()
+    proc.stdout.close()
+    save_model(target, {"w": np.ones(3)}, {})
+    assert [p.name for p in tmp_path.iterdir()] == ["model.npz"]
+
+
+def test_old_style_temporaries_go_after_a_day(tmp_path):
+    target = tmp_path / "m.npz"
+    old, new = tmp_path / ".m.npz.0123456789ab.tmp", tmp_path / ".m.npz.ba9876543210.tmp"
+    old.write_bytes(b"x")
+    new.write_bytes(b"x")
+    os.utime(old, (1.0, 1.0))
+    other = tmp_path / f".m.npz.{2**22 + 7}-000000.abcdef012345.tmp"  # another host's writer
+    other.write_bytes(b"x")
+    atomic_write_bytes(target, b"data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.npz", new.name, other.name])
+
+
+def test_unwritable_outputs_name_the_users_path_never_the_temporary(work, tmp_path):
+    line = usage_error(cli("train", work / "items.attr", "--model", "/proc/x.npz"))
+    assert line == (
+        "Error: Invalid value for --model: cannot write /proc/x.npz: the folder /proc does not"
+        " accept new files"
+    )
+    line = usage_error(cli("export", work / "attr.npz", "/proc/x.crfsuite"))
+    assert line == (
+        "Error: Invalid value for OUT.crfsuite: cannot write /proc/x.crfsuite: the folder /proc"
+        " does not accept new files"
+    )
+    with pytest.raises(OutputPathError) as err:
+        save_model("/proc/x.npz", {"w": np.zeros(1)}, {})
+    assert str(err.value) == "cannot write /proc/x.npz: the folder /proc does not accept new files"
+    with pytest.raises(OutputPathError, match=r"^cannot write /proc/a/b\.npz: cannot create"):
+        check_writable("/proc/a/b.npz")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_is_refused_before_training(work, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        line = usage_error(cli("train", work / "items.attr", "--model", folder / "m.npz"))
+    finally:
+        folder.chmod(0o700)
+    assert line == (
+        f"Error: Invalid value for --model: cannot write {folder}/m.npz: permission denied"
+    )
+
+
+def test_export_and_import_create_missing_folders(work, tmp_path):
+    out = tmp_path / "a" / "b" / "m.crfsuite"
+    result = cli("export", work / "attr.npz", out)
+    assert result.exit_code == 0 and out.is_file(), result.output
+    back = tmp_path / "c" / "m.npz"
+    result = cli("import-crfsuite", out, back)
+    assert result.exit_code == 0 and back.is_file(), result.output
+    line = one_error_line(cli("import-crfsuite", tmp_path / "none.crfsuite", back))
+    assert line == (
+        f"crfsdca: error: {tmp_path}/none.crfsuite: no such file; expected a CRFsuite model file"
+    )
