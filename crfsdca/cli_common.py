@@ -23,7 +23,13 @@ from typing import Any
 
 import click
 
-from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, WorkerLostError
+from crfsdca.errors import (
+    DataFormatError,
+    GraphError,
+    ModelFormatError,
+    OptionError,
+    WorkerLostError,
+)
 
 EXPECTED_ERRORS = (
     DataFormatError,
@@ -63,6 +69,11 @@ def errors_to_exit(verbose: int, translate: Callable[[str], str] | None = None) 
         yield
     except (click.ClickException, BrokenPipeError):
         raise
+    except OptionError as err:  # an option that does not fit the data: a usage error
+        if verbose:
+            traceback.print_exc()
+        message = str(err)
+        raise click.UsageError(translate(message) if translate else message) from None
     except EXPECTED_ERRORS as err:
         if verbose:
             traceback.print_exc()

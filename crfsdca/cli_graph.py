@@ -24,7 +24,9 @@ def conllu_paths(dataset: str, test: str | None, data_dir: str | None) -> tuple[
     if dataset in data_loaders.DATASETS:
         spec = data_loaders.DATASETS[dataset]
         if spec.format != "conllu":
-            raise ValueError(
+            from crfsdca.errors import OptionError
+
+            raise OptionError(
                 f"--graph needs CoNLL-U data (dependency trees); {dataset} is {spec.format}"
             )
         train = data_loaders.find_data_file(dataset, spec.splits["train"].relpath, data_dir)

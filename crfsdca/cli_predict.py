@@ -29,7 +29,7 @@ from crfsdca.cli_common import (
     warn,
 )
 from crfsdca.corpora import FORMATS
-from crfsdca.errors import DataFormatError, GraphError, ModelFormatError
+from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, OptionError
 
 MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
 _SHOWN_LABELS = 5
@@ -83,9 +83,39 @@ def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True)
     trained_on = model.meta.get("format") or format_of(encoder)
     source = resolve(text, fmt, trained_on, datasets=datasets)
     check_kind(source, encoder_kind(encoder), f"the model {model_path}")
-    if label is not None and (source.registered or source.fmt != "conllu"):
-        raise ValueError(f"--label applies to CoNLL-U files; {text} is not one")
+    if label is not None and source.fmt != "conllu":
+        raise OptionError(f"--label applies to CoNLL-U files; {text} is not one")
+    check_columns(source, model, model_path)
     return source
+
+
+#: what the second token field holds in each token format
+_SECOND_FIELD = {"conll": "the file's second column", "conllu": "UPOS (column 4)"}
+_FORMAT_TEXT = {"conll": "CoNLL columns (word POS ...)", "conllu": "CoNLL-U"}
+
+
+def check_columns(source, model, model_path: str) -> None:
+    """Refuse token data whose fields mean something else than the model's training data did.
+
+    A template such as ``conll`` reads two token fields (word, POS): from CoNLL columns the
+    second is the file's second column (PTB POS in CoNLL-2000), from CoNLL-U it is UPOS. A model
+    trained on one and applied to the other would tag from the wrong tag set without a word; it
+    is refused. A template reading the word alone (``pos``) takes either format.
+    """
+    trained_on = model.meta.get("format")
+    fields = (model.encoder or {}).get("template_set", {}).get("field_names", [])
+    if source.kind != "token" or trained_on not in _SECOND_FIELD or len(fields) < 2:
+        return
+    if source.fmt == trained_on:
+        return
+    what = "a dataset" if source.registered else f"a --format {source.fmt} file"
+    name = model.encoder["template_set"].get("name", "?")
+    raise ValueError(
+        f"{source.text}: {what}, but the model {model_path} was trained on"
+        f" {_FORMAT_TEXT[trained_on]} and its template {name} reads ({' '.join(fields)}), the"
+        f" second from {_SECOND_FIELD[trained_on]}, where this data holds"
+        f" {_SECOND_FIELD[source.fmt]}; give the model data in {_FORMAT_TEXT[trained_on]}"
+    )
 
 
 def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str):

@@ -30,7 +30,7 @@ from crfsdca.attributes import (
     make_encoder,
 )
 from crfsdca.corpora import FORMATS
-from crfsdca.errors import DataFormatError
+from crfsdca.errors import DataFormatError, OptionError
 from crfsdca.sequences import SequenceData
 from crfsdca.textfile import quote
 
@@ -218,7 +218,7 @@ def encoder_for(fmt: str, template: str | None):
     """An unfitted encoder for a training file in ``fmt``: ``template``, else the format's."""
     if template is not None:
         if template_kind(template) != _FORMAT_KIND[fmt]:
-            raise ValueError(
+            raise OptionError(
                 f"--template {template} reads {_KIND_TEXT[template_kind(template)]}; a --format"
                 f" {fmt} file holds {_KIND_TEXT[_FORMAT_KIND[fmt]]}"
             )
@@ -227,7 +227,7 @@ def encoder_for(fmt: str, template: str | None):
         return AttributeEncoder()
     if fmt == "ocr":
         return DenseEncoder(io.OCR_PIXELS)
-    raise ValueError(f"--format {fmt} needs --template (e.g. conll, ner, pos, crfsuite-chunking)")
+    raise OptionError(f"--format {fmt} needs --template (e.g. conll, ner, pos, crfsuite-chunking)")
 
 
 def check_train_sources(
@@ -235,12 +235,12 @@ def check_train_sources(
 ) -> None:
     """Refuse a template, a test set or ``--label`` that cannot go with the training data."""
     if template is not None and template_kind(template) != dataset.kind:
-        raise ValueError(
+        raise OptionError(
             f"--template {template} reads {_KIND_TEXT[template_kind(template)]}; {dataset.text}"
             f" holds {_KIND_TEXT[dataset.kind]}"
         )
-    if label is not None and (dataset.registered or dataset.fmt != "conllu"):
-        raise ValueError(f"--label applies to CoNLL-U files; {dataset.text} is not one")
+    if label is not None and dataset.fmt != "conllu":
+        raise OptionError(f"--label applies to CoNLL-U files; {dataset.text} is not one")
     if test is not None and test.kind != dataset.kind:
         raise ValueError(
             f"--test {test.text} holds {_KIND_TEXT[test.kind]}, but the training data"
@@ -267,6 +267,17 @@ def load_inputs(
     source = resolve(dataset, fmt, by_template[template_kind(template)] if template else None)
     test_source = resolve(test, fmt, source.fmt) if test is not None else None
     check_train_sources(source, template, test_source, label)
+    if source.registered and label is not None:  # a CoNLL-U dataset, another label column
+        corpus = registered_conllu(dataset, "train", data_dir, label)
+        if max_sequences is not None:
+            corpus = corpus.head(max_sequences)
+        encoder = make_encoder(template or data_loaders.DATASETS[dataset].default_template)
+        train = replace(encoder.fit_transform(corpus), name=f"{dataset}:train")
+        test_name = test or f"{dataset}:test"
+        test_data = encode_eval(test_source or source, encoder, data_dir, label)
+        return Inputs(
+            dataset, encoder, train, test_data if with_test else None, test_name, "conllu"
+        )
     if source.registered:
         encoder, train, test_data = data_loaders.load_encoded(
             dataset, template=template, data_dir=data_dir, max_sequences=max_sequences
@@ -298,11 +309,22 @@ def encode_eval(
     """
     import data_loaders
 
-    if source.registered:
+    if source.registered and source.fmt == "conllu":  # the label column the model learnt
+        corpus = registered_conllu(source.text, "test", data_dir, label or "xpos")
+    elif source.registered:
         corpus = data_loaders.load_dataset(source.text, "test", data_dir=data_dir)
     else:
         corpus = read_corpus(source.text, source.fmt, label or "xpos")
     return encode_labelled(corpus, encoder)
+
+
+def registered_conllu(name: str, split: str, data_dir: str | None, label: str):
+    """One split of a registered CoNLL-U dataset, labelled by the column ``label``."""
+    import data_loaders
+
+    spec = data_loaders.DATASETS[name]
+    path = data_loaders.find_data_file(name, spec.split(split)[1].relpath, data_dir)
+    return io.read_conllu(path, tag=label)
 
 
 def encode_labelled(corpus, encoder) -> SequenceData:

@@ -78,7 +78,7 @@ def test_graph_misuse_is_one_line(tmp_path):
     assert "example 0: node 0: lies on a cycle of parents" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     result = CliRunner().invoke(main, ["train", "conll2000", "--graph", "tree"])
-    assert result.exit_code == 1 and "--graph needs CoNLL-U data" in result.stderr
+    assert result.exit_code == 2 and "--graph needs CoNLL-U data" in result.stderr
 
 
 @pytest.mark.slow

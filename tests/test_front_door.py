@@ -249,3 +249,104 @@ def test_export_and_import_create_missing_folders(work, tmp_path):
     assert line == (
         f"crfsdca: error: {tmp_path}/none.crfsuite: no such file; expected a CRFsuite model file"
     )
+
+
+# ------------------------------------------------------------------ 1. no silent wrong answers
+
+
+@pytest.fixture(scope="module")
+def fake_ewt(work):
+    """A --data-dir where the registered ewt-pos is the tiny s.conllu (train and test)."""
+    folder = work / "fake_data" / "ud_english_ewt"
+    folder.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        shutil.copy(work / "s.conllu", folder / f"en_ewt-ud-{split}.conllu")
+    return folder.parent
+
+
+def accuracy(result) -> str:
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip().splitlines()[0]
+
+
+def test_a_chain_model_is_scored_on_the_label_column_it_learnt(work, fake_ewt):
+    on_file = accuracy(cli("evaluate", work / "upos.npz", work / "s.conllu"))
+    on_name = accuracy(cli("evaluate", work / "upos.npz", "ewt-pos", "--data-dir", fake_ewt))
+    assert on_name == on_file == "token accuracy 100.00%"
+    # the XPOS column on purpose: every gold label is unknown to the UPOS model
+    line = one_error_line(
+        cli("evaluate", work / "upos.npz", "ewt-pos", "--data-dir", fake_ewt, "--label", "xpos")
+    )
+    assert line == (
+        "crfsdca: error: ewt-pos: none of its gold labels is a label of the model (data: DT, NN,"
+        " VBD; model: DET, NOUN, VERB); a model for other data?"
+    )
+
+
+def test_train_on_a_registered_conllu_dataset_learns_the_label_asked_for(work, fake_ewt, tmp_path):
+    model = tmp_path / "m.npz"
+    result = cli("train", "ewt-pos", "--label", "upos", "--data-dir", fake_ewt, "--epochs", "3",
+                 "-q", "--model", model)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    from crfsdca.model import SequenceCRF
+
+    loaded = SequenceCRF.load(model)
+    assert set(loaded.label_names_) == {"DET", "NOUN", "VERB"} and loaded.meta["label"] == "upos"
+    assert accuracy(cli("evaluate", model, "ewt-pos", "--data-dir", fake_ewt)) == (
+        "token accuracy 100.00%"
+    )
+
+
+@pytest.mark.parametrize("model", ["chunk.npz", "order2.npz"])
+@pytest.mark.parametrize("command", ["tag", "evaluate"])
+def test_a_word_pos_model_refuses_conllu_whose_second_field_is_upos(work, model, command):
+    line = one_error_line(cli(command, work / model, work / "s.conllu"))
+    assert line == (
+        f"crfsdca: error: {work}/s.conllu: a --format conllu file, but the model {work}/{model}"
+        " was trained on CoNLL columns (word POS ...) and its template conll reads (w pos), the"
+        " second from the file's second column, where this data holds UPOS (column 4); give the"
+        " model data in CoNLL columns (word POS ...)"
+    )
+
+
+def test_a_word_only_model_takes_either_token_format(work, tmp_path):
+    conll = tmp_path / "s.conll"
+    conll.write_text("the DT\ncat NN\nsat VBD\n\n")
+    result = cli("tag", work / "upos.npz", conll)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[:3] == ["the DT DET", "cat NN NOUN", "sat VBD VERB"]
+
+
+HISTORY = "--history must be >= 1 (correction pairs); got "
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--solver", "lbfgs", "--history", "0"], HISTORY + "0"),
+        (["--solver", "lbfgs", "--history", "-3"], HISTORY + "-3"),
+        (["--refresh-every", "-1"], "--refresh-every must be >= 0 (0 = never); got -1"),
+        (["--init-epsilon", "0"], "--init-epsilon must be in (0, 1]; got 0.0"),
+        (["--init-epsilon", "1.5"], "--init-epsilon must be in (0, 1]; got 1.5"),
+    ],
+)  # fmt: skip
+def test_solver_values_that_cannot_train_are_usage_errors(work, args, message):
+    line = usage_error(cli("train", work / "items.attr", *args))
+    assert line == f"Error: {message}"
+
+
+DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
+EWT_TEST = Path(DATA_DIR or "/nonexistent") / "ud_english_ewt" / "en_ewt-ud-test.conllu.gz"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not EWT_TEST.exists(), reason="needs CRFSDCA_DATA_DIR with ud_english_ewt")
+def test_ewt_upos_chain_scores_the_same_by_name_and_by_file(tmp_path):
+    model = tmp_path / "c.npz"
+    result = cli("train", "ewt-pos", "--graph", "chain", "--label", "upos", "--max-sequences",
+                 "300", "--epochs", "3", "-q", "--model", model)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    by_name = accuracy(cli("evaluate", model, "ewt-pos"))
+    by_file = cli("evaluate", model, EWT_TEST, "--format", "conllu")
+    assert by_name == accuracy(by_file)
+    assert float(by_name.split()[-1].rstrip("%")) > 50
