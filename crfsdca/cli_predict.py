@@ -49,6 +49,7 @@ def load_model(model_path: str):
 
 def _load_model(model_path: str):
     """(model, encoder) of a model file; one clear line if it is missing or not a model."""
+    from crfsdca.model_header import check_encoder
     from crfsdca.sources import encoder_from_model
 
     model = load_model(model_path)
@@ -57,7 +58,20 @@ def _load_model(model_path: str):
             f"{model_path}: a custom junction-tree model; the command line cannot give its"
             " cliques: predict with SequenceCRF.load(...).predict(JunctionData) in Python"
         )
-    return model, encoder_from_model(model.encoder)
+    if model.encoder is None:
+        raise ValueError(
+            f"{model_path}: the model has no attribute encoder (it was trained from the Python"
+            " API on encoded data); the command line cannot turn files into its attributes"
+        )
+    try:
+        encoder = encoder_from_model(model.encoder)
+    except Exception as err:  # any failure to rebuild it is the file's
+        raise ModelFormatError(
+            f"{model_path}: corrupt model header: the attribute encoder (encoder) is damaged or"
+            " was not written by crfsdca"
+        ) from err
+    check_encoder(model_path, encoder, model)
+    return model, encoder
 
 
 def _refuse_checkpoint(path: str) -> None:

@@ -173,8 +173,7 @@ def _open_members(path: str | os.PathLike) -> dict[str, np.ndarray]:
                 return {name: npz[name] for name in npz.files}
         except _READ_ERRORS as exc:
             raise ModelFormatError(
-                f"{path}: not a readable .npz archive ({type(exc).__name__}: {exc}); "
-                "the file is truncated or corrupted"
+                f"{path}: not a readable .npz archive; the file is truncated or corrupted"
             ) from exc
 
 
@@ -183,8 +182,14 @@ def _parse_header(path: str | os.PathLike, raw: np.ndarray) -> dict[str, Any]:
         raise ModelFormatError(f"{path}: 'header' is not a uint8 byte array; not a crfsdca model")
     try:
         header = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFormatError(f"{path}: header is not valid UTF-8 JSON ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(
+            f"{path}: the header is not UTF-8 text (byte {exc.start + 1}); the file is corrupted"
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise ModelFormatError(
+            f"{path}: the header is not valid JSON (character {exc.pos + 1}); the file is corrupted"
+        ) from exc
     if not isinstance(header, dict):
         raise ModelFormatError(f"{path}: header is a JSON {type(header).__name__}, not an object")
     name = header.get("format")

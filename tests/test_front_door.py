@@ -350,3 +350,204 @@ def test_ewt_upos_chain_scores_the_same_by_name_and_by_file(tmp_path):
     by_file = cli("evaluate", model, EWT_TEST, "--format", "conllu")
     assert by_name == accuracy(by_file)
     assert float(by_name.split()[-1].rstrip("%")) > 50
+
+
+# ------------------------------------------------------------------ 3. corrupt model files
+
+
+def rewrite_model(src: Path, dst: Path, header_change=None, arrays_change=None) -> Path:
+    """A copy of the model ``src`` with its header (dict) or arrays changed in place."""
+    import json
+
+    with np.load(src) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    header = json.loads(arrays.pop("header").tobytes())
+    if header_change:
+        header_change(header)
+    if arrays_change:
+        arrays_change(arrays)
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    with open(dst, "wb") as f:
+        np.savez(f, **arrays)
+    return dst
+
+
+def _set(key, value):
+    return lambda h: h.__setitem__(key, value)
+
+
+def _del(key):
+    return lambda h: h.pop(key)
+
+
+def _encoder(key, value):
+    return lambda h: h["encoder"].__setitem__(key, value)
+
+
+HEADER = "corrupt model header: "
+CORRUPT_HEADERS = {
+    "n_labels too big": (
+        _set("n_labels", 99),
+        "the label list has 3 names for 99 labels (n_labels)",
+    ),
+    "n_labels a string": (
+        _set("n_labels", "3"),
+        "the number of labels (n_labels) must be an integer >= 1; got '3'",
+    ),
+    "n_labels missing": (_del("n_labels"), "the number of labels (n_labels) is missing"),
+    "n_attributes negative": (
+        _set("n_attributes", -1),
+        "the number of attributes (n_attributes) must be an integer >= 0; got -1",
+    ),
+    "labels short": (
+        lambda h: h.__setitem__("labels", h["labels"][:-1]),
+        "the label list has 2 names for 3 labels (n_labels)",
+    ),
+    "labels duplicated": (
+        lambda h: h.__setitem__("labels", [h["labels"][0]] * 3),
+        "the label 'B-NP' appears more than once in the label list",
+    ),
+    "labels missing": (_del("labels"), "the label list (labels) is missing"),
+    "labels not names": (
+        _set("labels", [1, 2, 3]),
+        "the label list (labels) must be a list of names; got [1, 2, 3]",
+    ),
+    "solver unknown": (
+        _set("solver", "x"),
+        "the solver name (solver) is 'x', not one of crfsdca's",
+    ),
+    "regularization text": (
+        _set("regularization", "a"),
+        "the regularization must be a number > 0; got 'a'",
+    ),
+    "regularization negative": (
+        _set("regularization", -1.0),
+        "the regularization must be a number > 0; got -1.0",
+    ),
+    "bias rows": (
+        _set("n_bias_rows", 2),
+        "the number of bias rows (n_bias_rows) must be 0 or 3; got 2",
+    ),
+    "bias rows bool": (
+        _set("n_bias_rows", True),
+        "the number of bias rows (n_bias_rows) must be 0 or 3; got True",
+    ),
+    "solver option unknown": (
+        _set("solver_options", {"foo": 1}),
+        "the solver options name 'foo', which sdca does not have",
+    ),
+    "solver option value": (
+        _set("solver_options", {"tol": -1}),
+        "the solver options: tol must be >= 0; got -1",
+    ),
+    "solver options a list": (
+        _set("solver_options", []),
+        "the solver options (solver_options) must be a JSON object",
+    ),
+    "graph": (
+        _set("graph", "star"),
+        "the graph kind (graph) must be one of chain, tree, junction; got 'star'",
+    ),
+    "edge types": (
+        _set("n_edge_types", 0),
+        "the number of edge types (n_edge_types) must be an integer >= 1; got 0",
+    ),
+    "order": (_set("order", 3), "a chain model has order 1; got order 3"),
+    "meta": (_set("meta", []), "the training data's description (meta) must be a JSON object"),
+    "encoder vocabulary": (
+        _encoder("vocabulary", 5),
+        "the attribute encoder (encoder) is damaged or was not written by crfsdca",
+    ),
+    "encoder kind": (
+        _encoder("kind", "x"),
+        "the attribute encoder (encoder) is damaged or was not written by crfsdca",
+    ),
+    "encoder labels": (
+        lambda h: h["encoder"].__setitem__("label_names", h["encoder"]["label_names"][::-1]),
+        "the attribute encoder's label list (encoder) differs from the model's (labels)",
+    ),
+    "encoder size": (
+        lambda h: h["encoder"].__setitem__("vocabulary", h["encoder"]["vocabulary"][:-1]),
+        "the encoder knows 9 attributes, the model has weights for 10 (n_attributes)",
+    ),
+}
+CORRUPT_ARRAYS = {
+    "weights short": (
+        lambda a: a.__setitem__("weights", a["weights"][:-1]),
+        "corrupt model: the weights hold 38 numbers, but the header's sizes (attributes, labels,"
+        " bias rows, edge types) need 39",
+    ),
+    "weights NaN": (
+        lambda a: a.__setitem__("weights", a["weights"] * np.nan),
+        "corrupt model: the weights hold NaN or infinities",
+    ),
+    "weights 2-d": (
+        lambda a: a.__setitem__("weights", a["weights"][None]),
+        "corrupt model: the weights are not a flat array of numbers",
+    ),
+    "weights text": (
+        lambda a: a.__setitem__("weights", np.array(["a"])),
+        "corrupt model: the weights are not a flat array of numbers",
+    ),
+    "weights missing": (
+        lambda a: a.pop("weights"),
+        "corrupt model: the file holds no weights array",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def corrupt_models(work, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corrupt")
+    made = {}
+    for name, (change, message) in CORRUPT_HEADERS.items():
+        path = rewrite_model(work / "attr.npz", folder / f"{name.replace(' ', '_')}.npz", change)
+        made[name] = (path, HEADER + message)
+    for name, (change, message) in CORRUPT_ARRAYS.items():
+        dst = folder / f"{name.replace(' ', '_')}.npz"
+        made[name] = (rewrite_model(work / "attr.npz", dst, None, change), message)
+    return made
+
+
+@pytest.mark.parametrize("case", [*CORRUPT_HEADERS, *CORRUPT_ARRAYS])
+@pytest.mark.parametrize("command", ["tag", "evaluate"])
+def test_a_corrupt_model_is_blamed_on_its_file_in_words(work, corrupt_models, case, command):
+    path, message = corrupt_models[case]
+    line = one_error_line(cli(command, path, work / "items.attr"))
+    assert line == f"crfsdca: error: {path}: {message}"
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CORRUPT_HEADERS if not c.startswith("encoder")] + [*CORRUPT_ARRAYS]
+)
+def test_export_refuses_a_corrupt_model_and_writes_nothing(corrupt_models, tmp_path, case):
+    path, message = corrupt_models[case]
+    out = tmp_path / "out.crfsuite"
+    line = one_error_line(cli("export", path, out))
+    assert line == f"crfsdca: error: {path}: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.5, 0.9, -22])
+def test_a_truncated_model_file_is_one_line_without_python_text(work, tmp_path, cut):
+    data = (work / "attr.npz").read_bytes()
+    path = tmp_path / "cut.npz"
+    path.write_bytes(data[: int(len(data) * cut)] if cut > 0 else data[:cut])
+    line = one_error_line(cli("tag", path, work / "items.attr"))
+    assert line == (
+        f"crfsdca: error: {path}: not a readable .npz archive; the file is truncated or corrupted"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"{not json", "the header is not valid JSON (character 2); the file is corrupted"),
+        (b'{"a": "\xff"}', "the header is not UTF-8 text (byte 8); the file is corrupted"),
+    ],
+)
+def test_a_header_that_is_not_json_names_the_file(tmp_path, work, raw, message):
+    path = tmp_path / "m.npz"
+    np.savez(path, header=np.frombuffer(raw, np.uint8), weights=np.zeros(3))
+    line = one_error_line(cli("evaluate", path, work / "items.attr"))
+    assert line == f"crfsdca: error: {path}: {message}"
