@@ -135,7 +135,7 @@ def check_columns(source, model, model_path: str) -> None:
 def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str):
     """TreeData (gold labels, unknown ones counted) of a CoNLL-U file or of a registered
     CoNLL-U dataset's test split, for a tree model: heads as parents, edge types by direction."""
-    from crfsdca.cli_graph import conllu_paths
+    from crfsdca.cli_graph import conllu_paths, require_heads
     from crfsdca.cli_graph import tree_data as trees_of
     from crfsdca.readers import read_conllu
     from crfsdca.sources import STDIN, STDIN_NAME, encode_labelled, local_path
@@ -150,11 +150,8 @@ def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str
     with local_path(path) as local:
         corpus = read_conllu(local, label)
     name = STDIN_NAME if path == STDIN else str(path)
-    if not corpus.heads:
-        raise ValueError(
-            f"{name}: the tree model {model_path} needs an integer HEAD (column 7) on every word;"
-            " this file has words without one"
-        )
+    corpus.path = name
+    require_heads(corpus, f"the tree model {model_path}")
     nodes = encode_labelled(corpus, encoder)
     try:
         return trees_of(corpus, nodes)

@@ -49,6 +49,7 @@ def work(tmp_path_factory):
         "order2.npz": ["chunk.txt", "--format", "conll", "--template", "conll", "--order", "2"],
         "attr.npz": ["items.attr"],
         "upos.npz": ["s.conllu", "--graph", "chain", "--label", "upos"],
+        "tree.npz": ["s.conllu", "--graph", "tree"],
     }
     for model, args in trainings.items():
         args = [root / a if "." in a else a for a in args]
@@ -551,3 +552,70 @@ def test_a_header_that_is_not_json_names_the_file(tmp_path, work, raw, message):
     np.savez(path, header=np.frombuffer(raw, np.uint8), weights=np.zeros(3))
     line = one_error_line(cli("evaluate", path, work / "items.attr"))
     assert line == f"crfsdca: error: {path}: {message}"
+
+
+# ------------------------------------------------------------------ 3. CoNLL-U trees
+
+
+def conllu_with_heads(path: Path, heads: list[str]) -> Path:
+    """One good sentence (lines 1-3), a blank line, then the cat sat with ``heads`` (5-7)."""
+    good = conllu_text(1).splitlines()[1:4]
+    bad = [
+        f"{t + 1}\t{word}\t{word}\t{upos}\t{xpos}\t_\t{head}\tdep\t_\t_"
+        for t, ((word, upos, xpos), head) in enumerate(zip(CONLLU_WORDS, heads, strict=True))
+    ]
+    path.write_text("\n".join([*good, "", *bad]) + "\n")
+    return path
+
+
+EXPECTED_HEAD = "column 7 (HEAD): expected 0 (the root) or a word id from 1 to 3; got "
+BAD_HEADS = {
+    "out of range": (["2", "0", "99"], 7, EXPECTED_HEAD + "99, beyond the sentence's 3 words"),
+    "cycle": (
+        ["2", "1", "0"],
+        5,
+        "column 7 (HEAD): word 1 lies on a cycle of heads (1 -> 2 -> 1); the heads of a"
+        " sentence must form a tree",
+    ),
+    "long cycle": (
+        ["0", "3", "2"],
+        6,
+        "column 7 (HEAD): word 2 lies on a cycle of heads (2 -> 3 -> 2); the heads of a"
+        " sentence must form a tree",
+    ),
+    "self-loop": (["2", "2", "2"], 6, "column 7 (HEAD): word 2 is its own head (a self-loop)"),
+    "superscript two": (["\u00b2", "0", "2"], 5, EXPECTED_HEAD + "'\u00b2', not an ASCII integer"),
+    "arabic three": (["\u0663", "0", "2"], 5, EXPECTED_HEAD + "'\u0663', not an ASCII integer"),
+    "minus one": (["-1", "0", "2"], 5, EXPECTED_HEAD + "-1, a negative number"),
+    "no head": (["2", "0", "_"], 7, EXPECTED_HEAD + "'_' (no head)"),
+    "word": (["2", "root", "2"], 6, EXPECTED_HEAD + "'root', not an ASCII integer"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_HEADS)
+def test_bad_heads_are_file_line_for_trees_and_ignored_by_chains(work, tmp_path, case):
+    heads, line, message = BAD_HEADS[case]
+    data = conllu_with_heads(tmp_path / "bad.conllu", heads)
+    where = f"crfsdca: error: {data}:{line}: {message}"
+    result = cli("train", data, "--graph", "tree", "--epochs", "1", "-q")
+    assert one_error_line(result) == f"{where}; --graph tree reads the trees of HEAD"
+    for command in ("tag", "evaluate"):
+        result = cli(command, work / "tree.npz", data)
+        model = work / "tree.npz"
+        assert one_error_line(result) == f"{where}; the tree model {model} reads the trees of HEAD"
+    # chains never read HEAD: the same file trains and tags
+    for args in (["--graph", "chain"], ["--template", "pos"]):
+        result = cli("train", data, *args, "--epochs", "1", "-q", "--model", tmp_path / "c.npz")
+        assert result.exit_code == 0, result.output
+    result = cli("tag", work / "upos.npz", data)
+    assert result.exit_code == 0 and result.stdout.split() == ["DET", "NOUN", "VERB"] * 2
+
+
+def test_the_reader_keeps_the_first_head_problem_for_tree_readers(tmp_path):
+    from crfsdca.readers import read_conllu
+
+    corpus = read_conllu(conllu_with_heads(tmp_path / "x.conllu", ["\u0663", "0", "2"]))
+    assert corpus.heads == [] and corpus.labels[1] == ["DT", "NN", "VBD"]
+    assert corpus.head_problem == (5, EXPECTED_HEAD + "'\u0663', not an ASCII integer")
+    good = read_conllu(conllu_with_heads(tmp_path / "y.conllu", ["2", "0", "2"]))
+    assert good.heads == [[1, -1, 1], [1, -1, 1]] and good.head_problem is None
