@@ -17,7 +17,9 @@ from typing import Any
 import click
 
 
-def conllu_paths(dataset: str, test: str | None, data_dir: str | None) -> tuple[str, str | None]:
+def conllu_paths(
+    dataset: str, test: str | None, data_dir: str | None, fmt: str | None = None
+) -> tuple[str, str | None]:
     """(train file, test file or None) of a registered CoNLL-U dataset or of files."""
     import data_loaders
 
@@ -34,7 +36,21 @@ def conllu_paths(dataset: str, test: str | None, data_dir: str | None) -> tuple[
             data_loaders.find_data_file(dataset, spec.splits["test"].relpath, data_dir)
         )
         return str(train), test_path
+    for path in (dataset, test):
+        check_conllu(path, fmt)
     return dataset, test
+
+
+def check_conllu(path: str | None, fmt: str | None) -> None:
+    """OptionError when --format or the file's name says it is not CoNLL-U."""
+    from crfsdca.errors import OptionError
+    from crfsdca.sources import guess_format
+
+    named = fmt or (guess_format(path) if path not in (None, "-") else None)
+    if path is not None and named not in (None, "conllu"):
+        raise OptionError(
+            f"--graph needs CoNLL-U data (dependency trees); {path} is a --format {named} file"
+        )
 
 
 def read_examples(path: str, label: str, max_sequences: int | None = None, *, trees: bool):
@@ -81,7 +97,7 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
 
     solver_name = run["solver"]
     label = run.get("label") or "xpos"
-    train_path, test_path = conllu_paths(run["dataset"], run["test"], run["data_dir"])
+    train_path, test_path = conllu_paths(run["dataset"], run["test"], run["data_dir"], run["fmt"])
     corpus = read_examples(train_path, label, run["max_sequences"], trees=graph == "tree")
     encoder = make_encoder(run["template"] or "pos")
     nodes = encoder.fit_transform(corpus)

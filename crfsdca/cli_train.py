@@ -251,6 +251,10 @@ def train(
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
         return
+    if scheduler is not None:
+        from crfsdca.cli_distributed import scheduler_address
+
+        scheduler_address(scheduler)
     if workers or scheduler:
         if solver != "sdca":
             raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")

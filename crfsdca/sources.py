@@ -44,6 +44,9 @@ EXTENSIONS = {
 }
 #: every ``--template``: the TEMPLATE_SETS, and the encoders of OCR pixels and CRFsuite attributes
 TEMPLATES = (*TEMPLATE_SETS, "ocr", "dense", "crfsuite")
+#: largest attribute value (in magnitude) the command line trains or predicts on: the solvers
+#: square values and multiply them by weights, which overflows float64 from about 1e154 on
+MAX_ATTRIBUTE_VALUE = 1e100
 STDIN = "-"
 STDIN_NAME = "<stdin>"
 
@@ -197,13 +200,23 @@ def _read(path: str, fmt: str, label: str):
 
 
 def _check_attribute_lines(corpus: io.AttributeCorpus) -> io.AttributeCorpus:
-    """Refuse an item without attributes whose label holds blanks: a line without tabs.
+    """Refuse an item without attributes whose label holds blanks: a line without tabs, and
+    attribute values beyond :data:`MAX_ATTRIBUTE_VALUE` (whose squares would overflow).
 
     CRFsuite files are ``label TAB attribute TAB ...``; read as one, a space-separated CoNLL
     file would become labels like ``'The DT B-NP'`` without attributes, and train on nothing.
     """
     for first, items, labels in zip(corpus.lines, corpus.attributes, corpus.labels, strict=True):
         for t, (item, label) in enumerate(zip(items, labels, strict=True)):
+            for name, value in item:
+                if abs(value) > MAX_ATTRIBUTE_VALUE:
+                    raise DataFormatError(
+                        corpus.path,
+                        first + t,
+                        f"attribute {quote(name)}: expected a value of magnitude at most"
+                        f" {MAX_ATTRIBUTE_VALUE:g}, got {value:g}; scale the values (training"
+                        " squares them and multiplies them by weights)",
+                    )
             if not item and len(label.split()) > 1:
                 raise DataFormatError(
                     corpus.path,

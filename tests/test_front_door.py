@@ -619,3 +619,150 @@ def test_the_reader_keeps_the_first_head_problem_for_tree_readers(tmp_path):
     assert corpus.head_problem == (5, EXPECTED_HEAD + "'\u0663', not an ASCII integer")
     good = read_conllu(conllu_with_heads(tmp_path / "y.conllu", ["2", "0", "2"]))
     assert good.heads == [[1, -1, 1], [1, -1, 1]] and good.head_problem is None
+
+
+# ------------------------------------------------------------------ 3. one clear line
+
+
+def test_a_scheduler_that_refuses_fails_within_seconds(work):
+    """Nothing listens on a bound port: the connection is refused at once, with one line."""
+    pytest.importorskip("distributed")
+    import socket
+
+    with socket.socket() as bound:  # bound, never listening: connections are refused
+        bound.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{bound.getsockname()[1]}"
+        result = cli("train", work / "items.attr", "--scheduler", address, "--round-timeout", "600")
+    assert one_error_line(result) == (
+        f"crfsdca: error: --scheduler {address}: cannot connect (connection refused); start a"
+        " Dask scheduler there (dask scheduler --port PORT) or correct the address"
+    )
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "http://127.0.0.1:8786", "tcp://h:0", "tcp://:1"])
+def test_a_scheduler_address_that_is_not_one_is_a_usage_error(work, address):
+    line = usage_error(cli("train", work / "items.attr", "--scheduler", address))
+    assert line == (
+        f"Error: Invalid value for --scheduler: expected tcp://HOST:PORT (a Dask scheduler), got"
+        f" {address!r}"
+    )
+
+
+def test_the_scheduler_check_times_out_apart_from_the_round_timeout(monkeypatch):
+    import socket
+
+    from crfsdca.cli_distributed import check_scheduler
+
+    def silent(address, timeout):
+        assert timeout == 0.5
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", silent)
+    with pytest.raises(OSError) as err:
+        check_scheduler("tcp://192.0.2.1:8786", timeout=0.5)
+    assert str(err.value) == (
+        "--scheduler tcp://192.0.2.1:8786: no answer within 0.5 s; is a Dask scheduler running"
+        " there (dask scheduler --port PORT) and reachable?"
+    )
+
+
+@pytest.mark.parametrize("value", ["1e308", "-2e150", "1.5e101"])
+@pytest.mark.parametrize("command", ["train", "tag", "evaluate"])
+def test_huge_attribute_values_are_file_line_before_any_numpy_warning(
+    work, tmp_path, value, command
+):
+    data = tmp_path / "huge.attr"
+    data.write_text(f"A\tx\ty\nB\tz\n\nA\tx:{value}\tz\nB\tz\n\n")
+    args = [data] if command == "train" else [work / "attr.npz", data]
+    line = one_error_line(cli(command, *args))
+    assert line == (
+        f"crfsdca: error: {data}:4: attribute 'x': expected a value of magnitude at most 1e+100,"
+        f" got {float(value):g}; scale the values (training squares them and multiplies them by"
+        " weights)"
+    )
+
+
+def test_a_failed_download_is_one_line_saying_what_to_do(work, tmp_path, monkeypatch):
+    """No network: pooch raises what requests raises when the host is not found."""
+    from data_loaders import download
+
+    monkeypatch.delenv("CRFSDCA_DATA_DIR", raising=False)
+    monkeypatch.setenv("CRFSDCA_CACHE_DIR", str(tmp_path / "cache"))
+
+    def unreachable(url, dest):
+        raise OSError(
+            f"HTTPSConnectionPool(host='x', port=443): Max retries exceeded with url: {url}"
+            " (Caused by NameResolutionError(\"Failed to resolve 'x' ([Errno -2] Name or service"
+            ' not known)"))'
+        )
+
+    monkeypatch.setattr(download, "fetch_url", unreachable)
+    (tmp_path / "empty").mkdir()
+    line = one_error_line(cli("train", "ocr", "--data-dir", tmp_path / "empty"))
+    assert line == (
+        f"crfsdca: error: dataset 'ocr': ocr/letter.data.gz not found; looked in --data-dir"
+        f" {tmp_path}/empty, $CRFSDCA_DATA_DIR (not set), cache {tmp_path}/cache; download failed"
+        " (http://ai.stanford.edu/~btaskar/ocr/letter.data.gz: host not found (offline, or no"
+        " DNS?)). Point crfsdca at a local copy with --data-dir DIR or CRFSDCA_DATA_DIR=DIR,"
+        " where DIR/ocr/letter.data.gz (gzipped or not) exists"
+    )
+    assert "Errno" not in line and "HTTPSConnectionPool" not in line
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (TimeoutError("read timed out"), "no answer in time"),
+        (
+            ConnectionRefusedError(111, "Connection refused"),
+            "cannot connect (offline, or blocked?)",
+        ),
+        (EOFError("Compressed file ended"), "the download is not a readable archive"),
+        (KeyError("t/a"), "the archive lacks the expected file (t/a)"),
+    ],
+)
+def test_download_failures_are_said_in_a_few_words(exc, reason):
+    from data_loaders.download import describe_failure
+
+    assert describe_failure("https://h/f.gz", exc) == f"https://h/f.gz: {reason}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{w}/chunk.txt", "--format", "conll"], "--format conll needs --template (e.g. conll,"),
+        (["{w}/chunk.txt", "--template", "conll", "--label", "upos"],
+         "--label applies to CoNLL-U files; {w}/chunk.txt is not one"),
+        (["{w}/items.attr", "--template", "pos"],
+         "--template pos reads token columns (CoNLL, CoNLL-U); {w}/items.attr holds CRFsuite"),
+        (["{w}/items.attr", "--graph", "tree"], "--graph needs CoNLL-U data"),
+        (["{w}/items.attr", "--solver", "lbfgs", "--sampling", "gap"],
+         "--sampling does not apply to --solver lbfgs"),
+        (["{w}/items.attr", "--template", "nope"], "Invalid value for '--template'"),
+    ],
+)  # fmt: skip
+def test_flags_that_do_not_fit_the_data_are_usage_errors(work, args, message):
+    line = usage_error(cli("train", *[str(a).format(w=work) for a in args]))
+    assert message.format(w=work) in line
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (float("nan"), "nan"),
+        (float("inf"), "inf"),
+        (-float("inf"), "-inf"),
+        (10**400, "an integer of 1329 bits"),
+    ],
+)
+def test_non_finite_feature_values_in_the_python_api_say_where(value, shown):
+    import crfsdca
+
+    X = [[{"a": 1.0}, {"b": "x"}], [{"a": 2.0}, {"b": "y", "x": value}]]
+    y = [["A", "B"], ["A", "B"]]
+    with pytest.raises(ValueError) as err:
+        crfsdca.CRF().fit(X, y)
+    assert str(err.value) == f"X[1][1]: feature 'x': expected a finite number; got {shown}"
+    X[1][1] = {"x": {"inner": value}}
+    with pytest.raises(ValueError, match=r"^X\[1\]\[1\]: feature 'x:inner': expected a finite"):
+        crfsdca.CRF().fit(X, y)
