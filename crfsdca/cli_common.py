@@ -160,8 +160,9 @@ def check_output_path(
     if is_special(target):
         if special_ok:
             return
+        expected = "a directory" if folder else "a file name"
         raise click.BadParameter(
-            f"{path} is a device or pipe; expected a file name", param_hint=flag
+            f"{path} is a device or pipe; expected {expected}", param_hint=flag
         )
     if not folder and target.is_dir():
         raise click.BadParameter(f"{path} is a directory; expected a file name", param_hint=flag)

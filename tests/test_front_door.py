@@ -904,6 +904,7 @@ WRITERS = {
         "--model",
     ),  # fmt: skip
     "plot --out": (lambda w, out: ["plot", w / "trace.jsonl", "--out", out], "--out"),
+    "reproduce --out": (lambda w, out: ["reproduce", "--quick", "--out", out], "--out"),
 }
 OUTPUT_KINDS = ["fifo", "device", "symlink to fifo", "folder"]
 
@@ -932,6 +933,8 @@ def test_no_writer_replaces_what_is_not_a_regular_file(writers_work, tmp_path, w
         pytest.importorskip("matplotlib")
     if kind == "folder" and "checkpoint" in writer:
         pytest.skip("a --checkpoint folder holding a folder checkpoint.npz: covered by the file")
+    if kind == "folder" and "reproduce" in writer:
+        pytest.skip("reproduce --out is a folder")
     argv, flag = WRITERS[writer]
     out, still = _make_output(tmp_path, writer, kind)
     before = sorted(p.name for p in tmp_path.iterdir())
