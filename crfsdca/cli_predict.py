@@ -99,36 +99,47 @@ def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True)
     check_kind(source, encoder_kind(encoder), f"the model {model_path}")
     if label is not None and source.fmt != "conllu":
         raise OptionError(f"--label applies to CoNLL-U files; {text} is not one")
-    check_columns(source, model, model_path)
+    check_columns(source, model, model_path, label)
     return source
 
 
-#: what the second token field holds in each token format
-_SECOND_FIELD = {"conll": "the file's second column", "conllu": "UPOS (column 4)"}
+#: what the second token field holds: CoNLL columns, CoNLL-U labelled by XPOS or by UPOS
+_SECOND_FIELD = {
+    ("conll", None): "the file's second column",
+    ("conllu", "xpos"): "UPOS (column 4)",
+    ("conllu", "upos"): "XPOS (column 5)",
+}
 _FORMAT_TEXT = {"conll": "CoNLL columns (word POS ...)", "conllu": "CoNLL-U"}
 
 
-def check_columns(source, model, model_path: str) -> None:
+def _second_field(fmt: str, label: str | None) -> str | None:
+    return _SECOND_FIELD.get((fmt, (label or "xpos") if fmt == "conllu" else None))
+
+
+def check_columns(source, model, model_path: str, label: str | None = None) -> None:
     """Refuse token data whose fields mean something else than the model's training data did.
 
     A template such as ``conll`` reads two token fields (word, POS): from CoNLL columns the
-    second is the file's second column (PTB POS in CoNLL-2000), from CoNLL-U it is UPOS. A model
-    trained on one and applied to the other would tag from the wrong tag set without a word; it
-    is refused. A template reading the word alone (``pos``) takes either format.
+    second is the file's second column (PTB POS in CoNLL-2000), from CoNLL-U the tag column
+    that is not the label (UPOS when learning XPOS). A model trained on one and applied to
+    another would tag from the wrong tag set without a word; it is refused. A template reading
+    the word alone (``pos``) takes any token format.
     """
     trained_on = model.meta.get("format")
     fields = (model.encoder or {}).get("template_set", {}).get("field_names", [])
-    if source.kind != "token" or trained_on not in _SECOND_FIELD or len(fields) < 2:
+    if source.kind != "token" or len(fields) < 2:
         return
-    if source.fmt == trained_on:
+    trained = _second_field(trained_on, model.meta.get("label")) if trained_on else None
+    given = _second_field(source.fmt, label or model.meta.get("label"))
+    if trained is None or given is None or trained == given:
         return
     what = "a dataset" if source.registered else f"a --format {source.fmt} file"
     name = model.encoder["template_set"].get("name", "?")
     raise ValueError(
         f"{source.text}: {what}, but the model {model_path} was trained on"
         f" {_FORMAT_TEXT[trained_on]} and its template {name} reads ({' '.join(fields)}), the"
-        f" second from {_SECOND_FIELD[trained_on]}, where this data holds"
-        f" {_SECOND_FIELD[source.fmt]}; give the model data in {_FORMAT_TEXT[trained_on]}"
+        f" second from {trained}, where this data holds {given}; give the model data as it was"
+        " trained on"
     )
 
 

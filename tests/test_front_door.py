@@ -50,6 +50,7 @@ def work(tmp_path_factory):
         "attr.npz": ["items.attr"],
         "upos.npz": ["s.conllu", "--graph", "chain", "--label", "upos"],
         "tree.npz": ["s.conllu", "--graph", "tree"],
+        "wordpos_conllu.npz": ["s.conllu", "--graph", "chain", "--template", "conll"],
     }
     for model, args in trainings.items():
         args = [root / a if "." in a else a for a in args]
@@ -306,7 +307,27 @@ def test_a_word_pos_model_refuses_conllu_whose_second_field_is_upos(work, model,
         f"crfsdca: error: {work}/s.conllu: a --format conllu file, but the model {work}/{model}"
         " was trained on CoNLL columns (word POS ...) and its template conll reads (w pos), the"
         " second from the file's second column, where this data holds UPOS (column 4); give the"
-        " model data in CoNLL columns (word POS ...)"
+        " model data as it was trained on"
+    )
+
+
+def test_a_word_pos_model_trained_on_conllu_refuses_conll_columns(work, tmp_path):
+    conll = tmp_path / "s.conll"
+    conll.write_text("the DT\ncat NN\nsat VBD\n\n")
+    model = work / "wordpos_conllu.npz"
+    line = one_error_line(cli("tag", model, conll))
+    assert line == (
+        f"crfsdca: error: {conll}: a --format conll file, but the model {model} was trained on"
+        " CoNLL-U and its template conll reads (w pos), the second from UPOS (column 4), where"
+        " this data holds the file's second column; give the model data as it was trained on"
+    )
+    result = cli("tag", model, work / "s.conllu")
+    assert result.exit_code == 0 and result.stdout.split()[:3] == ["DT", "NN", "VBD"]
+    # gold UPOS would move UPOS out of the field the model reads
+    line = one_error_line(cli("evaluate", model, work / "s.conllu", "--label", "upos"))
+    assert line.endswith(
+        "the second from UPOS (column 4), where this data holds XPOS (column 5); give the model"
+        " data as it was trained on"
     )
 
 
