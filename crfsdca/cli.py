@@ -97,12 +97,16 @@ def export(model_path: str, out: str, verbose: int) -> None:
     """
     check_output_path(out, "OUT.crfsuite")
     with errors_to_exit(verbose):
-        from crfsdca.cli_predict import load_model
+        from crfsdca.cli_predict import load_model, model_encoder
         from crfsdca.crfsuite_format import BIAS_ATTRIBUTES, export_crfsuite
 
         model = load_model(model_path)
+        model_encoder(model_path, model)  # a damaged encoder would name the attributes wrongly
         make_parent(out)
-        export_crfsuite(model, out)
+        try:
+            export_crfsuite(model, out)
+        except ValueError as err:  # what CRFsuite's format cannot hold: said of the model file
+            raise ValueError(f"{model_path}: {err}") from err
         click.echo(f"CRFsuite model written to {out}")
         if model.feature_map_.n_bias_rows:
             click.echo(

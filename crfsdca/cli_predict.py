@@ -49,9 +49,6 @@ def load_model(model_path: str):
 
 def _load_model(model_path: str):
     """(model, encoder) of a model file; one clear line if it is missing or not a model."""
-    from crfsdca.model_header import check_encoder
-    from crfsdca.sources import encoder_from_model
-
     model = load_model(model_path)
     if model.graph_ == "junction" and model.order_ != 2:
         raise ValueError(
@@ -63,6 +60,17 @@ def _load_model(model_path: str):
             f"{model_path}: the model has no attribute encoder (it was trained from the Python"
             " API on encoded data); the command line cannot turn files into its attributes"
         )
+    encoder = model_encoder(model_path, model)
+    return model, encoder
+
+
+def model_encoder(model_path: str, model):
+    """The model's attribute encoder, rebuilt and checked against the model (None if none)."""
+    from crfsdca.model_header import check_encoder
+    from crfsdca.sources import encoder_from_model
+
+    if model.encoder is None:
+        return None
     try:
         encoder = encoder_from_model(model.encoder)
     except Exception as err:  # any failure to rebuild it is the file's
@@ -71,7 +79,7 @@ def _load_model(model_path: str):
             " was not written by crfsdca"
         ) from err
     check_encoder(model_path, encoder, model)
-    return model, encoder
+    return encoder
 
 
 def _refuse_checkpoint(path: str) -> None:

@@ -70,7 +70,7 @@ def check_header(path: str | os.PathLike, header: dict[str, Any], arrays: dict[s
     from crfsdca.solvers import SOLVERS
 
     solver = header.get("solver")
-    if solver not in SOLVERS:
+    if not isinstance(solver, str) or solver not in SOLVERS:
         raise _bad(path, f"the solver name (solver) is {_shown(solver)}, not one of crfsdca's")
     lam = header.get("regularization")  # None: not known (an imported CRFsuite model)
     number = isinstance(lam, int | float) and not isinstance(lam, bool)
@@ -91,6 +91,13 @@ def check_header(path: str | os.PathLike, header: dict[str, Any], arrays: dict[s
         if name in seen:
             raise _bad(path, f"the label {name!r} appears more than once in the label list")
         seen.add(name)
+    encoder = header.get("encoder")
+    kinds = ("template", "attribute", "dense")
+    if encoder is not None and (not isinstance(encoder, dict) or encoder.get("kind") not in kinds):
+        raise _bad(path, "the attribute encoder (encoder) is damaged or was not written by crfsdca")
+    for key in ("all_possible_states", "all_possible_transitions"):
+        if not isinstance(header.get(key, True), bool):
+            raise _bad(path, f"{key} must be true or false; got {_shown(header[key])}")
     for key in ("solver_options", "meta"):
         if not isinstance(header.get(key, {}), dict):
             raise _bad(path, f"{FIELDS[key]} ({key}) must be a JSON object")

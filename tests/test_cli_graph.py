@@ -184,7 +184,8 @@ def test_tree_models_refuse_data_without_trees_in_one_line(tree_model, tmp_path)
             assert len(lines) == 1 and lines[0].startswith(f"crfsdca: error: {message}"), lines
     result = CliRunner().invoke(main, ["export", str(model), str(tmp_path / "m.crfsuite")])
     assert result.exit_code == 1 and result.stderr == (
-        "crfsdca: error: CRFsuite's format holds linear-chain models; this one has trees\n"
+        f"crfsdca: error: {model}: CRFsuite's format holds linear-chain models; this one has"
+        " trees\n"
     )
 
 

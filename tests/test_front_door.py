@@ -962,3 +962,39 @@ def test_no_writer_replaces_what_is_not_a_regular_file(writers_work, tmp_path, w
     check_promise(cli(*argv(writers_work, out)), 2, flag)
     assert still(os.lstat(out).st_mode), f"{out} was replaced"
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no temporary left either
+
+
+HEADER_KEYS = [
+    "solver", "regularization", "n_bias_rows", "n_attributes", "n_labels", "labels",
+    "solver_options", "encoder", "meta", "graph", "n_edge_types", "order", "factor_arities",
+    "all_possible_states", "all_possible_transitions", "format", "format_version",
+]  # fmt: skip
+ODD_VALUES = [None, [], "x", -1, 2.5, {"a": None}, 10**20]
+#: (key, value) a model may hold and still be used: metadata, or values valid for the key
+HARMLESS = [
+    ("regularization", None), ("regularization", 2.5), ("regularization", 10**20),
+    ("meta", {"a": None}), ("encoder", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", HEADER_KEYS)
+@pytest.mark.parametrize("model", ["attr.npz", "order2.npz"])
+def test_odd_header_values_are_refused_in_one_line_or_harmless(work, tmp_path, model, key):
+    data = work / ("items.attr" if model == "attr.npz" else "chunk.txt")
+    for value in ODD_VALUES:
+        path = rewrite_model(work / model, tmp_path / "odd.npz", _set(key, value))
+        for argv in (["tag", path, data], ["export", path, tmp_path / "o.crfsuite"]):
+            result = cli(*argv)
+            if (key, value) in HARMLESS or (key, value) == ("factor_arities", None):
+                (tmp_path / "o.crfsuite").unlink(missing_ok=True)
+                continue  # metadata, or no factor sizes (a chain has none)
+            if model == "attr.npz" and (key == "factor_arities" or (key, value) == ("order", None)):
+                (tmp_path / "o.crfsuite").unlink(missing_ok=True)
+                continue  # a first-order chain reads neither
+            if key == "encoder" and argv[0] == "export" and value is None:
+                continue  # Python API models have no encoder; exported with attribute ids
+            assert result.exit_code == 1, (key, value, argv[0], result.output)
+            line = one_error_line(result)
+            assert line.startswith(f"crfsdca: error: {path}: "), line
+            assert "internal error" not in line and "Error:" not in line
+            assert not (tmp_path / "o.crfsuite").exists()
