@@ -731,6 +731,41 @@ def test_a_failed_download_is_one_line_saying_what_to_do(work, tmp_path, monkeyp
 
 
 @pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        ("ConnectionError", "host not found (offline, or no DNS?)"),
+        ("HTTPError", "the server answered HTTP 404"),
+        ("ReadTimeout", "no answer in time"),
+    ],
+)
+def test_pooch_failures_are_said_in_a_few_words(tmp_path, monkeypatch, error, reason):
+    """pooch itself fails (monkeypatched: no network) with what requests raises."""
+    pooch = pytest.importorskip("pooch")
+    requests = pytest.importorskip("requests")
+
+    def retrieve(url, **kwargs):
+        if error == "HTTPError":
+            response = requests.Response()
+            response.status_code = 404
+            raise requests.exceptions.HTTPError(f"404 Client Error: Not Found for url: {url}",
+                                                response=response)  # fmt: skip
+        raise getattr(requests.exceptions, error)(
+            f"HTTPSConnectionPool(host='h', port=443): Max retries exceeded with url: {url}"
+            " (Caused by NameResolutionError(\"Failed to resolve 'h' ([Errno -2] Name or service"
+            ' not known)"))'
+            if error == "ConnectionError"
+            else "HTTPSConnectionPool(host='h', port=443): Read timed out. (read timeout=30)"
+        )
+
+    monkeypatch.setattr(pooch, "retrieve", retrieve)
+    monkeypatch.delenv("CRFSDCA_DATA_DIR", raising=False)
+    monkeypatch.setenv("CRFSDCA_CACHE_DIR", str(tmp_path / "cache"))
+    line = one_error_line(cli("train", "ocr", "--epochs", "1"))
+    assert f"download failed (http://ai.stanford.edu/~btaskar/ocr/letter.data.gz: {reason})" in line
+    assert "Errno" not in line and "Pool" not in line and len(line) < 500
+
+
+@pytest.mark.parametrize(
     ("exc", "reason"),
     [
         (TimeoutError("read timed out"), "no answer in time"),
