@@ -16,7 +16,14 @@ from importlib import import_module
 import click
 
 from crfsdca import __version__
-from crfsdca.cli_common import errors_to_exit, interrupted, quiet_broken_pipe
+from crfsdca.cli_common import (
+    check_input_file,
+    check_output_path,
+    errors_to_exit,
+    interrupted,
+    make_parent,
+    quiet_broken_pipe,
+)
 from crfsdca.cli_predict import evaluate, tag
 
 #: subcommands imported on first use: name -> (module, attribute, short help)
@@ -88,12 +95,18 @@ def export(model_path: str, out: str, verbose: int) -> None:
     pycrfsuite.Tagger and crfsuite tag load it; a model with bias rows needs the reserved
     attributes __crfsdca_bias__, __crfsdca_first__, __crfsdca_last__ on the items (README).
     """
+    check_output_path(out, "OUT.crfsuite")
     with errors_to_exit(verbose):
+        from crfsdca.cli_predict import load_model, model_encoder
         from crfsdca.crfsuite_format import BIAS_ATTRIBUTES, export_crfsuite
-        from crfsdca.model import SequenceCRF
 
-        model = SequenceCRF.load(model_path)
-        export_crfsuite(model, out)
+        model = load_model(model_path)
+        model_encoder(model_path, model)  # a damaged encoder would name the attributes wrongly
+        make_parent(out)
+        try:
+            export_crfsuite(model, out)
+        except ValueError as err:  # what CRFsuite's format cannot hold: said of the model file
+            raise ValueError(f"{model_path}: {err}") from err
         click.echo(f"CRFsuite model written to {out}")
         if model.feature_map_.n_bias_rows:
             click.echo(
@@ -109,10 +122,13 @@ def export(model_path: str, out: str, verbose: int) -> None:
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")
 def import_crfsuite(crfsuite_path: str, out: str, verbose: int) -> None:
     """Convert a CRFsuite model file to a crfsdca model (.npz)."""
+    check_output_path(out, "OUT.npz")
     with errors_to_exit(verbose):
         from crfsdca.crfsuite_format import import_crfsuite as read_model
 
+        check_input_file(crfsuite_path, "a CRFsuite model file")
         model = read_model(crfsuite_path)
+        make_parent(out)
         model.save(out)
         fm = model.feature_map_
         click.echo(

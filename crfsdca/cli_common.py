@@ -23,7 +23,13 @@ from typing import Any
 
 import click
 
-from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, WorkerLostError
+from crfsdca.errors import (
+    DataFormatError,
+    GraphError,
+    ModelFormatError,
+    OptionError,
+    WorkerLostError,
+)
 
 EXPECTED_ERRORS = (
     DataFormatError,
@@ -63,6 +69,11 @@ def errors_to_exit(verbose: int, translate: Callable[[str], str] | None = None) 
         yield
     except (click.ClickException, BrokenPipeError):
         raise
+    except OptionError as err:  # an option that does not fit the data: a usage error
+        if verbose:
+            traceback.print_exc()
+        message = str(err)
+        raise click.UsageError(translate(message) if translate else message) from None
     except EXPECTED_ERRORS as err:
         if verbose:
             traceback.print_exc()
@@ -136,34 +147,43 @@ def check_output_path(
 ) -> None:
     """BadParameter (naming ``flag``) unless ``path`` can be written (missing folders are made).
 
-    Checked before any work, so that a long run does not end on an unwritable path. A device or
-    pipe is refused unless ``special_ok``.
+    Checked before any work, so that a long run does not end on an unwritable path: the target
+    is a regular file or absent, and its nearest existing folder takes new files, tried for real
+    (:func:`crfsdca.atomicfile.check_writable`). A device or pipe is refused unless
+    ``special_ok`` (``tag --output``, which writes into it in place).
     """
+    from crfsdca.atomicfile import check_writable
+
     if path is None:
         return
     target = Path(path)
     if is_special(target):
         if special_ok:
             return
+        expected = "a directory" if folder else "a file name"
         raise click.BadParameter(
-            f"{path} is a device or pipe; expected a file name", param_hint=flag
+            f"{path} is a device or pipe; expected {expected}", param_hint=flag
         )
     if not folder and target.is_dir():
         raise click.BadParameter(f"{path} is a directory; expected a file name", param_hint=flag)
     if folder and target.exists() and not target.is_dir():
         raise click.BadParameter(f"{path} is a file; expected a directory", param_hint=flag)
-    existing = target if folder else target.parent
-    existing = Path(os.path.abspath(existing))
+    existing = Path(os.path.abspath(target if folder else target.parent))
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
         raise click.BadParameter(
             f"cannot create {path}: {existing} is a file, not a directory", param_hint=flag
         )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise click.BadParameter(
-            f"cannot write {path}: no write permission in {existing}", param_hint=flag
-        )
+    try:
+        check_writable(path, folder=folder)
+    except OSError as err:
+        raise click.BadParameter(str(err), param_hint=flag) from None
+
+
+def make_parent(path: str | os.PathLike) -> None:
+    """Create the missing folders above the output file ``path``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
 def check_input_file(path: str, what: str) -> None:

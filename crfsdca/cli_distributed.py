@@ -24,6 +24,47 @@ DRIVER_OPTIONS = ("max_epochs", "tol", "eval_every", "seed", "time_limit")
 INSTALL_HINT = "distributed training needs Dask: pip install 'crfsdca[distributed]'"
 
 
+#: seconds to reach the scheduler of --scheduler (apart from --round-timeout, which waits for work)
+CONNECT_TIMEOUT = 10.0
+
+
+def scheduler_address(text: str) -> tuple[str, int]:
+    """(host, port) of ``tcp://HOST:PORT`` (or ``tls://``, or no scheme, as Dask takes);
+    BadParameter naming --scheduler otherwise."""
+    import re
+
+    host = r"\[[0-9A-Fa-f:.]+\]|[^:/\s\[\]]+"
+    match = re.fullmatch(rf"(?:(?:tcp|tls)://)?({host}):([0-9]{{1,5}})/?", text)
+    if match is None or not 0 < int(match[2]) < 65536:
+        raise click.BadParameter(
+            f"expected tcp://HOST:PORT (a Dask scheduler), got {text!r}", param_hint="--scheduler"
+        )
+    return match[1].strip("[]"), int(match[2])
+
+
+def check_scheduler(text: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """OSError in one line unless something accepts a TCP connection at ``text`` within
+    ``timeout`` seconds: a refused or unreachable scheduler fails at once, not after
+    --round-timeout."""
+    import socket
+
+    host, port = scheduler_address(text)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except TimeoutError:
+        raise OSError(
+            f"--scheduler {text}: no answer within {timeout:g} s; is a Dask scheduler running"
+            " there (dask scheduler --port PORT) and reachable?"
+        ) from None
+    except OSError as err:
+        reason = (err.strerror or str(err)).lower()
+        raise OSError(
+            f"--scheduler {text}: cannot connect ({reason}); start a Dask scheduler there"
+            " (dask scheduler --port PORT) or correct the address"
+        ) from None
+
+
 def require_dask() -> None:
     """Raise ImportError with the install hint when dask.distributed is missing."""
     try:
@@ -52,7 +93,10 @@ def cluster_client(workers: int | None, scheduler: str | None, timeout: float):
         ):
             yield client
         return
-    with distributed.Client(scheduler, direct_to_workers=True, timeout=timeout) as client:
+    check_scheduler(scheduler)
+    with distributed.Client(
+        scheduler, direct_to_workers=True, timeout=min(timeout, CONNECT_TIMEOUT)
+    ) as client:
         if workers:
             client.wait_for_workers(workers, timeout=timeout)
         yield client
@@ -162,6 +206,8 @@ def train_on_cluster(
     from crfsdca.sources import load_inputs
 
     require_dask()
+    if cluster["scheduler"] is not None:
+        check_scheduler(cluster["scheduler"])  # before the data is read
     inputs = load_inputs(
         run["dataset"],
         fmt=run["fmt"],

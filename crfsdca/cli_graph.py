@@ -17,14 +17,18 @@ from typing import Any
 import click
 
 
-def conllu_paths(dataset: str, test: str | None, data_dir: str | None) -> tuple[str, str | None]:
+def conllu_paths(
+    dataset: str, test: str | None, data_dir: str | None, fmt: str | None = None
+) -> tuple[str, str | None]:
     """(train file, test file or None) of a registered CoNLL-U dataset or of files."""
     import data_loaders
 
     if dataset in data_loaders.DATASETS:
         spec = data_loaders.DATASETS[dataset]
         if spec.format != "conllu":
-            raise ValueError(
+            from crfsdca.errors import OptionError
+
+            raise OptionError(
                 f"--graph needs CoNLL-U data (dependency trees); {dataset} is {spec.format}"
             )
         train = data_loaders.find_data_file(dataset, spec.splits["train"].relpath, data_dir)
@@ -32,18 +36,43 @@ def conllu_paths(dataset: str, test: str | None, data_dir: str | None) -> tuple[
             data_loaders.find_data_file(dataset, spec.splits["test"].relpath, data_dir)
         )
         return str(train), test_path
+    for path in (dataset, test):
+        check_conllu(path, fmt)
     return dataset, test
 
 
-def read_examples(path: str, label: str, max_sequences: int | None = None):
+def check_conllu(path: str | None, fmt: str | None) -> None:
+    """OptionError when --format or the file's name says it is not CoNLL-U."""
+    from crfsdca.errors import OptionError
+    from crfsdca.sources import guess_format
+
+    named = fmt or (guess_format(path) if path not in (None, "-") else None)
+    if path is not None and named not in (None, "conllu"):
+        raise OptionError(
+            f"--graph needs CoNLL-U data (dependency trees); {path} is a --format {named} file"
+        )
+
+
+def read_examples(path: str, label: str, max_sequences: int | None = None, *, trees: bool):
+    """The sentences of a CoNLL-U file; with ``trees``, their HEAD column must give trees."""
     from crfsdca.readers import read_conllu
 
     corpus = read_conllu(path, label)
+    if trees:
+        require_heads(corpus, "--graph tree")
     if max_sequences is not None:
         corpus = corpus.head(max_sequences)
-    if not corpus.heads:
-        raise ValueError(f"{path}: --graph tree needs an integer HEAD (column 7) on every word")
     return corpus
+
+
+def require_heads(corpus, who: str) -> None:
+    """DataFormatError (file:line) unless ``corpus`` has a tree on every sentence."""
+    from crfsdca.errors import DataFormatError
+
+    if corpus.heads:
+        return
+    line, message = corpus.head_problem or (None, "expected a HEAD column (column 7)")
+    raise DataFormatError(corpus.path, line, f"{message}; {who} reads the trees of HEAD")
 
 
 def tree_data(corpus, nodes):
@@ -68,13 +97,13 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
 
     solver_name = run["solver"]
     label = run.get("label") or "xpos"
-    train_path, test_path = conllu_paths(run["dataset"], run["test"], run["data_dir"])
-    corpus = read_examples(train_path, label, run["max_sequences"])
+    train_path, test_path = conllu_paths(run["dataset"], run["test"], run["data_dir"], run["fmt"])
+    corpus = read_examples(train_path, label, run["max_sequences"], trees=graph == "tree")
     encoder = make_encoder(run["template"] or "pos")
     nodes = encoder.fit_transform(corpus)
     test_nodes = test_corpus = None
     if test_path is not None:
-        test_corpus = read_examples(test_path, label)
+        test_corpus = read_examples(test_path, label, trees=graph == "tree")
         test_nodes = encoder.transform(test_corpus)
     bias = 3 if run["bias"] in (None, True) else 0
     if graph == "tree":

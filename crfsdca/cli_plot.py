@@ -7,6 +7,7 @@ import traceback
 
 import click
 
+from crfsdca.cli_common import check_output_path, describe_error, make_parent
 from crfsdca.errors import DataFormatError
 from crfsdca.plotting import X_AXES, Y_AXES, output_format
 
@@ -18,6 +19,7 @@ def _check_out(ctx: click.Context, param: click.Parameter, value: str) -> str:
         output_format(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    check_output_path(value, "--out")
     return value
 
 
@@ -62,13 +64,14 @@ def plot(
         from crfsdca.plotting import plot_traces
         from crfsdca.trace import read_trace
 
+        make_parent(out)
         summary = plot_traces(
             [read_trace(path) for path in traces], out, x=x, y=y, p_star=p_star, title=title
         )
     except (DataFormatError, ValueError, OSError, ImportError) as err:
         if verbose:
             traceback.print_exc()
-        click.echo(f"crfsdca: error: {err}", err=True)
+        click.echo(f"crfsdca: error: {describe_error(err)}", err=True)
         sys.exit(1)
     for note in summary.skipped:
         click.echo(f"crfsdca: note: left out {note}", err=True)

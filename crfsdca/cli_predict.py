@@ -29,29 +29,57 @@ from crfsdca.cli_common import (
     warn,
 )
 from crfsdca.corpora import FORMATS
-from crfsdca.errors import DataFormatError, GraphError, ModelFormatError
+from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, OptionError
 
 MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
 _SHOWN_LABELS = 5
 
 
-def _load_model(model_path: str):
-    """(model, encoder) of a model file; one clear line if it is missing or not a model."""
+def load_model(model_path: str):
+    """The model in a model file; one clear line if it is missing or not a model."""
     from crfsdca.model import SequenceCRF
-    from crfsdca.sources import encoder_from_model
 
     check_input_file(model_path, MODEL_FILE)
     try:
-        model = SequenceCRF.load(model_path)
+        return SequenceCRF.load(model_path)
     except ModelFormatError:
         _refuse_checkpoint(model_path)
         raise
+
+
+def _load_model(model_path: str):
+    """(model, encoder) of a model file; one clear line if it is missing or not a model."""
+    model = load_model(model_path)
     if model.graph_ == "junction" and model.order_ != 2:
         raise ValueError(
             f"{model_path}: a custom junction-tree model; the command line cannot give its"
             " cliques: predict with SequenceCRF.load(...).predict(JunctionData) in Python"
         )
-    return model, encoder_from_model(model.encoder)
+    if model.encoder is None:
+        raise ValueError(
+            f"{model_path}: the model has no attribute encoder (it was trained from the Python"
+            " API on encoded data); the command line cannot turn files into its attributes"
+        )
+    encoder = model_encoder(model_path, model)
+    return model, encoder
+
+
+def model_encoder(model_path: str, model):
+    """The model's attribute encoder, rebuilt and checked against the model (None if none)."""
+    from crfsdca.model_header import check_encoder
+    from crfsdca.sources import encoder_from_model
+
+    if model.encoder is None:
+        return None
+    try:
+        encoder = encoder_from_model(model.encoder)
+    except Exception as err:  # any failure to rebuild it is the file's
+        raise ModelFormatError(
+            f"{model_path}: corrupt model header: the attribute encoder (encoder) is damaged or"
+            " was not written by crfsdca"
+        ) from err
+    check_encoder(model_path, encoder, model)
+    return encoder
 
 
 def _refuse_checkpoint(path: str) -> None:
@@ -77,15 +105,56 @@ def _source(model_path, model, encoder, text, fmt, label=None, *, datasets=True)
     trained_on = model.meta.get("format") or format_of(encoder)
     source = resolve(text, fmt, trained_on, datasets=datasets)
     check_kind(source, encoder_kind(encoder), f"the model {model_path}")
-    if label is not None and (source.registered or source.fmt != "conllu"):
-        raise ValueError(f"--label applies to CoNLL-U files; {text} is not one")
+    if label is not None and source.fmt != "conllu":
+        raise OptionError(f"--label applies to CoNLL-U files; {text} is not one")
+    check_columns(source, model, model_path, label)
     return source
+
+
+#: what the second token field holds: CoNLL columns, CoNLL-U labelled by XPOS or by UPOS
+_SECOND_FIELD = {
+    ("conll", None): "the file's second column",
+    ("conllu", "xpos"): "UPOS (column 4)",
+    ("conllu", "upos"): "XPOS (column 5)",
+}
+_FORMAT_TEXT = {"conll": "CoNLL columns (word POS ...)", "conllu": "CoNLL-U"}
+
+
+def _second_field(fmt: str, label: str | None) -> str | None:
+    return _SECOND_FIELD.get((fmt, (label or "xpos") if fmt == "conllu" else None))
+
+
+def check_columns(source, model, model_path: str, label: str | None = None) -> None:
+    """Refuse token data whose fields mean something else than the model's training data did.
+
+    A template such as ``conll`` reads two token fields (word, POS): from CoNLL columns the
+    second is the file's second column (PTB POS in CoNLL-2000), from CoNLL-U the tag column
+    that is not the label (UPOS when learning XPOS). A model trained on one and applied to
+    another would tag from the wrong tag set without a word; it is refused. A template reading
+    the word alone (``pos``) takes any token format.
+    """
+    trained_on = model.meta.get("format")
+    fields = (model.encoder or {}).get("template_set", {}).get("field_names", [])
+    if source.kind != "token" or len(fields) < 2:
+        return
+    trained = _second_field(trained_on, model.meta.get("label")) if trained_on else None
+    given = _second_field(source.fmt, label or model.meta.get("label"))
+    if trained is None or given is None or trained == given:
+        return
+    what = "a dataset" if source.registered else f"a --format {source.fmt} file"
+    name = model.encoder["template_set"].get("name", "?")
+    raise ValueError(
+        f"{source.text}: {what}, but the model {model_path} was trained on"
+        f" {_FORMAT_TEXT[trained_on]} and its template {name} reads ({' '.join(fields)}), the"
+        f" second from {trained}, where this data holds {given}; give the model data as it was"
+        " trained on"
+    )
 
 
 def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str):
     """TreeData (gold labels, unknown ones counted) of a CoNLL-U file or of a registered
     CoNLL-U dataset's test split, for a tree model: heads as parents, edge types by direction."""
-    from crfsdca.cli_graph import conllu_paths
+    from crfsdca.cli_graph import conllu_paths, require_heads
     from crfsdca.cli_graph import tree_data as trees_of
     from crfsdca.readers import read_conllu
     from crfsdca.sources import STDIN, STDIN_NAME, encode_labelled, local_path
@@ -100,11 +169,8 @@ def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str
     with local_path(path) as local:
         corpus = read_conllu(local, label)
     name = STDIN_NAME if path == STDIN else str(path)
-    if not corpus.heads:
-        raise ValueError(
-            f"{name}: the tree model {model_path} needs an integer HEAD (column 7) on every word;"
-            " this file has words without one"
-        )
+    corpus.path = name
+    require_heads(corpus, f"the tree model {model_path}")
     nodes = encode_labelled(corpus, encoder)
     try:
         return trees_of(corpus, nodes)

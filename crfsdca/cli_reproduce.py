@@ -8,6 +8,8 @@ import traceback
 
 import click
 
+from crfsdca.cli_common import check_output_path, describe_error
+
 EPILOG = "Example: crfsdca reproduce --quick --out repro   (figures: 2 3 4 6 7 8 9 time start oeg)"
 
 
@@ -58,6 +60,8 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
         click.echo(f"crfsdca reproduce: error: {err}", err=True)
         sys.exit(2)
 
+    check_output_path(out, "--out", folder=True)
+
     def progress(line: str) -> None:
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
@@ -66,7 +70,7 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
     except (OSError, ValueError, MemoryError) as err:
         if verbose:
             traceback.print_exc()
-        click.echo(f"crfsdca reproduce: error: {err}", err=True)
+        click.echo(f"crfsdca reproduce: error: {describe_error(err)}", err=True)
         sys.exit(1)
     click.echo(f"{outcome.report} ({outcome.computed} traces computed, {outcome.seconds:.0f} s)")
     if not outcome.ok:

@@ -251,6 +251,10 @@ def train(
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
         return
+    if scheduler is not None:
+        from crfsdca.cli_distributed import scheduler_address
+
+        scheduler_address(scheduler)
     if workers or scheduler:
         if solver != "sdca":
             raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
@@ -323,6 +327,10 @@ def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
     check_output_path(model_path, "--model")
     check_output_path(trace_path, "--trace")
     check_output_path(checkpoint_dir, "--checkpoint", folder=True)
+    if checkpoint_dir is not None:  # the file it writes there every epoch
+        from crfsdca.checkpoint import checkpoint_path
+
+        check_output_path(str(checkpoint_path(checkpoint_dir)), "--checkpoint")
     if resume_dir is not None and os.path.isfile(resume_dir):
         raise click.BadParameter(
             f"{resume_dir} is a file; expected the folder given to --checkpoint",

@@ -72,6 +72,7 @@ class TokenCorpus(_ListCorpus):
     path: str = ""
     lines: list[int] = field(default_factory=list)
     heads: list[list[int]] = field(default_factory=list)
+    head_problem: tuple[int, str] | None = None
     _per_sequence = ("tokens", "labels", "lines", "heads")
 
 

@@ -29,8 +29,19 @@ class ConvergenceWarning(UserWarning):
     """A solver stopped (epochs or time limit) before reaching its tolerance."""
 
 
+class OptionError(ValueError):
+    """An option that does not fit the data it was given with (``--label`` on a CoNLL file, a
+    ``--template`` for another kind of data, a format that needs ``--template``); the message
+    names the flag. The command line reports it as a usage error (exit status 2)."""
+
+
 class ModelFormatError(ValueError):
     """A model file is truncated, corrupted, foreign or of an unsupported version."""
+
+
+class OutputPathError(OSError):
+    """An output path crfsdca will not or cannot write: not a regular file (a pipe, a device, a
+    folder), or a folder that does not take new files; the message names the path as given."""
 
 
 class GraphError(ValueError):

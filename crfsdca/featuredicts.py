@@ -177,6 +177,36 @@ def _flatten(X: Sequence[Sequence[Any]], name: str) -> _Flat:
     return flat
 
 
+def _finite_values(flat: _Flat, name: str) -> NDArray[np.float64]:
+    """The attribute values as floats; ValueError naming the sequence, token and feature of the
+    first one that is NaN, infinite or beyond float64."""
+    try:
+        values = np.array(flat.values, dtype=FLOAT).reshape(-1)
+        bad = np.flatnonzero(~np.isfinite(values))
+    except OverflowError:  # a Python int beyond float64
+        values = None
+        bad = [next(k for k, v in enumerate(flat.values) if not _float_ok(v))]
+    if values is not None and not len(bad):
+        return values
+    k = int(bad[0])
+    token = int(np.searchsorted(np.cumsum(flat.sizes), k, side="right"))
+    i = int(np.searchsorted(np.cumsum(flat.lengths), token, side="right"))
+    t = token - (int(np.sum(flat.lengths[:i])) if i else 0)
+    value = flat.values[k]
+    big = isinstance(value, int) and not isinstance(value, bool)
+    shown = f"an integer of {value.bit_length()} bits" if big else repr(value)
+    raise ValueError(
+        f"{name}[{i}][{t}]: feature {flat.names[k]!r}: expected a finite number; got {shown}"
+    )
+
+
+def _float_ok(value: Any) -> bool:
+    try:
+        return bool(np.isfinite(float(value)))
+    except OverflowError:
+        return False
+
+
 def _check_labels(y: Sequence[Sequence[str]], lengths: list[int], name: str) -> list[list[str]]:
     if len(y) != len(lengths):
         raise ValueError(f"{name} has {len(lengths)} sequences but its labels have {len(y)}")
@@ -285,7 +315,7 @@ class FeatureDictEncoder:
         A = max(len(vocabulary), 1)
         n_items = len(flat.sizes)
         ids = np.fromiter(map(vocabulary.get, flat.names, repeat(-1)), INDEX, len(flat.names))
-        values = np.array(flat.values, dtype=FLOAT).reshape(-1)
+        values = _finite_values(flat, name)
         rows = np.repeat(np.arange(n_items, dtype=INDEX), np.asarray(flat.sizes, INDEX))
         keep = ids >= 0
         keys = rows[keep] * A + ids[keep]

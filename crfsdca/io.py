@@ -18,14 +18,10 @@ the four readers and their column rules in :mod:`crfsdca.readers`, the container
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import os
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
-from typing import IO, Any, Literal
 
+from crfsdca.atomicfile import atomic_open, atomic_write_bytes
 from crfsdca.corpora import AttributeCorpus, DenseCorpus, TokenCorpus
 from crfsdca.readers import (
     DOCSTART,
@@ -57,57 +53,6 @@ __all__ = [
     "read_ocr",
     "write_crfsuite",
 ]
-
-
-def _umask() -> int:
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
-
-
-# read once at import: os.umask can only be read by setting it, which is not thread-safe
-_FILE_MODE = 0o666 & ~_umask()
-
-
-@contextlib.contextmanager
-def atomic_open(
-    path: str | os.PathLike, mode: Literal["w", "wb"] = "w", encoding: str = "utf-8"
-) -> Iterator[IO[Any]]:
-    """Write a file atomically: a temporary file in the same folder, renamed on success.
-
-    If the ``with`` block raises, the temporary file is removed and ``path`` is untouched.
-
-    Parameters
-    ----------
-    path : str or PathLike
-        Destination; its folder must exist.
-    mode : {"w", "wb"}
-        Text or binary.
-    encoding : str
-        Text encoding for mode ``"w"``.
-    """
-    if mode not in ("w", "wb"):
-        raise ValueError(f"mode must be 'w' or 'wb'; got {mode!r}")
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        kwargs = {"encoding": encoding, "newline": ""} if mode == "w" else {}
-        with os.fdopen(fd, mode, **kwargs) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_open`)."""
-    with atomic_open(path, "wb") as handle:
-        handle.write(data)
 
 
 def _escape(text: str) -> str:

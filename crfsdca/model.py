@@ -28,6 +28,7 @@ from crfsdca.errors import GraphError, ModelFormatError, NotFittedError
 from crfsdca.evaluation import evaluate_data
 from crfsdca.features import FeatureMap, observed_features
 from crfsdca.junction_oracle import JunctionData, JunctionOracle, junction_problem
+from crfsdca.model_header import check_header, header_words, size_mismatch
 from crfsdca.model_junction import (
     check_order,
     data_order,
@@ -317,6 +318,7 @@ class SequenceCRF:
     def load(cls, path: str) -> SequenceCRF:
         """Read a model written by :meth:`save`."""
         arrays, header = load_model(path)
+        check_header(path, header, arrays)
         try:
             model = cls(
                 solver=header["solver"],
@@ -326,18 +328,25 @@ class SequenceCRF:
                 all_possible_transitions=header.get("all_possible_transitions", True),
                 **header.get("solver_options", {}),
             )
+        except (TypeError, ValueError) as err:
+            raise ModelFormatError(
+                f"{path}: corrupt model header: the solver options: {err}"
+            ) from err
+        try:
             graph, order, arities = read_header(header)
             n_types = 0 if graph == "junction" else _graph_header(header)[1]
             fm = FeatureMap(
                 header["n_attributes"], header["n_labels"], header["n_bias_rows"], n_types, arities
             )
-            model.order = order or 1
-            weights = fm.check_weights(arrays["weights"])
-            labels = tuple(header["labels"])
         except (KeyError, TypeError, ValueError) as err:
-            raise ModelFormatError(f"{path}: inconsistent model header ({err})") from err
+            raise ModelFormatError(f"{path}: corrupt model header: {header_words(err)}") from err
+        model.order = order or 1
+        if arrays["weights"].shape != (fm.n_features,):
+            raise size_mismatch(path, arrays["weights"].size, fm.n_features)
+        weights = fm.check_weights(arrays["weights"])
+        labels = tuple(header["labels"])
         if not np.all(np.isfinite(weights)):
-            raise ModelFormatError(f"{path}: weights contain non-finite values")
+            raise ModelFormatError(f"{path}: corrupt model: the weights hold NaN or infinities")
         model.weights_, model.feature_map_, model.label_names_ = weights, fm, labels
         model.graph_, model.order_ = graph, order
         model.regularization_ = header["regularization"]

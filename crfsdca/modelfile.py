@@ -10,9 +10,9 @@ followed by whatever the caller stores (feature template, label names, regulariz
 Nothing is pickled: object arrays are refused on save, and loading uses
 ``np.load(path, allow_pickle=False)``.
 
-Every write goes to a temporary file in the target's directory and is moved into place with
-:func:`os.replace`, so a crash or an error leaves either the previous file or the new one, never
-half of one, and no temporary file behind.
+Every write goes through :mod:`crfsdca.atomicfile`: a temporary file in the target's folder moved
+into place with :func:`os.replace`, so a crash or an error leaves either the previous file or the
+new one, never half of one; only regular files are replaced.
 """
 
 from __future__ import annotations
@@ -20,17 +20,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from crfsdca.atomicfile import atomic_open, atomic_write_text
 from crfsdca.errors import ModelFormatError
 
 __all__ = [
@@ -65,38 +64,11 @@ _READ_ERRORS = (
 def atomic_write_bytes(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
     """Write a file atomically: ``write(f)`` fills a temporary file that then replaces ``path``.
 
-    Parameters
-    ----------
-    path : str or PathLike
-        Destination; its directory must exist.
-    write : callable
-        Called once with a binary file object open for writing.
-
-    Notes
-    -----
-    The temporary file ``.<name>.<random>.tmp`` lives in the destination directory (so
-    :func:`os.replace` never crosses file systems), is created with the usual umask-derived mode,
-    is flushed and fsync'ed before the rename, and is removed if anything fails, including
-    ``KeyboardInterrupt``.
+    The rules (only regular files replaced, errors naming ``path``, stale temporaries of dead
+    writers removed) are those of :func:`crfsdca.atomicfile.atomic_open`.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> None:
-    """Write ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    data = text.encode(encoding)
-    atomic_write_bytes(path, lambda f: f.write(data))
+    with atomic_open(path, "wb") as f:
+        write(f)
 
 
 def _json_default(obj: Any) -> Any:
@@ -201,8 +173,7 @@ def _open_members(path: str | os.PathLike) -> dict[str, np.ndarray]:
                 return {name: npz[name] for name in npz.files}
         except _READ_ERRORS as exc:
             raise ModelFormatError(
-                f"{path}: not a readable .npz archive ({type(exc).__name__}: {exc}); "
-                "the file is truncated or corrupted"
+                f"{path}: not a readable .npz archive; the file is truncated or corrupted"
             ) from exc
 
 
@@ -211,8 +182,14 @@ def _parse_header(path: str | os.PathLike, raw: np.ndarray) -> dict[str, Any]:
         raise ModelFormatError(f"{path}: 'header' is not a uint8 byte array; not a crfsdca model")
     try:
         header = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFormatError(f"{path}: header is not valid UTF-8 JSON ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(
+            f"{path}: the header is not UTF-8 text (byte {exc.start + 1}); the file is corrupted"
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise ModelFormatError(
+            f"{path}: the header is not valid JSON (character {exc.pos + 1}); the file is corrupted"
+        ) from exc
     if not isinstance(header, dict):
         raise ModelFormatError(f"{path}: header is a JSON {type(header).__name__}, not an object")
     name = header.get("format")

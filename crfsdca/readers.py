@@ -152,8 +152,12 @@ def read_conllu(path: str | os.PathLike, tag: Literal["xpos", "upos"] = "xpos") 
     ``#`` comment lines, multiword-token ranges (id ``n-m``) and empty nodes (id ``n.m``) are
     skipped; word ids must run 1, 2, ... in each sentence. Token fields are ``(form, other
     tag)``, named ``("w", "upos")`` when labelling with XPOS and ``("w", "xpos")`` otherwise.
-    The HEAD column gives ``corpus.heads`` (0-based, -1 for the root) when every word has an
-    integer head; a head out of range is caught when a tree is built from it.
+    The HEAD column gives ``corpus.heads`` (0-based, -1 for the root) when every sentence's
+    heads form a tree or forest: ASCII integers (``²`` or ``٣`` are not numbers here), 0 for a
+    root, else a word id of the sentence, no word its own head, no cycle. Otherwise the corpus
+    has no heads and ``corpus.head_problem`` holds the first problem (line, message, HEAD
+    numbered as in the file): only a reader of trees reports it, tagging chains never needs
+    the column.
 
     Parameters
     ----------
@@ -166,11 +170,11 @@ def read_conllu(path: str | os.PathLike, tag: Literal["xpos", "upos"] = "xpos") 
         raise ValueError(f"tag must be 'xpos' or 'upos'; got {tag!r}")
     label_col, other_col = (4, 3) if tag == "xpos" else (3, 4)
     corpus = TokenCorpus([], [], ("w", "upos" if tag == "xpos" else "xpos"), str(path), [])
-    all_heads = True  # HEAD is an integer on every word line (else no heads are kept)
+    problem: tuple[int, str] | None = None  # the first sentence whose heads are not a tree
     for block in _blocks(path, comment="#"):
         seq_tokens: list[tuple[str, ...]] = []
         seq_labels: list[str] = []
-        seq_heads: list[int] = []
+        seq_heads: list[tuple[int, str]] = []
         for lineno, line in block:
             cols = line.split("\t")
             if len(cols) != 10:
@@ -185,17 +189,73 @@ def read_conllu(path: str | os.PathLike, tag: Literal["xpos", "upos"] = "xpos") 
                 corpus.lines.append(lineno)
             seq_tokens.append((cols[1], cols[other_col]))
             seq_labels.append(cols[label_col])
-            all_heads = all_heads and cols[6].isdigit()
-            seq_heads.append(int(cols[6]) - 1 if all_heads else -1)
+            seq_heads.append((lineno, cols[6]))
         if seq_tokens:
             corpus.tokens.append(seq_tokens)
             corpus.labels.append(seq_labels)
-            corpus.heads.append(seq_heads)
+            if problem is None:
+                heads = _conllu_heads(seq_heads)
+                if isinstance(heads, tuple):
+                    problem = heads
+                else:
+                    corpus.heads.append(heads)
     if not corpus.tokens:
         raise DataFormatError(path, None, "expected at least one word line, got none")
-    if not all_heads:
-        corpus.heads = []
+    if problem is not None:
+        corpus.heads, corpus.head_problem = [], problem
     return corpus
+
+
+_HEAD = "column 7 (HEAD)"
+
+
+def _conllu_heads(words: list[tuple[int, str]]) -> list[int] | tuple[int, str]:
+    """0-based parents (-1: root) of one sentence from its (line, HEAD) pairs, or the first
+    problem as (line, message) with HEAD numbered as in the file."""
+    n = len(words)
+    parents = []
+    for lineno, text in words:
+        if not _CONLLU_WORD.fullmatch(text):
+            if _INT.fullmatch(text):
+                why = f"got {text}, a negative number"
+            elif text == "_":
+                why = "got '_' (no head)"
+            else:
+                why = f"got {_quote(text)}, not an ASCII integer"
+            return lineno, f"{_HEAD}: expected 0 (the root) or a word id from 1 to {n}; {why}"
+        head = int(text)
+        if head > n:
+            return lineno, (
+                f"{_HEAD}: expected 0 (the root) or a word id from 1 to {n}; got {head}, beyond"
+                f" the sentence's {n} words"
+            )
+        if head == len(parents) + 1:
+            return lineno, f"{_HEAD}: word {head} is its own head (a self-loop)"
+        parents.append(head - 1)
+    cycle = _first_cycle(parents)
+    if cycle:
+        ids = " -> ".join(str(i + 1) for i in [*cycle, cycle[0]])
+        return words[min(cycle)][0], (
+            f"{_HEAD}: word {min(cycle) + 1} lies on a cycle of heads ({ids}); the heads of a"
+            " sentence must form a tree"
+        )
+    return parents
+
+
+def _first_cycle(parents: list[int]) -> list[int]:
+    """The words of a cycle of ``parents`` (0-based, -1 = root), first found; [] if none."""
+    state = [0] * len(parents)  # 0 unseen, 1 on the current path, 2 done
+    for start in range(len(parents)):
+        path, node = [], start
+        while node >= 0 and state[node] == 0:
+            state[node] = 1
+            path.append(node)
+            node = parents[node]
+        if node >= 0 and state[node] == 1:
+            return path[path.index(node) :]
+        for visited in path:
+            state[visited] = 2
+    return []
 
 
 def _conllu_is_word(path: str | os.PathLike, lineno: int, token_id: str, n_words: int) -> bool:

@@ -30,7 +30,7 @@ from crfsdca.attributes import (
     make_encoder,
 )
 from crfsdca.corpora import FORMATS
-from crfsdca.errors import DataFormatError
+from crfsdca.errors import DataFormatError, OptionError
 from crfsdca.sequences import SequenceData
 from crfsdca.textfile import quote
 
@@ -44,6 +44,9 @@ EXTENSIONS = {
 }
 #: every ``--template``: the TEMPLATE_SETS, and the encoders of OCR pixels and CRFsuite attributes
 TEMPLATES = (*TEMPLATE_SETS, "ocr", "dense", "crfsuite")
+#: largest attribute value (in magnitude) the command line trains or predicts on: the solvers
+#: square values and multiply them by weights, which overflows float64 from about 1e154 on
+MAX_ATTRIBUTE_VALUE = 1e100
 STDIN = "-"
 STDIN_NAME = "<stdin>"
 
@@ -197,13 +200,23 @@ def _read(path: str, fmt: str, label: str):
 
 
 def _check_attribute_lines(corpus: io.AttributeCorpus) -> io.AttributeCorpus:
-    """Refuse an item without attributes whose label holds blanks: a line without tabs.
+    """Refuse an item without attributes whose label holds blanks: a line without tabs, and
+    attribute values beyond :data:`MAX_ATTRIBUTE_VALUE` (whose squares would overflow).
 
     CRFsuite files are ``label TAB attribute TAB ...``; read as one, a space-separated CoNLL
     file would become labels like ``'The DT B-NP'`` without attributes, and train on nothing.
     """
     for first, items, labels in zip(corpus.lines, corpus.attributes, corpus.labels, strict=True):
         for t, (item, label) in enumerate(zip(items, labels, strict=True)):
+            for name, value in item:
+                if abs(value) > MAX_ATTRIBUTE_VALUE:
+                    raise DataFormatError(
+                        corpus.path,
+                        first + t,
+                        f"attribute {quote(name)}: expected a value of magnitude at most"
+                        f" {MAX_ATTRIBUTE_VALUE:g}, got {value:g}; scale the values (training"
+                        " squares them and multiplies them by weights)",
+                    )
             if not item and len(label.split()) > 1:
                 raise DataFormatError(
                     corpus.path,
@@ -218,7 +231,7 @@ def encoder_for(fmt: str, template: str | None):
     """An unfitted encoder for a training file in ``fmt``: ``template``, else the format's."""
     if template is not None:
         if template_kind(template) != _FORMAT_KIND[fmt]:
-            raise ValueError(
+            raise OptionError(
                 f"--template {template} reads {_KIND_TEXT[template_kind(template)]}; a --format"
                 f" {fmt} file holds {_KIND_TEXT[_FORMAT_KIND[fmt]]}"
             )
@@ -227,7 +240,7 @@ def encoder_for(fmt: str, template: str | None):
         return AttributeEncoder()
     if fmt == "ocr":
         return DenseEncoder(io.OCR_PIXELS)
-    raise ValueError(f"--format {fmt} needs --template (e.g. conll, ner, pos, crfsuite-chunking)")
+    raise OptionError(f"--format {fmt} needs --template (e.g. conll, ner, pos, crfsuite-chunking)")
 
 
 def check_train_sources(
@@ -235,12 +248,12 @@ def check_train_sources(
 ) -> None:
     """Refuse a template, a test set or ``--label`` that cannot go with the training data."""
     if template is not None and template_kind(template) != dataset.kind:
-        raise ValueError(
+        raise OptionError(
             f"--template {template} reads {_KIND_TEXT[template_kind(template)]}; {dataset.text}"
             f" holds {_KIND_TEXT[dataset.kind]}"
         )
-    if label is not None and (dataset.registered or dataset.fmt != "conllu"):
-        raise ValueError(f"--label applies to CoNLL-U files; {dataset.text} is not one")
+    if label is not None and dataset.fmt != "conllu":
+        raise OptionError(f"--label applies to CoNLL-U files; {dataset.text} is not one")
     if test is not None and test.kind != dataset.kind:
         raise ValueError(
             f"--test {test.text} holds {_KIND_TEXT[test.kind]}, but the training data"
@@ -267,6 +280,17 @@ def load_inputs(
     source = resolve(dataset, fmt, by_template[template_kind(template)] if template else None)
     test_source = resolve(test, fmt, source.fmt) if test is not None else None
     check_train_sources(source, template, test_source, label)
+    if source.registered and label is not None:  # a CoNLL-U dataset, another label column
+        corpus = registered_conllu(dataset, "train", data_dir, label)
+        if max_sequences is not None:
+            corpus = corpus.head(max_sequences)
+        encoder = make_encoder(template or data_loaders.DATASETS[dataset].default_template)
+        train = replace(encoder.fit_transform(corpus), name=f"{dataset}:train")
+        test_name = test or f"{dataset}:test"
+        test_data = encode_eval(test_source or source, encoder, data_dir, label)
+        return Inputs(
+            dataset, encoder, train, test_data if with_test else None, test_name, "conllu"
+        )
     if source.registered:
         encoder, train, test_data = data_loaders.load_encoded(
             dataset, template=template, data_dir=data_dir, max_sequences=max_sequences
@@ -298,11 +322,22 @@ def encode_eval(
     """
     import data_loaders
 
-    if source.registered:
+    if source.registered and source.fmt == "conllu":  # the label column the model learnt
+        corpus = registered_conllu(source.text, "test", data_dir, label or "xpos")
+    elif source.registered:
         corpus = data_loaders.load_dataset(source.text, "test", data_dir=data_dir)
     else:
         corpus = read_corpus(source.text, source.fmt, label or "xpos")
     return encode_labelled(corpus, encoder)
+
+
+def registered_conllu(name: str, split: str, data_dir: str | None, label: str):
+    """One split of a registered CoNLL-U dataset, labelled by the column ``label``."""
+    import data_loaders
+
+    spec = data_loaders.DATASETS[name]
+    path = data_loaders.find_data_file(name, spec.split(split)[1].relpath, data_dir)
+    return io.read_conllu(path, tag=label)
 
 
 def encode_labelled(corpus, encoder) -> SequenceData:

@@ -101,6 +101,53 @@ def _unpack(data: bytes, source: Source) -> bytes:
     return data
 
 
+class ChecksumError(ValueError):
+    """Downloaded content whose SHA-256 is not the registry's."""
+
+
+def describe_failure(url: str, exc: BaseException) -> str:
+    """``url: reason`` in a few words for a failed download (not the HTTP library's text)."""
+    text = f"{type(exc).__name__} {exc} {getattr(exc, 'reason', '')}".lower()
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(exc, ChecksumError):
+        reason = f"the content is not the registered file ({exc})"
+    elif isinstance(exc, KeyError):
+        reason = f"the archive lacks the expected file ({exc.args[0] if exc.args else exc})"
+    elif status is not None:
+        reason = f"the server answered HTTP {status}"
+    elif any(k in text for k in _NO_HOST):
+        reason = "host not found (offline, or no DNS?)"
+    elif "timeout" in text or "timed out" in text:
+        reason = "no answer in time"
+    elif any(k in text for k in _NO_CONNECTION):
+        reason = "cannot connect (offline, or blocked?)"
+    elif isinstance(exc, zipfile.BadZipFile | EOFError) or "gzip" in text:
+        reason = "the download is not a readable archive"
+    elif isinstance(exc, OSError) and exc.strerror:
+        reason = exc.strerror[0].lower() + exc.strerror[1:]
+    else:
+        reason = f"download failed ({type(exc).__name__})"
+    return f"{url}: {reason}"
+
+
+_NO_HOST = (
+    "nameresolution",
+    "name or service not known",
+    "getaddrinfo",
+    "nodename nor servname",
+    "temporary failure in name",
+)
+_NO_CONNECTION = (
+    "connectionerror",
+    "connection refused",
+    "network is unreachable",
+    "no route to host",
+    "proxyerror",
+    "sslerror",
+    "urlerror",
+)
+
+
 def download_file(datafile: DataFile, cache_dir: Path) -> Path:
     """Fetch ``datafile`` from its sources into ``cache_dir``; return the stored path.
 
@@ -121,7 +168,9 @@ def download_file(datafile: DataFile, cache_dir: Path) -> Path:
             digest = hashlib.sha256(content).hexdigest()
             if digest != datafile.sha256:
                 archive.unlink()
-                raise ValueError(f"SHA-256 of the content is {digest}; expected {datafile.sha256}")
+                raise ChecksumError(
+                    f"SHA-256 of the content is {digest}; expected {datafile.sha256}"
+                )
             dest = cache_dir / datafile.relpath
             dest.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(dest, gzip.compress(content, compresslevel=9, mtime=0))
@@ -129,7 +178,7 @@ def download_file(datafile: DataFile, cache_dir: Path) -> Path:
                 archive.unlink()
             return dest
         except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
-            failures.append(f"{source.url}: {exc}")
+            failures.append(describe_failure(source.url, exc))
     with contextlib.suppress(OSError):
         downloads.rmdir()  # only if empty: leave no trace of a failed attempt
     raise OSError("; ".join(failures) or "no download source")

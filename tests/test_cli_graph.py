@@ -75,10 +75,13 @@ def test_graph_misuse_is_one_line(tmp_path):
     bad = conllu(tmp_path / "cycle.conllu", [[("a", "X", "X", 2), ("b", "X", "X", 1)]])
     result = CliRunner().invoke(main, ["train", str(bad), "--graph", "tree"])
     assert result.exit_code == 1
-    assert "example 0: node 0: lies on a cycle of parents" in result.stderr
+    assert result.stderr == (
+        f"crfsdca: error: {bad}:1: column 7 (HEAD): word 1 lies on a cycle of heads (1 -> 2 -> 1);"
+        " the heads of a sentence must form a tree; --graph tree reads the trees of HEAD\n"
+    )
     assert len(result.stderr.strip().splitlines()) == 1
     result = CliRunner().invoke(main, ["train", "conll2000", "--graph", "tree"])
-    assert result.exit_code == 1 and "--graph needs CoNLL-U data" in result.stderr
+    assert result.exit_code == 2 and "--graph needs CoNLL-U data" in result.stderr
 
 
 @pytest.mark.slow
@@ -169,8 +172,8 @@ def test_tree_models_refuse_data_without_trees_in_one_line(tree_model, tmp_path)
     plain = tmp_path / "plain.conll"
     plain.write_text("dogs NOUN\nbark VERB\n")
     cases = [
-        (no_heads, f"{no_heads}: the tree model {model} needs an integer HEAD (column 7)"),
-        (cycle, f"{cycle}:4: HEAD column: example 1: node 0: lies on a cycle of parents"),
+        (no_heads, f"{no_heads}:1: column 7 (HEAD): expected 0 (the root) or a word id from 1"),
+        (cycle, f"{cycle}:4: column 7 (HEAD): word 1 lies on a cycle of heads (1 -> 2 -> 1)"),
         (plain, f"{plain}: a --format conll file, but the model {model} is a tree model"),
     ]
     for command in ("evaluate", "tag"):
@@ -181,7 +184,8 @@ def test_tree_models_refuse_data_without_trees_in_one_line(tree_model, tmp_path)
             assert len(lines) == 1 and lines[0].startswith(f"crfsdca: error: {message}"), lines
     result = CliRunner().invoke(main, ["export", str(model), str(tmp_path / "m.crfsuite")])
     assert result.exit_code == 1 and result.stderr == (
-        "crfsdca: error: CRFsuite's format holds linear-chain models; this one has trees\n"
+        f"crfsdca: error: {model}: CRFsuite's format holds linear-chain models; this one has"
+        " trees\n"
     )
 
 

@@ -269,6 +269,6 @@ def test_export_refuses_order2_models(tmp_path):
     result = CliRunner().invoke(main, ["export", str(tmp_path / "m.npz"), str(tmp_path / "m.crf")])
     assert result.exit_code == 1 and not (tmp_path / "m.crf").exists()
     assert result.stderr == (
-        "crfsdca: error: CRFsuite's format holds linear-chain models; this one has junction trees"
-        " (e.g. --order 2)\n"
+        f"crfsdca: error: {tmp_path}/m.npz: CRFsuite's format holds linear-chain models; this one"
+        " has junction trees (e.g. --order 2)\n"
     )

@@ -168,7 +168,7 @@ def test_not_found_message_lists_every_place(isolated):
         str(isolated / "mine"),
         str(isolated / "cache"),
         "$CRFSDCA_DATA_DIR (not set)",
-        "network is unreachable",
+        "train.txt.gz: cannot connect (offline, or blocked?)",
         "clips.uantwerpen.be",
         "--data-dir DIR or CRFSDCA_DATA_DIR=DIR",
     ):

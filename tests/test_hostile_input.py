@@ -326,10 +326,27 @@ def _check_corpus(corpus: TokenCorpus | AttributeCorpus | DenseCorpus) -> None:
         width = len(corpus.field_names)
         assert all(len(tok) == width for s in corpus.tokens for tok in s)
         assert all(y for s in corpus.labels for y in s)
+        _check_heads(corpus)
     elif isinstance(corpus, DenseCorpus):
         assert corpus.values.shape == (corpus.n_tokens, 128) and corpus.values.max() <= 1
     else:
         assert all(len(a) == len(y) for a, y in zip(corpus.attributes, corpus.labels, strict=True))
+
+
+def _check_heads(corpus: TokenCorpus) -> None:
+    """CoNLL-U heads are trees on every sentence, or absent with the first problem's line."""
+    import numpy as np
+
+    from crfsdca.graphs import Tree
+
+    if corpus.heads:
+        assert corpus.head_problem is None and len(corpus.heads) == len(corpus.labels)
+        for i, (heads, labels) in enumerate(zip(corpus.heads, corpus.labels, strict=True)):
+            assert len(heads) == len(labels)
+            Tree(np.asarray(heads, np.int64), example=i)  # a GraphError would fail the test
+    if corpus.head_problem is not None:
+        line, message = corpus.head_problem
+        assert line >= corpus.lines[0] and message.startswith("column 7 (HEAD): ")
 
 
 def _write(fuzz_dir: Path, data: bytes, compress: bool) -> Path:

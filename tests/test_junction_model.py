@@ -187,7 +187,7 @@ def test_first_cli_header_format_reads_as_second_order(tmp_path):
         ({"factor_arities": [2]}, r"second-order model has factor_arities \[2, 3\]"),
         ({"order": 3}, "a junction model has order 2 or null; got 3"),
         ({"graph": "tree", "order": 2}, "a tree model has order 1; got order 2"),
-        ({"factor_arities": []}, "factor_arities must be a non-empty list"),
+        ({"factor_arities": []}, r"the factor sizes \(factor_arities\) must be a non-empty list"),
     ]:
         save_model(tmp_path / "bad.npz", arrays, {**header, **bad})
         with pytest.raises(ModelFormatError, match=message):

@@ -26,7 +26,7 @@ NAMES = {
 LAYERS = {
     # plain data types, errors, files and traces: no solver or model knowledge
     BASE: """_dtypes errors interrupts corpora textfile cqdb evaluation metrics modelfile trace
-             layout objectives""",
+             layout objectives atomicfile""",
     # data, feature layout, graphs and one oracle per structure kind
     STRUCTURES: """sequences features graphs attributes readers io featuredicts sources oracle
                    tree_oracle junction junction_pack junction_oracle structures problem
@@ -35,8 +35,8 @@ LAYERS = {
     SOLVERS: """dual samplers monitor checkpoint reference incremental distributed
                 _partition solvers""",
     # the user's side: facades, export, plots, the command line, the reproduction
-    FRONT: """crfsdca model model_junction estimator estimator_graphs estimator_params
-              crfsuite_format tagging plotting warmup cli reproduce""",
+    FRONT: """crfsdca model model_junction model_header estimator estimator_graphs
+              estimator_params crfsuite_format tagging plotting warmup cli reproduce""",
 }
 
 

@@ -127,7 +127,7 @@ def test_bad_extension_is_a_usage_error(trace_files, tmp_path):
     [
         ('{"type": "header", "format": "crfsdca-trace"\n', "bad.jsonl:1: invalid JSON"),
         ('{"type": "record"}\n', "bad.jsonl:1: expected a header"),
-        (None, "No such file"),
+        (None, "bad.jsonl: no such file or directory"),
     ],
 )
 def test_bad_trace_is_one_line_exit_1(tmp_path, content, expected):

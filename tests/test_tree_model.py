@@ -233,7 +233,7 @@ def test_save_load_round_trip_is_exact(tmp_path):
     for key in ("format", "format_version", "crfsdca_version"):
         bad.pop(key)
     save_model(tmp_path / "bad.npz", arrays, bad)
-    message = "graph must be one of chain, tree, junction; got 'dag'"
+    message = r"the graph kind \(graph\) must be one of chain, tree, junction; got 'dag'"
     with pytest.raises(ModelFormatError, match=message):
         SequenceCRF.load(str(tmp_path / "bad.npz"))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crfsdca.modelfile import atomic_write_text
+from crfsdca.modelfile import atomic_write_bytes, atomic_write_text
 from crfsdca.reproduce.experiments import Experiment
 from crfsdca.reproduce.plan import FIGURES, X_LABELS, Y_LABELS, Panel
 from crfsdca.reproduce.runner import trace_path
@@ -119,10 +119,8 @@ def draw_figure(name: str, panels: list[Panel], traces: Traces, folder: Path) ->
     fig.tight_layout()
     folder.mkdir(parents=True, exist_ok=True)
     png = folder / f"fig{name}.png"
-    tmp = png.with_suffix(".png.tmp")
-    fig.savefig(tmp, dpi=90, format="png")
+    atomic_write_bytes(png, lambda f: fig.savefig(f, dpi=90, format="png"))
     plt.close(fig)
-    tmp.replace(png)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)
     atomic_write_text(folder / f"fig{name}.csv", buf.getvalue())

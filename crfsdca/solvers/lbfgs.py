@@ -59,6 +59,8 @@ class LBFGSConfig(SolverConfig):
             raise ValueError(f"epsilon and delta must be >= 0; got {self.epsilon}, {self.delta}")
         if self.period < 1:
             raise ValueError(f"period must be >= 1; got {self.period}")
+        if self.history < 1:
+            raise ValueError(f"history must be >= 1 (correction pairs); got {self.history}")
 
 
 class _Objective:

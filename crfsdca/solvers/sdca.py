@@ -97,6 +97,10 @@ class SDCAConfig(SolverConfig):
             raise ValueError(f"gibbs_score must be finite; got {self.gibbs_score}")
         if self.dual_dtype not in ("float64", "float32"):
             raise ValueError(f"dual_dtype must be float64 or float32; got {self.dual_dtype!r}")
+        if not 0.0 < self.init_epsilon <= 1.0:
+            raise ValueError(f"init_epsilon must be in (0, 1]; got {self.init_epsilon}")
+        if self.refresh_every < 0:
+            raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
 
 
 @dataclass(kw_only=True)
