@@ -33,7 +33,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.attributes import AttributeEncoder, encoder_from_dict
+from crfsdca.crfsuite_tagger import Tagger
 from crfsdca.errors import NotFittedError
+from crfsdca.estimator_checks import check_training_data
 from crfsdca.estimator_graphs import (
     check_graphs,
     check_kind,
@@ -54,9 +56,11 @@ from crfsdca.estimator_params import (
 )
 from crfsdca.featuredicts import FeatureDictEncoder
 from crfsdca.features import FeatureMap
+from crfsdca.min_freq import check_min_freq
 from crfsdca.model import SequenceCRF
 from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
+from crfsdca.writable import check_writable
 
 __all__ = ["CRF", "solver_name"]
 
@@ -71,16 +75,19 @@ class CRF(_Base):
 
     Parameters
     ----------
-    algorithm : str
-        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"`` or ``"lbfgs"``.
-        CRFsuite's ``"l2sgd"``, ``"ap"``, ``"pa"`` and ``"arow"`` raise ValueError naming the
-        nearest supported one.
+    algorithm : str or None
+        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"``, ``"lbfgs"`` (None
+        means ``"lbfgs"``, as in sklearn-crfsuite), or CRFsuite's other algorithms ``"l2sgd"``,
+        ``"ap"``, ``"pa"``, ``"arow"`` with CRFsuite's parameters and semantics
+        (:mod:`crfsdca.solvers.online`, :mod:`crfsdca.solvers.l2sgd`).
     c1 : float, optional
         L1 coefficient; only ``None`` or 0 (crfsdca has no L1 term yet).
     c2 : float, optional
         CRFsuite's L2 coefficient (objective ``sum_i loss_i + c2 ||w||^2``), converted to
         ``regularization = 2 * c2 / n`` for n training sequences. Default: ``1 / n``
         (crfsdca's default, i.e. ``c2 = 0.5``; sklearn-crfsuite's default is ``c2 = 1``).
+        ``c2 = 0`` (no L2 term, as CRFsuite trains it) with ``"lbfgs"`` only; ``"ap"``,
+        ``"pa"`` and ``"arow"`` have no L2 term (c2 only scales the objective they report).
     max_iterations : float, optional
         For ``"lbfgs"``, the maximum number of L-BFGS iterations, as CRFsuite counts them
         (an iteration's line search may evaluate several points); default: none, as CRFsuite.
@@ -117,6 +124,22 @@ class CRF(_Base):
         1 (default): linear chains (or trees, with ``graphs``); 2: second-order chains, a
         K x K x K weight block on every three consecutive labels besides the K x K one (the
         dense model; no ``graphs``).
+    min_freq : float, optional
+        CRFsuite's ``feature.minfreq``: features (state and transition) whose frequency in the
+        training data is below it are left out of the model (:mod:`crfsdca.min_freq`); with
+        CRFsuite's algorithms only.
+    linesearch, max_linesearch : optional
+        CRFsuite's L-BFGS line search (``"MoreThuente"``, ``"Backtracking"``,
+        ``"StrongBacktracking"``) and its trial limit: checked and accepted with ``"lbfgs"``,
+        but a no-op: crfsdca's L-BFGS always uses SciPy's L-BFGS-B line search.
+    calibration_eta, calibration_rate, calibration_samples, calibration_candidates, \
+calibration_max_trials : optional
+        CRFsuite's ``l2sgd`` learning-rate calibration.
+    pa_type, c, error_sensitive, averaging : optional
+        CRFsuite's ``pa`` options; ``variance``, ``gamma``: ``arow``'s.
+    keep_tempfiles : bool
+        Accepted for sklearn-crfsuite's interface; a no-op (crfsdca trains in memory and writes
+        no temporary model files).
 
     Attributes
     ----------
@@ -132,7 +155,14 @@ class CRF(_Base):
     attributes_ : list of str
         Attributes with at least one non-zero state weight; ``num_attributes_`` counts them.
     size_ : int
-        Bytes of the weight vector.
+        Bytes of the model as a CRFsuite model file (:meth:`export_crfsuite`), as
+        sklearn-crfsuite reports it (bytes of the weights for tree and second-order models).
+    tagger_ : Tagger
+        python-crfsuite's Tagger methods (``labels``, ``tag``, ``set``, ``marginal``,
+        ``probability``, ``info``) on this model (:mod:`crfsdca.crfsuite_tagger`).
+
+    Before ``fit``, ``classes_``, ``size_``, ``tagger_``, ``attributes_``, ``num_attributes_``,
+    ``state_features_`` and ``transition_features_`` are None, as in sklearn-crfsuite.
     training_log_ : list of TraceRecord
         The training trace: epoch, seconds, primal, dual, gap, dev error per evaluation.
     """
@@ -157,6 +187,21 @@ class CRF(_Base):
         model_filename: str | None = None,
         n_jobs: int | None = None,
         order: int = 1,
+        min_freq: float | None = None,
+        linesearch: str | None = None,
+        max_linesearch: int | None = None,
+        calibration_eta: float | None = None,
+        calibration_rate: float | None = None,
+        calibration_samples: int | None = None,
+        calibration_candidates: int | None = None,
+        calibration_max_trials: int | None = None,
+        pa_type: int | None = None,
+        c: float | None = None,
+        error_sensitive: bool | None = None,
+        averaging: bool | None = None,
+        variance: float | None = None,
+        gamma: float | None = None,
+        keep_tempfiles: bool = False,
     ) -> None:
         self.algorithm = algorithm
         self.c1 = c1
@@ -176,6 +221,21 @@ class CRF(_Base):
         self.model_filename = model_filename
         self.n_jobs = n_jobs
         self.order = order
+        self.min_freq = min_freq
+        self.linesearch = linesearch
+        self.max_linesearch = max_linesearch
+        self.calibration_eta = calibration_eta
+        self.calibration_rate = calibration_rate
+        self.calibration_samples = calibration_samples
+        self.calibration_candidates = calibration_candidates
+        self.calibration_max_trials = calibration_max_trials
+        self.pa_type = pa_type
+        self.c = c
+        self.error_sensitive = error_sensitive
+        self.averaging = averaging
+        self.variance = variance
+        self.gamma = gamma
+        self.keep_tempfiles = keep_tempfiles
 
     # -- parameters (scikit-learn's protocol when scikit-learn is absent) ---------------------
     if _Base is object:  # pragma: no cover - exercised where scikit-learn is absent
@@ -197,7 +257,8 @@ class CRF(_Base):
         return solver_options(self)
 
     def _regularization(self, n_sequences: int) -> float | None:
-        return regularization(self.c1, self.c2, n_sequences)
+        zero_ok = solver_name(self.algorithm) == "lbfgs"
+        return regularization(self.c1, self.c2, n_sequences, zero_ok=zero_ok)
 
     def _model_flags(self, dense: str | None = None) -> dict[str, bool]:
         return model_flags(self, dense)
@@ -220,19 +281,28 @@ class CRF(_Base):
         """
         if (X_dev is None) != (y_dev is None):
             raise ValueError("pass both X_dev and y_dev to use a dev set, or neither")
+        X, y = check_training_data(X, y, "X", "y")
+        if X_dev is not None:
+            X_dev, y_dev = check_training_data(X_dev, y_dev, "X_dev", "y_dev")
         order = fit_order(self.order, graphs)
         kind = "tree-structured" if graphs is not None else "second-order" if order == 2 else None
         flags = self._model_flags(kind)
         options = self._solver_options()
+        solver = solver_name(self.algorithm)
+        lam = self._regularization(len(X))  # checks c1, c2 before any work
+        min_freq = check_min_freq(self.min_freq)
+        if self.model_filename is not None:
+            check_writable(self.model_filename, "model_filename")
         encoder = FeatureDictEncoder()
         train = encoder.fit_transform(X, y)
         dev = None if X_dev is None else encoder.transform(X_dev, y_dev, "X_dev")
         train, dev = fit_graphs(train, dev, graphs, graphs_dev)
         model = SequenceCRF(
-            solver=solver_name(self.algorithm),
-            regularization=self._regularization(train.n_sequences),
+            solver=solver,
+            regularization=lam,
             n_bias_rows=0,
             order=order,
+            min_freq=min_freq,
             **flags,
             **options,
         )
@@ -253,8 +323,14 @@ class CRF(_Base):
         model.problem_ = None
         self._model = model
         self._encoder = encoder
+        self._size = None
+        self._tagger = None
         if self.model_filename is not None:
-            model.save(self.model_filename)
+            try:
+                model.save(self.model_filename)
+            except OSError as err:
+                reason = err.strerror or str(err)
+                raise OSError(f"model_filename {self.model_filename!r}: {reason}") from None
 
     def partial_fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
         """Add the sequences ``(X, y)`` to a fitted model and continue SDCA from its dual state.
@@ -316,6 +392,7 @@ class CRF(_Base):
         parent = getattr(super(), "__getstate__", None)
         state = dict(parent() if parent is not None else self.__dict__)
         state.pop("_grow", None)
+        state.pop("_tagger", None)
         return state
 
     # -- fitted state ------------------------------------------------------------------------
@@ -344,6 +421,7 @@ class CRF(_Base):
                 f"{path}: model encodes {model.encoder.get('kind')!r} data, not feature dicts"
             )
         self._model, self._encoder = model, FeatureDictEncoder(encoder)
+        self._size = self._tagger = None
         self.training_log_ = []
 
     # -- prediction --------------------------------------------------------------------------
@@ -417,9 +495,16 @@ class CRF(_Base):
         return flat_accuracy(y, self.predict(X, graphs))
 
     # -- inspection --------------------------------------------------------------------------
+    # As in sklearn-crfsuite, these are None before fit (and before a model_filename exists).
+    def _maybe_fitted(self) -> tuple[SequenceCRF, FeatureDictEncoder] | None:
+        if not self.__sklearn_is_fitted__():
+            return None
+        return self._fitted()
+
     @property
-    def classes_(self) -> list[str]:
-        return list(self._fitted()[0].label_names_)
+    def classes_(self) -> list[str] | None:
+        fitted = self._maybe_fitted()
+        return None if fitted is None else list(fitted[0].label_names_)
 
     @property
     def graph_(self) -> str:
@@ -433,8 +518,11 @@ class CRF(_Base):
         return self._fitted()[0].feature_map_.n_edge_types
 
     @property
-    def state_features_(self) -> dict[tuple[str, str], float]:
-        model, encoder = self._fitted()
+    def state_features_(self) -> dict[tuple[str, str], float] | None:
+        fitted = self._maybe_fitted()
+        if fitted is None:
+            return None
+        model, encoder = fitted
         emission = model.feature_map_.emission(model.weights_)
         names, labels = encoder.attribute_names, model.label_names_
         rows, cols = np.nonzero(emission)
@@ -444,10 +532,13 @@ class CRF(_Base):
         }
 
     @property
-    def transition_features_(self) -> dict[tuple, float]:
+    def transition_features_(self) -> dict[tuple, float] | None:
         """``{(label_from, label_to): weight}``; with several edge types (trees),
         ``{(parent label, child label, edge type): weight}``; with ``order=2`` the bigram block."""
-        model, _ = self._fitted()
+        fitted = self._maybe_fitted()
+        if fitted is None:
+            return None
+        model = fitted[0]
         trans = transition_blocks(model)
         labels, typed = model.label_names_, trans.shape[0] > 1
         return {
@@ -456,16 +547,62 @@ class CRF(_Base):
         }
 
     @property
-    def attributes_(self) -> list[str]:
-        model, encoder = self._fitted()
+    def attributes_(self) -> list[str] | None:
+        fitted = self._maybe_fitted()
+        if fitted is None:
+            return None
+        model, encoder = fitted
         used = np.any(model.feature_map_.emission(model.weights_) != 0, axis=1)
         names = encoder.attribute_names
         return [names[j] for j in np.flatnonzero(used).tolist()]
 
     @property
-    def num_attributes_(self) -> int:
-        return len(self.attributes_)
+    def num_attributes_(self) -> int | None:
+        attributes = self.attributes_
+        return None if attributes is None else len(attributes)
 
     @property
-    def size_(self) -> int:
-        return int(self._fitted()[0].weights_.nbytes)
+    def size_(self) -> int | None:
+        """Bytes of the model as a CRFsuite model file (:meth:`export_crfsuite`), as
+        sklearn-crfsuite reports it; for tree and second-order models (which CRFsuite's format
+        cannot hold), bytes of the weight vector."""
+        fitted = self._maybe_fitted()
+        if fitted is None:
+            return None
+        if getattr(self, "_size", None) is None:
+            model, encoder = fitted
+            if model.graph_ != "chain":
+                self._size = int(model.weights_.nbytes)
+            else:
+                from crfsdca.crfsuite_file import crfsuite_model_bytes
+                from crfsdca.crfsuite_format import to_crfsuite_model
+
+                cm = to_crfsuite_model(model, encoder.attribute_names)
+                self._size = len(crfsuite_model_bytes(cm))
+        return self._size
+
+    @property
+    def tagger_(self) -> Tagger | None:
+        """python-crfsuite's Tagger methods on this model (:mod:`crfsdca.crfsuite_tagger`);
+        None before fit."""
+        fitted = self._maybe_fitted()
+        if fitted is None:
+            return None
+        if getattr(self, "_tagger", None) is None:
+            self._tagger = Tagger(*fitted)
+        return self._tagger
+
+    def export_crfsuite(self, path: str | os.PathLike) -> None:
+        """Write the fitted chain model as a CRFsuite model file (atomically) that
+        ``pycrfsuite.Tagger().open(path)`` loads and that tags as :meth:`predict` does when
+        fed the same feature dicts (:mod:`crfsdca.crfsuite_format`). ``path`` must not be a
+        folder, a device or a pipe, and its folder must exist."""
+        from crfsdca.crfsuite_format import export_crfsuite
+
+        model, encoder = self._fitted()
+        check_writable(path, "path")
+        try:
+            export_crfsuite(model, path, encoder.attribute_names)
+        except OSError as err:
+            reason = err.strerror or str(err)
+            raise OSError(f"{os.fspath(path)!r}: {reason}") from None
