@@ -75,7 +75,7 @@ _OPTIONS = (
     "calibration_eta", "calibration_rate", "calibration_samples", "calibration_candidates",
     "calibration_max_trials", "pa_type", "c", "error_sensitive", "averaging", "variance", "gamma",
 )  # fmt: skip
-_RENAMED = {"num_memories": "history"}
+_RENAMED = {"num_memories": "history", "c": "aggressiveness", "gamma": "tradeoff"}
 
 
 def check_random_state(seed: Any) -> int:
