@@ -13,6 +13,7 @@ import stat
 
 import numpy as np
 import pytest
+from _conll_dicts import conll_dicts
 
 from crfsdca import CRF
 
@@ -243,45 +244,10 @@ def test_unwritable_model_filename_is_refused_before_training(data, tmp_path, mo
 
 
 # -- the exported model tags the whole CoNLL-2000 test set as crfsdca does ---------------------
-def _conll_dicts(tokens):
-    """sklearn-crfsuite's tutorial features of (word, POS) tokens."""
-    out = []
-    for sent in tokens:
-        seq = []
-        for t, (word, pos) in enumerate(sent):
-            item = {
-                "bias": 1.0, "w": word.lower(), "suf3": word[-3:], "pos": pos,
-                "upper": word.isupper(), "title": word.istitle(), "digit": word.isdigit(),
-            }  # fmt: skip
-            if t:
-                item.update({"-1:w": sent[t - 1][0].lower(), "-1:pos": sent[t - 1][1]})
-            else:
-                item["BOS"] = True
-            if t + 1 < len(sent):
-                item.update({"+1:w": sent[t + 1][0].lower(), "+1:pos": sent[t + 1][1]})
-            else:
-                item["EOS"] = True
-            seq.append(item)
-        out.append(seq)
-    return out
-
-
-def _conll(split: str):
-    data_loaders = pytest.importorskip("data_loaders")
-    if not os.environ.get("CRFSDCA_DATA_DIR"):
-        pytest.skip("CRFSDCA_DATA_DIR is not set")
-    try:
-        data_loaders.find_data_file("conll2000", f"conll2000/{split}.txt.gz", allow_download=False)
-    except data_loaders.DatasetNotFoundError as err:
-        pytest.skip(str(err))
-    corpus = data_loaders.load_dataset("conll2000", split)
-    return _conll_dicts(corpus.tokens), [list(s) for s in corpus.labels]
-
-
 @pytest.mark.slow
 def test_exported_model_tags_the_conll2000_test_set_as_crfsdca(tmp_path):
-    X, y = _conll("train")
-    X_test, _ = _conll("test")
+    X, y = conll_dicts("train")
+    X_test, _ = conll_dicts("test")
     crf = CRF(algorithm="lbfgs", c2=1.0, max_iterations=100).fit(X[:3000], y[:3000])
     path = tmp_path / "conll.crfsuite"
     crf.export_crfsuite(path)
