@@ -206,3 +206,13 @@ def test_parity_with_pycrfsuite_on_conll2000(algorithm, tmp_path):
     assert len(ours_tags) > 10000
     agreement = np.mean(np.array(ours_tags) == np.array(their_tags))
     assert agreement >= 0.99
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_trees_and_second_order_are_refused(algorithm):
+    X, y = _tiny(6)
+    graphs = [[-1] + list(range(len(xseq) - 1)) for xseq in X]
+    with pytest.raises(ValueError, match=f"{algorithm} .* trains linear chains"):
+        CRF(algorithm=algorithm).fit(X, y, graphs=graphs)
+    with pytest.raises(ValueError, match=f"{algorithm} .* trains linear chains"):
+        CRF(algorithm=algorithm, order=2).fit(X, y)

@@ -31,7 +31,7 @@ from crfsdca.kernels.crand import crfsuite_shuffle, new_state
 from crfsdca.kernels.sgd import scaled_loss, sgd_epoch
 from crfsdca.oracle import Workspace
 from crfsdca.solvers.base import SolverConfig, SolverResult, option
-from crfsdca.solvers.online import free_mask
+from crfsdca.solvers.online import chain_dims, free_mask
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
@@ -124,11 +124,9 @@ class L2SGD:
         """Calibrate, then run the epochs from zero weights."""
         if state is not None:
             raise ValueError("l2sgd starts from zero weights; it does not continue a run")
-        if problem.feature_map.n_edge_types != 1:
-            raise ValueError("l2sgd trains linear chains")
+        dims = chain_dims(problem, self.name)
         cfg, n, fm = self.config, problem.n_sequences, problem.feature_map
         lam = float(problem.regularization)
-        dims = (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
         args = (problem.train.arrays(), free_mask(problem), dims, self._buffers(problem), lam)
         order = np.arange(n, dtype=np.int64)
         generator = new_state(cfg.seed)

@@ -26,13 +26,24 @@ import numpy as np
 from crfsdca.kernels.crand import crfsuite_shuffle, new_state
 from crfsdca.kernels.online import ap_epoch, arow_epoch, pa_epoch
 from crfsdca.oracle import Workspace
+from crfsdca.sequences import SequenceData
 from crfsdca.solvers.base import SolverConfig, SolverResult, option
 
 if TYPE_CHECKING:
     from crfsdca.monitor import Monitor
     from crfsdca.problem import Problem
 
-__all__ = ["AP", "AROW", "PA", "APConfig", "AROWConfig", "PAConfig", "free_mask", "path_buffers"]
+__all__ = [
+    "AP",
+    "AROW",
+    "PA",
+    "APConfig",
+    "AROWConfig",
+    "PAConfig",
+    "chain_dims",
+    "free_mask",
+    "path_buffers",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,9 +142,9 @@ class _Online:
         """Run the epochs from zero weights (these algorithms do not continue a state)."""
         if state is not None:
             raise ValueError(f"{self.name} starts from zero weights; it does not continue a run")
-        n = problem.n_sequences
-        data = problem.train
-        args = (data.arrays(), free_mask(problem), _dims(problem), path_buffers(problem))
+        dims = chain_dims(problem, self.name)
+        n, data = problem.n_sequences, problem.train
+        args = (data.arrays(), free_mask(problem), dims, path_buffers(problem))
         self._setup(problem)
         order = np.arange(n, dtype=np.int64)
         generator = new_state(self.config.seed)
@@ -168,10 +179,11 @@ class _Online:
         )  # fmt: skip
 
 
-def _dims(problem: Problem) -> tuple[int, int, int]:
+def chain_dims(problem: Problem, name: str) -> tuple[int, int, int]:
+    """(A, K, n_bias) of a linear-chain problem; ValueError for trees and junction trees."""
     fm = problem.feature_map
-    if fm.n_edge_types != 1:
-        raise ValueError("CRFsuite's online algorithms train linear chains")
+    if not isinstance(problem.train, SequenceData) or fm.n_edge_types != 1:
+        raise ValueError(f"{name} (a CRFsuite algorithm) trains linear chains, not trees")
     return (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
 
 
