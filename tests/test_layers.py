@@ -36,8 +36,8 @@ LAYERS = {
                 _partition solvers""",
     # the user's side: facades, export, plots, the command line, the reproduction
     FRONT: """crfsdca model model_junction estimator estimator_graphs estimator_params
-              estimator_checks crfsuite_format crfsuite_tagger tagging plotting warmup cli
-              reproduce""",
+              estimator_checks estimator_fitted crfsuite_format crfsuite_tagger tagging plotting
+              warmup cli reproduce""",
 }
 
 
