@@ -3,8 +3,9 @@
 Code written for ``sklearn_crfsuite.CRF`` runs with ``crfsdca.CRF`` after changing the import:
 ``fit(X, y, X_dev=None, y_dev=None)`` on lists of feature-dict sequences
 (:mod:`crfsdca.featuredicts`), ``predict``, ``predict_marginals``, ``score`` (token accuracy),
-``classes_``, ``state_features_``, ``transition_features_``, ``attributes_``, ``training_log_``,
-and ``get_params`` / ``set_params`` / ``clone`` / pickling for model selection.
+``classes_``, ``state_features_``, ``transition_features_``, ``attributes_``, ``size_``,
+``tagger_`` (:mod:`crfsdca.estimator_fitted`), ``training_log_``, ``export_crfsuite``, and
+``get_params`` / ``set_params`` / ``clone`` / pickling for model selection.
 
 Tree-structured CRFs take the same calls with ``graphs=``: one
 :class:`~crfsdca.graphs.Tree` (or parent array, ``-1`` for roots) per sequence, passed to
@@ -14,11 +15,12 @@ routing, ``cross_validate(crf.set_fit_request(graphs=True).set_score_request(gra
 params={"graphs": graphs})`` splits the trees with the sequences. ``CRF(order=2)`` trains
 second-order chains (a K x K x K block on every three consecutive labels) on plain sequences.
 
-The model is CRFsuite's first-order CRF (no bias rows). With ``algorithm="lbfgs"`` it is, by
-default, CRFsuite's default sparse model: a state weight only for the (attribute, label) pairs
-seen in training and a transition weight only for the label bigrams seen
-(``all_possible_states``, ``all_possible_transitions`` add the others, as in CRFsuite). The
-other solvers train the dense model (both flags True), which is their default. CRFsuite's L2
+The model is CRFsuite's first-order CRF (no bias rows). With CRFsuite's algorithms (``lbfgs``,
+``l2sgd``, ``ap``, ``pa``, ``arow``) it is, by default, CRFsuite's default sparse model: a state
+weight only for the (attribute, label) pairs seen in training and a transition weight only for
+the label bigrams seen (``all_possible_states``, ``all_possible_transitions`` add the others,
+``min_freq`` drops rare ones, as in CRFsuite). crfsdca's own solvers train the dense model
+(both flags True), which is their default. CRFsuite's L2
 term ``c2 ||w||^2`` added to the summed loss over n sequences is crfsdca's mean loss plus
 ``(lambda/2) ||w||^2`` with ``lambda = 2 c2 / n``: both reach the same optimum.
 """
@@ -103,19 +105,23 @@ class CRF(FittedAttributes, _Base):
         As in CRFsuite: False (CRFsuite's default) gives a state weight only to the
         (attribute, label) pairs, and a transition weight only to the label bigrams, seen in
         training; every other weight is structurally 0 (:func:`crfsdca.features.observed_features`).
-        True gives every pair a weight. ``None``: False with ``"lbfgs"``, True with the other
-        solvers, which train the dense model only (False with them raises ValueError).
+        True gives every pair a weight. ``None``: False with CRFsuite's algorithms, True with
+        crfsdca's own solvers, which train the dense model only (False raises ValueError).
     epsilon, period, delta, num_memories : optional
-        CRFsuite's L-BFGS stopping tests and memory (``"lbfgs"`` only): stop when
+        CRFsuite's stopping tests (``period``, ``delta`` also for ``"l2sgd"``; ``epsilon`` also
+        for ``"ap"``, ``"pa"``, ``"arow"``: their mean loss) and L-BFGS memory. L-BFGS stops when
         ``||grad|| / max(1, ||w||) <= epsilon`` or when the objective improved by less than
         ``delta`` (relative) over ``period`` iterations. Defaults: CRFsuite's (1e-5, 10, 1e-5, 6).
     verbose : bool
         Write one line per evaluated epoch (objective, gap, dev accuracy) to stderr.
     random_state : int, optional
-        Seed of the solver's sampling; ``None`` means 0 (runs are reproducible).
+        Seed of the solver's sampling, in [0, 2^32); ``None`` means 0 (runs are reproducible).
+        CRFsuite's algorithms shuffle with glibc's ``rand()`` seeded by it (0 and 1: the order
+        of a fresh CRFsuite process).
     model_filename : str, optional
-        ``fit`` saves the model there (crfsdca's ``.npz`` + JSON format, no pickle); an
-        unfitted CRF given ``model_filename`` loads it on first use (as sklearn-crfsuite does).
+        ``fit`` saves the model there (crfsdca's ``.npz`` + JSON format, no pickle), after
+        checking before training that it can be written; an unfitted CRF given
+        ``model_filename`` loads it on first use (as sklearn-crfsuite does).
     n_jobs : int, optional
         Cores of the full-batch passes during ``fit`` (every L-BFGS evaluation; the monitor's
         exact objective and dev scores for the others); -1 for all, None for numba's default.

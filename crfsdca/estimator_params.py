@@ -5,7 +5,7 @@
   L-BFGS defaults (iteration counting, epsilon, delta/period stopping, 6 correction pairs);
 - :func:`regularization`: CRFsuite's ``c2`` as lambda = 2 c2 / n; ``c1`` (L1) refused;
 - :func:`model_flags`: ``all_possible_states`` / ``all_possible_transitions`` (CRFsuite's
-  sparse model with ``lbfgs``, the dense model otherwise);
+  sparse model with CRFsuite's algorithms, the dense model otherwise);
 - :func:`fit_threads`, :func:`one_blas_thread`, :func:`log_line`: cores and progress of a fit.
 """
 
