@@ -3,8 +3,9 @@
 Code written for ``sklearn_crfsuite.CRF`` runs with ``crfsdca.CRF`` after changing the import:
 ``fit(X, y, X_dev=None, y_dev=None)`` on lists of feature-dict sequences
 (:mod:`crfsdca.featuredicts`), ``predict``, ``predict_marginals``, ``score`` (token accuracy),
-``classes_``, ``state_features_``, ``transition_features_``, ``attributes_``, ``training_log_``,
-and ``get_params`` / ``set_params`` / ``clone`` / pickling for model selection.
+``classes_``, ``state_features_``, ``transition_features_``, ``attributes_``, ``size_``,
+``tagger_`` (:mod:`crfsdca.estimator_fitted`), ``training_log_``, ``export_crfsuite``, and
+``get_params`` / ``set_params`` / ``clone`` / pickling for model selection.
 
 Tree-structured CRFs take the same calls with ``graphs=``: one
 :class:`~crfsdca.graphs.Tree` (or parent array, ``-1`` for roots) per sequence, passed to
@@ -14,11 +15,12 @@ routing, ``cross_validate(crf.set_fit_request(graphs=True).set_score_request(gra
 params={"graphs": graphs})`` splits the trees with the sequences. ``CRF(order=2)`` trains
 second-order chains (a K x K x K block on every three consecutive labels) on plain sequences.
 
-The model is CRFsuite's first-order CRF (no bias rows). With ``algorithm="lbfgs"`` it is, by
-default, CRFsuite's default sparse model: a state weight only for the (attribute, label) pairs
-seen in training and a transition weight only for the label bigrams seen
-(``all_possible_states``, ``all_possible_transitions`` add the others, as in CRFsuite). The
-other solvers train the dense model (both flags True), which is their default. CRFsuite's L2
+The model is CRFsuite's first-order CRF (no bias rows). With CRFsuite's algorithms (``lbfgs``,
+``l2sgd``, ``ap``, ``pa``, ``arow``) it is, by default, CRFsuite's default sparse model: a state
+weight only for the (attribute, label) pairs seen in training and a transition weight only for
+the label bigrams seen (``all_possible_states``, ``all_possible_transitions`` add the others,
+``min_freq`` drops rare ones, as in CRFsuite). crfsdca's own solvers train the dense model
+(both flags True), which is their default. CRFsuite's L2
 term ``c2 ||w||^2`` added to the summed loss over n sequences is crfsdca's mean loss plus
 ``(lambda/2) ||w||^2`` with ``lambda = 2 c2 / n``: both reach the same optimum.
 """
@@ -34,12 +36,13 @@ from numpy.typing import NDArray
 
 from crfsdca.attributes import AttributeEncoder, encoder_from_dict
 from crfsdca.errors import NotFittedError
+from crfsdca.estimator_checks import check_training_data
+from crfsdca.estimator_fitted import FittedAttributes
 from crfsdca.estimator_graphs import (
     check_graphs,
     check_kind,
     fit_graphs,
     fit_order,
-    transition_blocks,
     with_graphs,
 )
 from crfsdca.estimator_params import (
@@ -54,9 +57,11 @@ from crfsdca.estimator_params import (
 )
 from crfsdca.featuredicts import FeatureDictEncoder
 from crfsdca.features import FeatureMap
+from crfsdca.min_freq import check_min_freq
 from crfsdca.model import SequenceCRF
 from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
+from crfsdca.writable import check_writable
 
 __all__ = ["CRF", "solver_name"]
 
@@ -66,21 +71,24 @@ except ImportError:  # pragma: no cover - exercised where scikit-learn is absent
     _Base = object
 
 
-class CRF(_Base):
+class CRF(FittedAttributes, _Base):
     """Linear-chain CRF with sklearn-crfsuite's interface, trained by crfsdca's solvers.
 
     Parameters
     ----------
-    algorithm : str
-        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"`` or ``"lbfgs"``.
-        CRFsuite's ``"l2sgd"``, ``"ap"``, ``"pa"`` and ``"arow"`` raise ValueError naming the
-        nearest supported one.
+    algorithm : str or None
+        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"``, ``"lbfgs"`` (None
+        means ``"lbfgs"``, as in sklearn-crfsuite), or CRFsuite's other algorithms ``"l2sgd"``,
+        ``"ap"``, ``"pa"``, ``"arow"`` with CRFsuite's parameters and semantics
+        (:mod:`crfsdca.solvers.online`, :mod:`crfsdca.solvers.l2sgd`).
     c1 : float, optional
         L1 coefficient; only ``None`` or 0 (crfsdca has no L1 term yet).
     c2 : float, optional
         CRFsuite's L2 coefficient (objective ``sum_i loss_i + c2 ||w||^2``), converted to
         ``regularization = 2 * c2 / n`` for n training sequences. Default: ``1 / n``
         (crfsdca's default, i.e. ``c2 = 0.5``; sklearn-crfsuite's default is ``c2 = 1``).
+        ``c2 = 0`` (no L2 term, as CRFsuite trains it) with ``"lbfgs"`` only; ``"ap"``,
+        ``"pa"`` and ``"arow"`` have no L2 term (c2 only scales the objective they report).
     max_iterations : float, optional
         For ``"lbfgs"``, the maximum number of L-BFGS iterations, as CRFsuite counts them
         (an iteration's line search may evaluate several points); default: none, as CRFsuite.
@@ -97,19 +105,23 @@ class CRF(_Base):
         As in CRFsuite: False (CRFsuite's default) gives a state weight only to the
         (attribute, label) pairs, and a transition weight only to the label bigrams, seen in
         training; every other weight is structurally 0 (:func:`crfsdca.features.observed_features`).
-        True gives every pair a weight. ``None``: False with ``"lbfgs"``, True with the other
-        solvers, which train the dense model only (False with them raises ValueError).
+        True gives every pair a weight. ``None``: False with CRFsuite's algorithms, True with
+        crfsdca's own solvers, which train the dense model only (False raises ValueError).
     epsilon, period, delta, num_memories : optional
-        CRFsuite's L-BFGS stopping tests and memory (``"lbfgs"`` only): stop when
+        CRFsuite's stopping tests (``period``, ``delta`` also for ``"l2sgd"``; ``epsilon`` also
+        for ``"ap"``, ``"pa"``, ``"arow"``: their mean loss) and L-BFGS memory. L-BFGS stops when
         ``||grad|| / max(1, ||w||) <= epsilon`` or when the objective improved by less than
         ``delta`` (relative) over ``period`` iterations. Defaults: CRFsuite's (1e-5, 10, 1e-5, 6).
     verbose : bool
         Write one line per evaluated epoch (objective, gap, dev accuracy) to stderr.
     random_state : int, optional
-        Seed of the solver's sampling; ``None`` means 0 (runs are reproducible).
+        Seed of the solver's sampling, in [0, 2^32); ``None`` means 0 (runs are reproducible).
+        CRFsuite's algorithms shuffle with glibc's ``rand()`` seeded by it (0 and 1: the order
+        of a fresh CRFsuite process).
     model_filename : str, optional
-        ``fit`` saves the model there (crfsdca's ``.npz`` + JSON format, no pickle); an
-        unfitted CRF given ``model_filename`` loads it on first use (as sklearn-crfsuite does).
+        ``fit`` saves the model there (crfsdca's ``.npz`` + JSON format, no pickle), after
+        checking before training that it can be written; an unfitted CRF given
+        ``model_filename`` loads it on first use (as sklearn-crfsuite does).
     n_jobs : int, optional
         Cores of the full-batch passes during ``fit`` (every L-BFGS evaluation; the monitor's
         exact objective and dev scores for the others); -1 for all, None for numba's default.
@@ -117,6 +129,22 @@ class CRF(_Base):
         1 (default): linear chains (or trees, with ``graphs``); 2: second-order chains, a
         K x K x K weight block on every three consecutive labels besides the K x K one (the
         dense model; no ``graphs``).
+    min_freq : float, optional
+        CRFsuite's ``feature.minfreq``: features (state and transition) whose frequency in the
+        training data is below it are left out of the model (:mod:`crfsdca.min_freq`); with
+        CRFsuite's algorithms only.
+    linesearch, max_linesearch : optional
+        CRFsuite's L-BFGS line search (``"MoreThuente"``, ``"Backtracking"``,
+        ``"StrongBacktracking"``) and its trial limit: checked and accepted with ``"lbfgs"``,
+        but a no-op: crfsdca's L-BFGS always uses SciPy's L-BFGS-B line search.
+    calibration_eta, calibration_rate, calibration_samples, calibration_candidates, \
+calibration_max_trials : optional
+        CRFsuite's ``l2sgd`` learning-rate calibration.
+    pa_type, c, error_sensitive, averaging : optional
+        CRFsuite's ``pa`` options; ``variance``, ``gamma``: ``arow``'s.
+    keep_tempfiles : bool
+        Accepted for sklearn-crfsuite's interface; a no-op (crfsdca trains in memory and writes
+        no temporary model files).
 
     Attributes
     ----------
@@ -132,7 +160,14 @@ class CRF(_Base):
     attributes_ : list of str
         Attributes with at least one non-zero state weight; ``num_attributes_`` counts them.
     size_ : int
-        Bytes of the weight vector.
+        Bytes of the model as a CRFsuite model file (:meth:`export_crfsuite`), as
+        sklearn-crfsuite reports it (bytes of the weights for tree and second-order models).
+    tagger_ : Tagger
+        python-crfsuite's Tagger methods (``labels``, ``tag``, ``set``, ``marginal``,
+        ``probability``, ``info``) on this model (:mod:`crfsdca.crfsuite_tagger`).
+
+    Before ``fit``, ``classes_``, ``size_``, ``tagger_``, ``attributes_``, ``num_attributes_``,
+    ``state_features_`` and ``transition_features_`` are None, as in sklearn-crfsuite.
     training_log_ : list of TraceRecord
         The training trace: epoch, seconds, primal, dual, gap, dev error per evaluation.
     """
@@ -157,6 +192,21 @@ class CRF(_Base):
         model_filename: str | None = None,
         n_jobs: int | None = None,
         order: int = 1,
+        min_freq: float | None = None,
+        linesearch: str | None = None,
+        max_linesearch: int | None = None,
+        calibration_eta: float | None = None,
+        calibration_rate: float | None = None,
+        calibration_samples: int | None = None,
+        calibration_candidates: int | None = None,
+        calibration_max_trials: int | None = None,
+        pa_type: int | None = None,
+        c: float | None = None,
+        error_sensitive: bool | None = None,
+        averaging: bool | None = None,
+        variance: float | None = None,
+        gamma: float | None = None,
+        keep_tempfiles: bool = False,
     ) -> None:
         self.algorithm = algorithm
         self.c1 = c1
@@ -176,6 +226,21 @@ class CRF(_Base):
         self.model_filename = model_filename
         self.n_jobs = n_jobs
         self.order = order
+        self.min_freq = min_freq
+        self.linesearch = linesearch
+        self.max_linesearch = max_linesearch
+        self.calibration_eta = calibration_eta
+        self.calibration_rate = calibration_rate
+        self.calibration_samples = calibration_samples
+        self.calibration_candidates = calibration_candidates
+        self.calibration_max_trials = calibration_max_trials
+        self.pa_type = pa_type
+        self.c = c
+        self.error_sensitive = error_sensitive
+        self.averaging = averaging
+        self.variance = variance
+        self.gamma = gamma
+        self.keep_tempfiles = keep_tempfiles
 
     # -- parameters (scikit-learn's protocol when scikit-learn is absent) ---------------------
     if _Base is object:  # pragma: no cover - exercised where scikit-learn is absent
@@ -197,7 +262,8 @@ class CRF(_Base):
         return solver_options(self)
 
     def _regularization(self, n_sequences: int) -> float | None:
-        return regularization(self.c1, self.c2, n_sequences)
+        zero_ok = solver_name(self.algorithm) == "lbfgs"
+        return regularization(self.c1, self.c2, n_sequences, zero_ok=zero_ok)
 
     def _model_flags(self, dense: str | None = None) -> dict[str, bool]:
         return model_flags(self, dense)
@@ -220,19 +286,28 @@ class CRF(_Base):
         """
         if (X_dev is None) != (y_dev is None):
             raise ValueError("pass both X_dev and y_dev to use a dev set, or neither")
+        X, y = check_training_data(X, y, "X", "y")
+        if X_dev is not None:
+            X_dev, y_dev = check_training_data(X_dev, y_dev, "X_dev", "y_dev")
         order = fit_order(self.order, graphs)
         kind = "tree-structured" if graphs is not None else "second-order" if order == 2 else None
         flags = self._model_flags(kind)
         options = self._solver_options()
+        solver = solver_name(self.algorithm)
+        lam = self._regularization(len(X))  # checks c1, c2 before any work
+        min_freq = check_min_freq(self.min_freq)
+        if self.model_filename is not None:
+            check_writable(self.model_filename, "model_filename")
         encoder = FeatureDictEncoder()
         train = encoder.fit_transform(X, y)
         dev = None if X_dev is None else encoder.transform(X_dev, y_dev, "X_dev")
         train, dev = fit_graphs(train, dev, graphs, graphs_dev)
         model = SequenceCRF(
-            solver=solver_name(self.algorithm),
-            regularization=self._regularization(train.n_sequences),
+            solver=solver,
+            regularization=lam,
             n_bias_rows=0,
             order=order,
+            min_freq=min_freq,
             **flags,
             **options,
         )
@@ -253,8 +328,14 @@ class CRF(_Base):
         model.problem_ = None
         self._model = model
         self._encoder = encoder
+        self._size = None
+        self._tagger = None
         if self.model_filename is not None:
-            model.save(self.model_filename)
+            try:
+                model.save(self.model_filename)
+            except OSError as err:
+                reason = err.strerror or str(err)
+                raise OSError(f"model_filename {self.model_filename!r}: {reason}") from None
 
     def partial_fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
         """Add the sequences ``(X, y)`` to a fitted model and continue SDCA from its dual state.
@@ -316,6 +397,7 @@ class CRF(_Base):
         parent = getattr(super(), "__getstate__", None)
         state = dict(parent() if parent is not None else self.__dict__)
         state.pop("_grow", None)
+        state.pop("_tagger", None)
         return state
 
     # -- fitted state ------------------------------------------------------------------------
@@ -344,6 +426,7 @@ class CRF(_Base):
                 f"{path}: model encodes {model.encoder.get('kind')!r} data, not feature dicts"
             )
         self._model, self._encoder = model, FeatureDictEncoder(encoder)
+        self._size = self._tagger = None
         self.training_log_ = []
 
     # -- prediction --------------------------------------------------------------------------
@@ -415,57 +498,3 @@ class CRF(_Base):
         from crfsdca.metrics import flat_accuracy
 
         return flat_accuracy(y, self.predict(X, graphs))
-
-    # -- inspection --------------------------------------------------------------------------
-    @property
-    def classes_(self) -> list[str]:
-        return list(self._fitted()[0].label_names_)
-
-    @property
-    def graph_(self) -> str:
-        """``"tree"`` for a CRF fitted with graphs (it predicts with graphs only),
-        ``"junction"`` for ``order=2``, else ``"chain"``."""
-        return self._fitted()[0].graph_
-
-    @property
-    def n_edge_types_(self) -> int:
-        """Transition blocks: 1 + the largest edge type of the training trees (1 for chains)."""
-        return self._fitted()[0].feature_map_.n_edge_types
-
-    @property
-    def state_features_(self) -> dict[tuple[str, str], float]:
-        model, encoder = self._fitted()
-        emission = model.feature_map_.emission(model.weights_)
-        names, labels = encoder.attribute_names, model.label_names_
-        rows, cols = np.nonzero(emission)
-        return {
-            (names[j], labels[k]): float(emission[j, k])
-            for j, k in zip(rows.tolist(), cols.tolist(), strict=True)
-        }
-
-    @property
-    def transition_features_(self) -> dict[tuple, float]:
-        """``{(label_from, label_to): weight}``; with several edge types (trees),
-        ``{(parent label, child label, edge type): weight}``; with ``order=2`` the bigram block."""
-        model, _ = self._fitted()
-        trans = transition_blocks(model)
-        labels, typed = model.label_names_, trans.shape[0] > 1
-        return {
-            (labels[a], labels[b], e) if typed else (labels[a], labels[b]): float(trans[e, a, b])
-            for e, a, b in zip(*(idx.tolist() for idx in np.nonzero(trans)), strict=True)
-        }
-
-    @property
-    def attributes_(self) -> list[str]:
-        model, encoder = self._fitted()
-        used = np.any(model.feature_map_.emission(model.weights_) != 0, axis=1)
-        names = encoder.attribute_names
-        return [names[j] for j in np.flatnonzero(used).tolist()]
-
-    @property
-    def num_attributes_(self) -> int:
-        return len(self.attributes_)
-
-    @property
-    def size_(self) -> int:
-        return int(self._fitted()[0].weights_.nbytes)

@@ -1,12 +1,11 @@
 """sklearn-crfsuite's parameters in crfsdca's terms, and how ``crfsdca.CRF.fit`` runs.
 
-- :func:`solver_name`: CRFsuite algorithm names, with the nearest crfsdca solver named for the
-  ones crfsdca does not have (``l2sgd``, ``ap``, ``pa``, ``arow``);
+- :func:`solver_name`: the solver of an ``algorithm`` name (None: ``lbfgs``, as sklearn-crfsuite);
 - :func:`solver_options`: the estimator's parameters as solver config options, with CRFsuite's
   L-BFGS defaults (iteration counting, epsilon, delta/period stopping, 6 correction pairs);
 - :func:`regularization`: CRFsuite's ``c2`` as lambda = 2 c2 / n; ``c1`` (L1) refused;
 - :func:`model_flags`: ``all_possible_states`` / ``all_possible_transitions`` (CRFsuite's
-  sparse model with ``lbfgs``, the dense model otherwise);
+  sparse model with CRFsuite's algorithms, the dense model otherwise);
 - :func:`fit_threads`, :func:`one_blas_thread`, :func:`log_line`: cores and progress of a fit.
 """
 
@@ -22,7 +21,9 @@ from crfsdca.solvers import SOLVERS
 from crfsdca.trace import TraceRecord
 
 __all__ = [
+    "CRFSUITE_ALGORITHMS",
     "CRFSUITE_LBFGS",
+    "check_random_state",
     "PARAM_NAMES",
     "fit_threads",
     "log_line",
@@ -33,31 +34,29 @@ __all__ = [
     "solver_options",
 ]
 
-_UNSUPPORTED = {
-    "l2sgd": "'sag-nus' (variance-reduced SGD on the same objective) or 'sdca' (the default)",
-    "ap": "'sdca', which also updates one sequence at a time (the averaged perceptron has no "
-    "likelihood objective)",
-    "pa": "'sdca', which also updates one sequence at a time (passive-aggressive training has "
-    "no likelihood objective)",
-    "arow": "'sdca', which also updates one sequence at a time (AROW has no likelihood objective)",
-}
 PARAM_NAMES = (
     "algorithm", "c1", "c2", "max_iterations", "tol", "sampling", "non_uniformity",
     "all_possible_states", "all_possible_transitions", "epsilon", "period", "delta",
-    "num_memories", "verbose", "random_state", "model_filename", "n_jobs", "order"
+    "num_memories", "verbose", "random_state", "model_filename", "n_jobs", "order",
+    "min_freq", "linesearch", "max_linesearch", "calibration_eta", "calibration_rate",
+    "calibration_samples", "calibration_candidates", "calibration_max_trials", "pa_type", "c",
+    "error_sensitive", "averaging", "variance", "gamma", "keep_tempfiles",
 )  # fmt: skip
+#: the algorithms CRFsuite has (trained on its sparse model by default, as CRFsuite does)
+CRFSUITE_ALGORITHMS = ("lbfgs", "l2sgd", "ap", "pa", "arow")
+#: CRFsuite's line searches; crfsdca's L-BFGS always uses SciPy's (a no-op choice)
+LINESEARCHES = ("MoreThuente", "Backtracking", "StrongBacktracking")
+_SEED_MAX = 2**32 - 1
 
 
-def solver_name(algorithm: str) -> str:
-    """The crfsdca solver for an sklearn-crfsuite ``algorithm`` name; ValueError if none."""
-    if algorithm in SOLVERS:
+def solver_name(algorithm: str | None) -> str:
+    """The crfsdca solver for an sklearn-crfsuite ``algorithm`` name (None: ``lbfgs``, as
+    sklearn-crfsuite); ValueError if none."""
+    if algorithm is None:
+        return "lbfgs"
+    if isinstance(algorithm, str) and algorithm in SOLVERS:
         return algorithm
-    if algorithm in _UNSUPPORTED:
-        raise ValueError(
-            f"algorithm={algorithm!r} (a CRFsuite algorithm) is not supported by crfsdca;"
-            f" the nearest is {_UNSUPPORTED[algorithm]}"
-        )
-    raise ValueError(f"algorithm must be one of {sorted(SOLVERS)}; got {algorithm!r}")
+    raise ValueError(f"algorithm must be one of {sorted(SOLVERS)} or None; got {algorithm!r}")
 
 
 #: CRFsuite's L-BFGS defaults, used by ``algorithm="lbfgs"`` for what is not given: no
@@ -71,8 +70,54 @@ CRFSUITE_LBFGS = {
     "history": 6,
 }
 #: estimator parameters passed to the solver's config, under these names when they differ
-_OPTIONS = ("tol", "sampling", "non_uniformity", "epsilon", "period", "delta", "num_memories")
-_RENAMED = {"num_memories": "history"}
+_OPTIONS = (
+    "tol", "sampling", "non_uniformity", "epsilon", "period", "delta", "num_memories",
+    "calibration_eta", "calibration_rate", "calibration_samples", "calibration_candidates",
+    "calibration_max_trials", "pa_type", "c", "error_sensitive", "averaging", "variance", "gamma",
+)  # fmt: skip
+_RENAMED = {"num_memories": "history", "c": "aggressiveness", "gamma": "tradeoff"}
+
+
+def check_random_state(seed: Any) -> int:
+    """The seed of ``random_state`` (None: 0), or scikit-learn's kind of message."""
+    if seed is None:
+        return 0
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(
+            f"The 'random_state' parameter of CRF must be an int in the range [0, {_SEED_MAX}]"
+            f" or None. Got {seed!r} instead."
+        )
+    if not 0 <= seed <= _SEED_MAX:
+        raise ValueError(
+            f"The 'random_state' parameter of CRF must be an int in the range [0, {_SEED_MAX}]"
+            f" or None. Got {seed!r} instead."
+        )
+    return int(seed)
+
+
+def _check_max_iterations(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"max_iterations must be a number > 0 or None; got {value!r}")
+    if not value > 0:
+        raise ValueError(f"max_iterations must be > 0 (or None); got {value!r}")
+
+
+def _check_lbfgs_extras(est, name: str) -> None:
+    """``linesearch`` / ``max_linesearch``: CRFsuite's L-BFGS line search options; accepted and
+    checked, but crfsdca's L-BFGS always runs SciPy's L-BFGS-B line search."""
+    for param in ("linesearch", "max_linesearch"):
+        if getattr(est, param, None) is not None and name != "lbfgs":
+            raise ValueError(
+                f"{param} is not an option of algorithm={est.algorithm!r};"
+                f" leave it None or use algorithm='lbfgs'"
+            )
+    if getattr(est, "linesearch", None) is not None and est.linesearch not in LINESEARCHES:
+        raise ValueError(f"linesearch must be one of {LINESEARCHES}; got {est.linesearch!r}")
+    value = getattr(est, "max_linesearch", None)
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1
+    ):
+        raise ValueError(f"max_linesearch must be an int >= 1; got {value!r}")
 
 
 def solver_options(est) -> dict[str, Any]:
@@ -83,9 +128,11 @@ def solver_options(est) -> dict[str, Any]:
     lbfgs = name == "lbfgs"
     options: dict[str, Any] = dict(CRFSUITE_LBFGS) if lbfgs else {}
     if est.max_iterations is not None:
+        _check_max_iterations(est.max_iterations)
         options["max_iterations" if lbfgs else "max_epochs"] = est.max_iterations
+    _check_lbfgs_extras(est, name)
     for param in _OPTIONS:
-        value, field_name = getattr(est, param), _RENAMED.get(param, param)
+        value, field_name = getattr(est, param, None), _RENAMED.get(param, param)
         if value is None:
             continue
         if field_name not in fields:
@@ -94,15 +141,13 @@ def solver_options(est) -> dict[str, Any]:
                 f" leave it None or choose an algorithm that has it"
             )
         options[field_name] = value
-    seed = 0 if est.random_state is None else est.random_state
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise TypeError(f"random_state must be an int or None; got {type(seed).__name__}")
-    options["seed"] = int(seed)
+    options["seed"] = check_random_state(est.random_state)
     return options
 
 
-def regularization(c1, c2, n_sequences: int) -> float | None:
-    """lambda = 2 c2 / n (None: crfsdca's default 1/n); c1 > 0 (L1) is refused."""
+def regularization(c1, c2, n_sequences: int, zero_ok: bool = False) -> float | None:
+    """lambda = 2 c2 / n (None: crfsdca's default 1/n); c1 > 0 (L1) is refused; ``c2 = 0``
+    (no regularization) only when ``zero_ok`` (L-BFGS, as CRFsuite)."""
     if c1 is not None and c1 != 0:
         raise ValueError(
             f"c1={c1!r}: L1 regularization is not supported by crfsdca yet;"
@@ -110,8 +155,13 @@ def regularization(c1, c2, n_sequences: int) -> float | None:
         )
     if c2 is None:
         return None
+    if isinstance(c2, bool) or not isinstance(c2, (int, float, np.integer, np.floating)):
+        raise TypeError(f"c2 must be a number or None; got {c2!r}")
+    if zero_ok and c2 == 0:
+        return 0.0
     if not np.isfinite(c2) or c2 <= 0:
-        raise ValueError(f"c2 must be > 0 (crfsdca needs an L2 term); got {c2!r}")
+        hint = "" if zero_ok else "; c2=0 (no L2 term) is trained by algorithm='lbfgs' only"
+        raise ValueError(f"c2 must be > 0 (crfsdca needs an L2 term); got {c2!r}{hint}")
     return 2.0 * float(c2) / n_sequences
 
 
@@ -119,7 +169,7 @@ def model_flags(est, dense: str | None = None) -> dict[str, bool]:
     """``all_possible_states`` and ``all_possible_transitions`` as SequenceCRF takes them
     (``dense``: the kind of CRF, tree-structured or second-order, that trains the dense
     model only)."""
-    lbfgs = solver_name(est.algorithm) == "lbfgs" and dense is None
+    lbfgs = solver_name(est.algorithm) in CRFSUITE_ALGORITHMS and dense is None
     flags = {}
     for name in ("all_possible_states", "all_possible_transitions"):
         value = getattr(est, name)
@@ -132,8 +182,8 @@ def model_flags(est, dense: str | None = None) -> dict[str, bool]:
         elif not value and not lbfgs:
             raise ValueError(
                 f"{name}=False (CRFsuite's sparse model) is trained by algorithm='lbfgs'"
-                f" only; algorithm={est.algorithm!r} trains the dense model: leave"
-                f" {name} None (or True), or use algorithm='lbfgs'"
+                f" only (and CRFsuite's other algorithms); algorithm={est.algorithm!r} trains"
+                f" the dense model: leave {name} None (or True), or use algorithm='lbfgs'"
             )
         flags[name] = bool(value)
     return flags

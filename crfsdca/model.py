@@ -28,6 +28,7 @@ from crfsdca.errors import GraphError, ModelFormatError, NotFittedError
 from crfsdca.evaluation import evaluate_data
 from crfsdca.features import FeatureMap, observed_features
 from crfsdca.junction_oracle import JunctionData, JunctionOracle, junction_problem
+from crfsdca.min_freq import SPARSE_SOLVERS, check_min_freq, frequent_features
 from crfsdca.model_header import check_header, header_words, size_mismatch
 from crfsdca.model_junction import (
     check_order,
@@ -74,10 +75,14 @@ class SequenceCRF:
     all_possible_states, all_possible_transitions : bool
         False gives CRFsuite's sparse model (:func:`crfsdca.features.observed_features`):
         only the (attribute, label) pairs, or label bigrams, seen in training have a weight.
-        Trained by ``lbfgs`` only. Default True (the dense model).
+        Trained by CRFsuite's algorithms only (``lbfgs``, ``l2sgd``, ``ap``, ``pa``, ``arow``).
+        Default True (the dense model).
     order : int
         2 trains (and predicts) SequenceData as second-order chains; default 1. JunctionData
         trains a junction model whatever the order.
+    min_freq : float
+        CRFsuite's ``feature.minfreq``: drop the features (state and transition) whose
+        frequency in the training data is below it (:mod:`crfsdca.min_freq`); default 0.
     **solver_options
         Fields of the solver's config dataclass (e.g. ``sampling="gap"``, ``max_epochs=50``).
     """
@@ -90,6 +95,7 @@ class SequenceCRF:
         all_possible_states: bool = True,
         all_possible_transitions: bool = True,
         order: int = 1,
+        min_freq: float = 0.0,
         **solver_options: Any,
     ) -> None:
         self.solver = solver
@@ -98,10 +104,14 @@ class SequenceCRF:
         self.all_possible_states = bool(all_possible_states)
         self.all_possible_transitions = bool(all_possible_transitions)
         self.order = check_order(order)
-        if solver != "lbfgs" and not (self.all_possible_states and self.all_possible_transitions):
+        self.min_freq = check_min_freq(min_freq)
+        sparse = not (self.all_possible_states and self.all_possible_transitions)
+        sparse = sparse or self.min_freq > 0
+        if sparse and solver not in SPARSE_SOLVERS:
             raise ValueError(
-                f"all_possible_states=False or all_possible_transitions=False (CRFsuite's sparse"
-                f" model) is trained by solver 'lbfgs' only; got solver {solver!r}"
+                f"all_possible_states=False, all_possible_transitions=False or min_freq > 0"
+                f" (CRFsuite's sparse model) is trained by solvers {', '.join(SPARSE_SOLVERS)}"
+                f" only; got solver {solver!r}"
             )
         self.solver_options = solver_options
         make_solver(solver, **solver_options)  # validate early
@@ -179,10 +189,11 @@ class SequenceCRF:
                 f"the training data are {graph}s but the test data {graph_of(test)}s;"
                 " give both as SequenceData, both as TreeData or both as JunctionData"
             )
-        if graph != "chain" and not (self.all_possible_states and self.all_possible_transitions):
+        dense = self.all_possible_states and self.all_possible_transitions and self.min_freq == 0
+        if graph != "chain" and not dense:
             raise ValueError(
                 f"{kind_name(graph, data_order(train))} train the dense model:"
-                " all_possible_states and all_possible_transitions must be True"
+                " all_possible_states and all_possible_transitions must be True, min_freq 0"
             )
         if graph == "junction":
             return junction_problem(
@@ -200,6 +211,8 @@ class SequenceCRF:
             all_transitions=self.all_possible_transitions,
             dropped=dropped,
         )
+        if self.min_freq > 0:
+            free = frequent_features(train, fm, free, self.min_freq)
         return Problem(
             train=train,
             feature_map=fm,
@@ -207,6 +220,7 @@ class SequenceCRF:
             test=test,
             name=name,
             free=free,
+            zero_ok=self.solver == "lbfgs",
         )
 
     def _check_fitted(self) -> None:

@@ -38,6 +38,9 @@ class Problem:
         Sorted flat indices of the weights that exist (CRFsuite's sparse model,
         :func:`crfsdca.features.observed_features`); every other weight is structurally zero
         and the gradient is restricted to these coordinates. None: every weight is free.
+    zero_ok : bool
+        Accept ``regularization == 0`` (the unregularised loss; L-BFGS only, as CRFsuite with
+        ``c2 = 0``: P is then not strongly convex and no duality gap certifies it).
     """
 
     train: SequenceData
@@ -47,12 +50,13 @@ class Problem:
     name: str = ""
     meta: dict = field(default_factory=dict)
     free: NDArray[np.int64] | None = None
+    zero_ok: bool = False
 
     def __post_init__(self) -> None:
         if self.regularization is None:
             self.regularization = 1.0 / self.train.n_sequences
         lam = float(self.regularization)
-        if not np.isfinite(lam) or lam <= 0:
+        if not np.isfinite(lam) or lam < 0 or (lam == 0 and not self.zero_ok):
             raise ValueError(f"regularization must be > 0; got {self.regularization}")
         self.regularization = lam
         fm = self.feature_map

@@ -23,6 +23,8 @@ from crfsdca.solvers import SOLVERS
 from crfsdca.trace import read_trace
 
 DUAL_SOLVERS = ("sdca", "oeg")
+#: CRFsuite's algorithms but L-BFGS: no duality gap, so no tol stop; counters in the result
+CRFSUITE_ONLY = ("l2sgd", "ap", "pa", "arow")
 STOCHASTIC = ("sdca", "sag-nus", "sag-nus-skip", "oeg")
 
 
@@ -40,7 +42,7 @@ def solve(name, problem, callback=None, **options):
 
 
 def returned_counters(name, result):
-    if name == "lbfgs":
+    if name == "lbfgs" or name in CRFSUITE_ONLY:
         return result.counters["oracle_calls"], result.counters["updates"]
     return result.state.oracle_calls, result.state.updates
 
@@ -83,7 +85,7 @@ def test_certified_stop_between_evaluations_writes_the_final_record(sampling):
     assert_last_record_is_returned_state("sdca", problem, result, monitor)
 
 
-@pytest.mark.parametrize("name", sorted(SOLVERS))
+@pytest.mark.parametrize("name", sorted(set(SOLVERS) - set(CRFSUITE_ONLY)))
 def test_tol_stop(name):
     problem = problem_for_tests()
     options = {"tol": 1e-8, "max_epochs": 2000 if name == "lbfgs" else 600, "eval_every": 3}

@@ -26,17 +26,18 @@ NAMES = {
 LAYERS = {
     # plain data types, errors, files and traces: no solver or model knowledge
     BASE: """_dtypes errors interrupts corpora textfile cqdb evaluation metrics modelfile trace
-             layout objectives atomicfile""",
+             layout objectives atomicfile writable""",
     # data, feature layout, graphs and one oracle per structure kind
     STRUCTURES: """sequences features graphs attributes readers io featuredicts sources oracle
                    tree_oracle junction junction_pack junction_oracle structures problem
-                   crfsuite_file radii""",
+                   crfsuite_file radii min_freq""",
     # solvers and what they share (dual states, samplers, the monitor, checkpoints, Dask)
     SOLVERS: """dual samplers monitor checkpoint reference incremental distributed
                 _partition solvers""",
     # the user's side: facades, export, plots, the command line, the reproduction
     FRONT: """crfsdca model model_junction model_header estimator estimator_graphs
-              estimator_params crfsuite_format tagging plotting warmup cli reproduce""",
+              estimator_params estimator_checks estimator_fitted crfsuite_format crfsuite_tagger
+              tagging plotting warmup cli reproduce""",
 }
 
 

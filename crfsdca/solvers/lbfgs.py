@@ -104,6 +104,12 @@ class _Objective:
         return value, self.pack(grad)
 
 
+def _certificate(grad: np.ndarray, lam: float) -> float:
+    """||grad||^2 / (2 lambda) bounds P(w) - P* (lambda-strong convexity); no bound without an
+    L2 term (lambda = 0: inf)."""
+    return float(grad @ grad) / (2 * lam) if lam > 0 else math.inf
+
+
 class _Stop(Exception):
     pass
 
@@ -164,7 +170,7 @@ class LBFGS:
             oracle_calls=objective.evaluations * n,
             updates=0,
             primal=value,
-            dual=value - float(grad @ grad) / (2 * lam),
+            dual=value - _certificate(grad, lam),
             force=True,
         )
 
@@ -176,7 +182,7 @@ class LBFGS:
             if not np.array_equal(last_x, x):
                 value, grad = objective.full(x)
             w = objective.weights(x)
-            certificate = float(grad @ grad) / (2 * lam)
+            certificate = _certificate(grad, lam)
             stop = monitor.end_epoch(
                 w,
                 oracle_calls=objective.evaluations * n,
@@ -228,7 +234,7 @@ class LBFGS:
                 oracle_calls=counters["oracle_calls"],
                 updates=counters["updates"],
                 primal=value,
-                dual=value - float(grad @ grad) / (2 * lam),
+                dual=value - _certificate(grad, lam),
                 extra={"grad_norm": float(np.sqrt(grad @ grad))},
             )
         monitor.stop_reason = reason
