@@ -12,7 +12,7 @@ from _synthetic import random_sequences
 from crfsdca.features import FeatureMap
 from crfsdca.graphs import Tree
 from crfsdca.junction import JunctionTree, junction_from_tree, second_order_chain
-from crfsdca.junction_oracle import JunctionData, JunctionOracle
+from crfsdca.junction_oracle import JunctionData, JunctionOracle, JunctionProblem
 from crfsdca.kernels import segments
 from crfsdca.oracle import Oracle
 from crfsdca.sequences import SequenceData
@@ -222,9 +222,9 @@ def test_random_junction_trees_equal_brute_force(seed):
             want = log_table(ys, log_p, g.separator(c), K)
             np.testing.assert_allclose(seps[c], want, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(oracle.predict(w), ys[np.argmax(log_p)])
-    runs = JunctionStructure(data).segments(0)
+    structure = JunctionStructure(JunctionProblem(train=data, feature_map=fm))
     _, tables = oracle.tables(0, w)
-    assert segments.entropy(tables, runs) == pytest.approx(
+    assert structure.entropies(np.empty((0, K)), tables)[0] == pytest.approx(
         -(np.exp(log_p) * log_p).sum(), rel=1e-10, abs=1e-10
     )
     gold = int(np.flatnonzero((ys == nodes.labels).all(1))[0])
