@@ -8,7 +8,10 @@ import traceback
 
 import click
 
-EPILOG = "Example: crfsdca reproduce --quick --out repro   (figures: 2 3 4 6 7 8 9 time start oeg)"
+EPILOG = (
+    "Example: crfsdca reproduce --quick --out repro   (figures: 2 3 4 6 7 8 9 time start oeg"
+    " linesearch fn4 refresh seeds sag)"
+)
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -30,7 +33,11 @@ def _split(values: tuple[str, ...]) -> list[str]:
     metavar="NAME",
     help="datasets to run (repeatable or comma-separated; default all four)",
 )
-@click.option("--quick", is_flag=True, help="small subsets, 3 epochs: every figure in minutes")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="small subsets, 3 epochs: every figure in minutes; a smoke test, its verdicts are marked",
+)
 @click.option(
     "--jobs",
     default=1,
@@ -68,6 +75,8 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
             traceback.print_exc()
         click.echo(f"crfsdca reproduce: error: {err}", err=True)
         sys.exit(1)
+    for claim in outcome.claims:
+        click.echo(f"  {claim.line()}")
     click.echo(f"{outcome.report} ({outcome.computed} traces computed, {outcome.seconds:.0f} s)")
     if not outcome.ok:
         click.echo(

@@ -27,6 +27,7 @@ class Outcome:
     missing: dict[str, list[str]] = field(default_factory=dict)
     computed: int = 0
     seconds: float = 0.0
+    claims: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -96,7 +97,9 @@ def reproduce(
     ocr_start = None
     if "ocr" in datasets and "start" in panels:
         ocr_start = notes.full_ocr_start(out, data_dir)
-    claims = check_claims(traces, budgets)
+    claims = check_claims(
+        traces, budgets, smoke=quick, density=subset_density(out, budgets, data_dir)
+    )
     claims = [c for c in claims if c.figure.split("/")[0] in panels or c.figure in panels]
     report = write_report(
         out,
@@ -107,7 +110,32 @@ def reproduce(
         failures,
         notes.notes(traces, budgets, quick=quick, ocr_start=ocr_start),
     )
-    return Outcome(report, failures, missing, computed, time.perf_counter() - start)
+    return Outcome(report, failures, missing, computed, time.perf_counter() - start, claims)
+
+
+def subset_density(out: Path, budgets: dict[str, Budget], data_dir: str | None) -> dict:
+    """a / A (mean active attributes per token / attributes) of each training subset, cached
+    in OUT/subsets.json."""
+    import json
+
+    from crfsdca import __version__
+    from crfsdca.modelfile import atomic_write_text
+    from crfsdca.reproduce.problems import load_problem, table1_row
+
+    path = Path(out) / "subsets.json"
+    cached = json.loads(path.read_text()) if path.exists() else {}
+    if cached.get("version") != __version__:
+        cached = {"version": __version__}
+    density = {}
+    for d, b in budgets.items():
+        key = f"{d}:{b.max_sequences}"
+        if key not in cached:
+            row = table1_row(load_problem(d, b.max_sequences, data_dir))
+            cached[key] = row["a"] / row["A"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(cached, indent=1))
+        density[d] = cached[key]
+    return density
 
 
 def _n_traces(out: Path) -> int:
