@@ -217,17 +217,32 @@ def oracle_ocr(c: Costs, b) -> Judged:
     r = _fig4(b, "ocr")
     race = c.race(r["SDCA-GAP"], r["SAG-NUS*"], "oracle_calls")
     calls = _calls_per_update(c, r["SAG-NUS*"])
+    skipped, trials = sag_counts(c, r["SAG-NUS*"])
     verdict = on_par(race)
     why = (
-        f"SAG-NUS* spends {calls:.2f} oracle calls per update (its line search rarely skips),"
-        " so by oracle calls it is slower than by updates"
+        f"SAG-NUS* spends {calls:.2f} oracle calls per update: it skips {100 * skipped:.0f}% of"
+        f" its line searches and a search runs {trials:.2f} trials (one oracle call each), so"
+        " by oracle calls it is slower than by updates"
     )
-    return Judged(f"{race.describe()}; SAG-NUS* calls/update {calls:.2f}", verdict, why)
+    text = (
+        f"{race.describe()}; SAG-NUS*: {calls:.2f} oracle calls per update, line searches"
+        f" skipped {100 * skipped:.1f}%, trials per search {trials:.2f}"
+    )
+    return Judged(text, verdict, "" if verdict == HOLDS else why)
 
 
 def _calls_per_update(c: Costs, exp) -> float:
     last = c.records(exp)[-1]
     return last.oracle_calls / max(last.updates, 1)
+
+
+def sag_counts(c: Costs, exp) -> tuple[float, float]:
+    """(share of visits whose line search was skipped, trials per line search) of a SAG run."""
+    extra = c.records(exp)[-1].extra
+    searches, skipped = extra.get("line_searches", 0.0), extra.get("skipped_line_searches", 0.0)
+    trials = extra.get("line_search_trials", math.nan)
+    visits = searches + skipped
+    return (skipped / visits if visits else math.nan, trials / searches if searches else math.nan)
 
 
 @register(

@@ -70,8 +70,36 @@ def full_ocr_start(folder: Path, data_dir: str | None) -> dict[str, float]:
     return row
 
 
+RUNTIME = "runtime.json"
+
+
+def log_runtime(folder: Path, computed: int, seconds: float) -> None:
+    """Add one invocation that computed traces to OUT/runtime.json (its wall time)."""
+    path = Path(folder) / RUNTIME
+    runs = json.loads(path.read_text()) if path.exists() else []
+    runs.append({"traces": computed, "seconds": round(seconds, 1), "machine": machine()})
+    atomic_write_text(path, json.dumps(runs, indent=1))
+
+
+def runtime_line(folder: Path) -> str:
+    path = Path(folder) / RUNTIME
+    if not path.exists():
+        return ""
+    runs = json.loads(path.read_text())
+    traces, seconds = sum(r["traces"] for r in runs), sum(r["seconds"] for r in runs)
+    return (
+        f" Wall time of the {len(runs)} invocation(s) that computed the {traces} traces:"
+        f" {seconds / 60:.0f} min (one run at a time, --jobs 1, on a machine shared with"
+        " other work)."
+    )
+
+
 def notes(
-    traces: Traces, budgets: dict[str, Budget], quick: bool, ocr_start: dict | None = None
+    traces: Traces,
+    budgets: dict[str, Budget],
+    quick: bool,
+    ocr_start: dict | None = None,
+    out: Path | None = None,
 ) -> dict[str, str]:
     out = {"start": START, "oeg": OEG}
     if ocr_start:
@@ -127,7 +155,7 @@ def notes(
         )
     out["oeg"] += "\n\n" + _oeg_verdict(traces, budgets)
     out["command"] = "Command: `crfsdca reproduce" + (" --quick`" if quick else "`")
-    out["run"] = f"Machine: {machine()}."
+    out["run"] = f"Machine: {machine()}." + (runtime_line(out) if out is not None else "")
     return out
 
 

@@ -85,6 +85,8 @@ def reproduce(
     before = _n_traces(out)
     failures = run_all(experiments, out, jobs=jobs, data_dir=data_dir, progress=progress)
     computed = _n_traces(out) - before
+    if computed:
+        notes.log_runtime(out, computed, time.perf_counter() - start)
     traces = Traces(out)
     missing = {}
     for name, ps in panels.items():
@@ -108,7 +110,7 @@ def reproduce(
         table,
         missing,
         failures,
-        notes.notes(traces, budgets, quick=quick, ocr_start=ocr_start),
+        notes.notes(traces, budgets, quick=quick, ocr_start=ocr_start, out=out),
     )
     return Outcome(report, failures, missing, computed, time.perf_counter() - start, claims)
 
