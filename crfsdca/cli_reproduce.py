@@ -53,8 +53,13 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help="output folder: traces/, figures, CSVs, REPORT.md",
 )
 @click.option("--data-dir", default=None, help="folder with the corpora")
+@click.option(
+    "--cached-only",
+    is_flag=True,
+    help="run nothing: figures and report from the cached traces (missing runs are marked)",
+)
 @click.option("--verbose", "-v", count=True)
-def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
+def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbose) -> None:
     """Re-run the paper's experiments (cached by digest) and write OUT/REPORT.md."""
     from crfsdca.reproduce import UsageError, check_names
     from crfsdca.reproduce.pipeline import reproduce as run
@@ -69,7 +74,15 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
     try:
-        outcome = run(*names, quick=quick, jobs=jobs, out=out, data_dir=data_dir, progress=progress)
+        outcome = run(
+            *names,
+            quick=quick,
+            jobs=jobs,
+            out=out,
+            data_dir=data_dir,
+            progress=progress,
+            cached_only=cached_only,
+        )
     except (OSError, ValueError, MemoryError) as err:
         if verbose:
             traceback.print_exc()
@@ -79,9 +92,16 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
         click.echo(f"  {claim.line()}")
     click.echo(f"{outcome.report} ({outcome.computed} traces computed, {outcome.seconds:.0f} s)")
     if not outcome.ok:
-        click.echo(
-            f"crfsdca reproduce: {len(outcome.failures)} experiment(s) failed; the report marks"
-            " what is missing",
-            err=True,
-        )
+        if outcome.failures:
+            click.echo(
+                f"crfsdca reproduce: {len(outcome.failures)} experiment(s) failed; the report"
+                " marks what is missing",
+                err=True,
+            )
+        else:
+            n = sum(len(m) for m in outcome.missing.values())
+            click.echo(
+                f"crfsdca reproduce: {n} curve(s) missing (not run); the report marks them",
+                err=True,
+            )
         sys.exit(1)

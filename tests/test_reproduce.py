@@ -195,3 +195,15 @@ def test_jobs_2_gives_the_serial_traces(quick, tmp_path):
         assert [r.oracle_calls for r in parallel.records] == [
             r.oracle_calls for r in serial.records
         ]
+
+
+@needs_data
+def test_cached_only_runs_nothing_and_reports_what_is_missing(tmp_path):
+    out = tmp_path / "o"
+    result = run("--quick", "--cached-only", "--figure", "2", "--datasets", "ocr", "--out", out)
+    assert result.exit_code == 1
+    assert "curve(s) missing (not run)" in result.stderr
+    assert not (out / "traces").exists()
+    report = (out / "REPORT.md").read_text()
+    assert "missing curves: (OCR) sampling schemes" in report
+    assert "**not judged [smoke test: --quick sizes, not evidence]: run failed or not run" in report

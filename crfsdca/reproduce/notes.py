@@ -99,7 +99,7 @@ def notes(
     budgets: dict[str, Budget],
     quick: bool,
     ocr_start: dict | None = None,
-    out: Path | None = None,
+    folder: Path | None = None,
 ) -> dict[str, str]:
     out = {"start": START, "oeg": OEG}
     if ocr_start:
@@ -155,7 +155,7 @@ def notes(
         )
     out["oeg"] += "\n\n" + _oeg_verdict(traces, budgets)
     out["command"] = "Command: `crfsdca reproduce" + (" --quick`" if quick else "`")
-    out["run"] = f"Machine: {machine()}." + (runtime_line(out) if out is not None else "")
+    out["run"] = f"Machine: {machine()}." + (runtime_line(folder) if folder else "")
     return out
 
 
