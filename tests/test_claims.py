@@ -81,6 +81,7 @@ class World(Traces):
         subopt,
         *,
         calls: float = 1.0,
+        step: float = 1.0,
         test_error=0.1,
         ratio=1.0,
         newton: float = 1.0,
@@ -88,7 +89,7 @@ class World(Traces):
         ls_share: float = 0.3,
         first: dict | None = None,
     ) -> None:
-        """``exp``'s trace: one record per epoch of updates with P - P* = subopt[k];
+        """``exp``'s trace: one record every ``step`` epochs of updates with P - P* = subopt[k];
         ``calls`` oracle calls per update; ``test_error`` and ``ratio`` (gap estimate / gap)
         constants or arrays; the counters per line search; ``first`` overrides record 0."""
         subopt = np.asarray(subopt, float)
@@ -107,9 +108,9 @@ class World(Traces):
             searches = float(i * N)
             fields = dict(
                 solver=exp.solver,
-                epoch=float(i * calls),
-                oracle_calls=int(round(i * N * calls)),
-                updates=int(i * N),
+                epoch=float(i * calls * step),
+                oracle_calls=int(round(i * N * calls * step)),
+                updates=int(round(i * N * step)),
                 seconds=float(i),
                 primal=P_STAR + subopt[i],
                 dual=P_STAR - subopt[i],
@@ -487,6 +488,8 @@ def race(xa, xb):
         ((1, 2, 3), (1, 2.1, 3.2), "tied", FAILS),  # within 10%
         ((1, 4, 5), (2, 2, 9), "mixed", PARTLY),
         ((1, 2, 3, 4), (2, 4, 6, 4), "ahead", HOLDS),  # ahead at 3 of 4 levels, tied at one
+        ((1, 2, 3, 4, 5), (1, 2, 4, 6, 8), "ahead", HOLDS),  # ahead at 3 of 5, tied at 2
+        ((1, 2, 3, 4), (1, 2, 4, 6), "mixed", PARTLY),  # ahead at half the levels only
     ],
 )
 def test_faster_rule(xa, xb, order, verdict):
@@ -515,6 +518,23 @@ def test_race_uses_the_common_range_and_skips_levels_neither_reaches():
     assert r.common == 10
     assert all(math.isinf(a) or a <= 10 for a in r.xa)
     assert r.order() == "behind"
+
+
+def test_a_lead_the_evaluations_cannot_resolve_is_a_tie():
+    """SAG-NUS is evaluated every epoch of oracle calls (~0.2 epoch of updates early on): a
+    level it reaches at x = 4.4 that SDCA, evaluated at 4 and 5, reaches at 5 is a tie."""
+    world = World()
+    r = FIG4("ocr", B["ocr"])
+    x = np.arange(0, 30.01, 0.2)
+    world.set(r["SAG-NUS"], 20 * 0.5**x, step=0.2)  # the same curve, evaluated 5x as often
+    world.set(r["SDCA-GAP"], geo(0.5))
+    race = Costs(world).race(r["SAG-NUS"], r["SDCA-GAP"])
+    assert all(a <= b for a, b in zip(race.xa, race.xb, strict=True))
+    assert any(a * 1.1 < b for a, b in zip(race.xa, race.xb, strict=True))  # first by > 10% ...
+    assert race.counts() == (0, 0, len(race.levels))  # ... but never provably ahead
+    assert race.order() == "tied" and on_par(race) == HOLDS
+    world.set(r["SDCA-GAP"], geo(0.7))  # a real lead is still seen
+    assert Costs(world).race(r["SAG-NUS"], r["SDCA-GAP"]).order() == "ahead"
 
 
 def test_registry_refuses_a_checker_without_a_rule():
