@@ -31,6 +31,7 @@ from crfsdca.reproduce.verdicts import (
     SAME,
     THRESHOLD,
     Costs,
+    Missing,
     combine,
     faster,
     on_par,
@@ -108,7 +109,11 @@ def line_search_time(c: Costs, b) -> Judged:
             runs = line_search_start_runs(d, b[d])
             cells = []
             for k in ("half", "previous"):
-                dbl, f32, share_k = line_search_counts(c, runs[k])
+                try:
+                    dbl, f32, share_k = line_search_counts(c, runs[k])
+                except Missing:  # footnote 4's runs: context only, not needed for the verdict
+                    cells.append(f"start {k}: not run")
+                    continue
                 cells.append(f"start {k}: {dbl:.2f}+{f32:.2f} per search, {100 * share_k:.1f}%")
             starts = " (" + "; ".join(cells) + ")"
         parts.append(
@@ -117,14 +122,13 @@ def line_search_time(c: Costs, b) -> Judged:
         )
         ok.append(0.2 <= frac <= 0.4)
     verdict = share(ok)
+    outside = [p.split(":")[0] for p, good in zip(parts, ok, strict=True) if not good]
     why = (
-        "crfsdca's search runs ~1 double-precision evaluation of f', f'' per search (it starts"
-        " at the root of a quadratic model of f', refined by a float32 predictor whose"
-        " evaluations are vectorised), where the paper reports ~2; the runs started at 0.5 or"
-        " at the previous step (footnote 4) show how much the start point alone changes the"
-        " count and the share. The rest of the step (the oracle's forward-backward pass and"
-        " the block gap) is compiled code too, so the shares of two implementations need not"
-        " agree"
+        f"outside [20%, 40%] on {', '.join(outside)}. Per search crfsdca runs ~1 float64 and ~1"
+        " float32 evaluation of f' and f'' (O(K^2) per token, K labels), the paper ~2 float64"
+        " ones. The rest of the step, the oracle and the update of w, also costs O(a K) per"
+        " token for the a active attributes, so the share falls where a K is large against"
+        " K^2 (NER: K = 9, a = 20) and rises where K^2 dominates (POS: K = 49)"
     )
     return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
 

@@ -166,7 +166,17 @@ def write_report(
             " exercise the code, they do not test the paper.**",
             "",
         ]
-    lines += ["| claim | figure | rule | measured | verdict |", "|---|---|---|---|---|"]
+    counts = {
+        v: sum(c.outcome == v for c in claims) for v in dict.fromkeys(c.outcome for c in claims)
+    }
+    lines += [
+        "Verdicts at a glance: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + ".",
+        "",
+        "| claim | verdict |",
+        "|---|---|",
+    ]
+    lines += [f"| `{c.key}` {c.text} | {c.outcome} |" for c in claims]
+    lines += ["", "| claim | figure | rule | measured | verdict |", "|---|---|---|---|---|"]
     for c in claims:
         verdict = c.outcome + (f" {SMOKE}" if c.smoke else "")
         shown = c.reason and (c.verdict != "holds" or c.measurement)
