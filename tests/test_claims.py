@@ -538,6 +538,16 @@ def test_a_lead_the_evaluations_cannot_resolve_is_a_tie():
     assert Costs(world).race(r["SAG-NUS"], r["SDCA-GAP"]).order() == "ahead"
 
 
+def test_a_level_one_run_reaches_at_the_end_of_the_common_range_is_a_tie():
+    """Runs stop at P - P* <= 1e-7, which ends the common range: the other run, still above
+    at that evaluation, is not shown to be 10% slower."""
+    inf = math.inf
+    at_end = Race("A", "B", "updates", (1e-7,), (30.0,), (inf,), 30.0, (29.0,), (30.0,))
+    assert at_end.counts() == (0, 0, 1)
+    early = Race("A", "B", "updates", (1e-7,), (20.0,), (inf,), 30.0, (19.0,), (30.0,))
+    assert early.counts() == (1, 0, 0)
+
+
 def test_registry_refuses_a_checker_without_a_rule():
     with pytest.raises(ValueError, match="needs a docstring"):
 

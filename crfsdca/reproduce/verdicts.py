@@ -3,10 +3,11 @@
 A *race* compares two curves of P - P* over their common range of x (updates / n, oracle
 calls / n, epochs or seconds): for every level 10^1, 10^0, ..., 10^-7 that one of the two
 reaches within that range (and not both at x = 0), the x at which each first gets there. At a
-level, A is *ahead* when x_A * TIE < x_B (or only A reaches it) and B's evaluation at or
-after x_A still shows B above the level (curves are known at their evaluations only: SAG-NUS
-and OEG are evaluated every epoch of oracle calls, i.e. at fractions of an epoch of updates),
-*behind* in the mirror case, *tied* otherwise. From the counts over the levels:
+level, A is *ahead* when x_A * TIE < x_B and B's evaluation at or after x_A still shows B
+above the level (curves are known at their evaluations only: SAG-NUS and OEG are evaluated
+every epoch of oracle calls, i.e. at fractions of an epoch of updates); when B does not get
+there within the common range, when B is still above the level at x_A * TIE. *Behind* is the
+mirror case, *tied* the rest. From the counts over the levels:
 
 - ``order``: ``ahead`` (A ahead at more than half of the levels and behind at none),
   ``behind`` (the mirror), ``tied`` (ahead and behind each at < 1/3 of the levels), ``mixed``
@@ -69,8 +70,8 @@ class Race:
         prev_a, prev_b = self.prev_a or self.xa, self.prev_b or self.xb
         ahead = behind = 0
         for p, q, p0, q0 in zip(self.xa, self.xb, prev_a, prev_b, strict=True):
-            ahead += p * TIE < q and p <= q0
-            behind += q * TIE < p and q <= p0
+            ahead += _leads(p, q, q0)
+            behind += _leads(q, p, p0)
         return ahead, behind, len(self.levels) - ahead - behind
 
     def order(self) -> str:
@@ -107,6 +108,15 @@ class Race:
             f"{self.a} vs {self.b}, {self.x}/n to reach each level within {self.common:.1f}"
             f" ({cells}): ahead {ahead}, behind {behind}, tied {tied}"
         )
+
+
+def _leads(p: float, q: float, q0: float) -> bool:
+    """A (first at or below the level at x = p) leads B (first at q, last above at q0): p is
+    more than 10% before q and B was still above at or after p. When B never gets there
+    within the common range, q is unknown beyond q0: B must still be above at p * TIE."""
+    if math.isinf(q):
+        return math.isfinite(p) and p * TIE <= q0
+    return p * TIE < q and p <= q0
 
 
 def _fmt(x: float) -> str:
