@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from crfsdca.reproduce.claims import CLAIMS, SMOKE, check_claims
 from crfsdca.reproduce.experiments import (
     DATASETS,
+    LS_START_DATASETS,
     SEEDS,
     SPARSE,
     Budget,
@@ -339,17 +340,15 @@ CASES = [
     ("ls-newton", counters(newton=1.0, predictor=0.0), FAILS),
     ("ls-time", counters(ls_share=0.3), HOLDS),
     ("ls-time", counters(ls_share=0.08), FAILS),
-    ("fn4-ls-start", per_dataset(line_search_start_runs, ("ocr", "conll2002-ned")), HOLDS),
+    ("fn4-ls-start", per_dataset(line_search_start_runs, LS_START_DATASETS), HOLDS),
     (
         "fn4-ls-start",
-        per_dataset(line_search_start_runs, ("ocr", "conll2002-ned"), half=geo(0.8)),
+        per_dataset(line_search_start_runs, LS_START_DATASETS, half=geo(0.8)),
         PARTLY,
     ),
     (
         "fn4-ls-start",
-        per_dataset(
-            line_search_start_runs, ("ocr", "conll2002-ned"), half=geo(0.8), previous=geo(0.8)
-        ),
+        per_dataset(line_search_start_runs, LS_START_DATASETS, half=geo(0.8), previous=geo(0.8)),
         FAILS,
     ),
     ("refresh-not-needed", per_dataset(refresh_runs), HOLDS),

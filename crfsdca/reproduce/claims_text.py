@@ -10,6 +10,8 @@ import numpy as np
 from crfsdca.reproduce.claims_figures import ocr_sag_verdict, sag_counts
 from crfsdca.reproduce.experiments import (
     DATASETS,
+    LS_START_DATASETS,
+    SAG_DATASETS,
     SAG_VARIANTS,
     SEEDS,
     SHORT,
@@ -39,8 +41,6 @@ from crfsdca.reproduce.verdicts import (
 )
 
 START_DATASETS = ("ocr", "conll2000", "conll2002-ned")
-LS_START_DATASETS = ("ocr", "conll2002-ned")
-SAG_DATASETS = ("ocr", "conll2002-ned")
 
 
 def line_search_counts(c: Costs, exp) -> tuple[float, float, float]:
@@ -153,8 +153,8 @@ def phase_shares(c: Costs, exp) -> tuple[float, float]:
 )
 def line_search_start(c: Costs, b) -> Judged:
     """SDCA-GAP started at 0.5 and at the previous step size each race crfsdca's default start
-    (quadratic model) by updates, on OCR and NER (those run): `on_par` with band 1.25, combined.
-    Newton iterations per search of each start are reported."""
+    (quadratic model) by updates, on OCR, CONLL and NER (those run): `on_par` with band
+    1.25, combined. Newton iterations per search of each start are reported."""
     parts = []
     for d in present(b, LS_START_DATASETS):
         r = line_search_start_runs(d, b[d])
@@ -165,7 +165,7 @@ def line_search_start(c: Costs, b) -> Judged:
             parts.append((f"{SHORT[d]}: {race.describe()}", on_par(race, SAME)))
         parts.append((f"{SHORT[d]}: Newton double+float32 per search: {its}", None))
     if not parts:
-        return Judged("neither OCR nor NER in this run", NOT_JUDGED, "no dataset")
+        return Judged("none of OCR, CONLL, NER in this run", NOT_JUDGED, "no dataset")
     verdict = combine([v for _, v in parts if v is not None])
     text = "; ".join(t + (f" -> {v}" if v else "") for t, v in parts)
     return Judged(text, verdict, "" if verdict == HOLDS else "a start differs by more than 25%")
@@ -313,7 +313,7 @@ def _sag_checks(c: Costs, b, d: str, variant: str, exp) -> list[tuple[str, str]]
     measurement=True,
 )
 def sag_constants(c: Costs, b) -> Judged:
-    """On OCR and NER (those run), each variant changes one reconstructed constant of SAG-NUS
+    """On OCR, CONLL and NER (those run), each variant changes one reconstructed constant of SAG-NUS
     or SAG-NUS* (baselines.md §3-4: L_i's decay on a revisit, L_i at a first visit, L_max's
     decay, what a skipped visit does); the claims that read that run are judged again with the
     variant in its place (on this dataset alone). A conclusion depends on the constants if its
@@ -337,7 +337,7 @@ def sag_constants(c: Costs, b) -> Judged:
             )
             changed += [f"{k} on {SHORT[d]} ({exp.label})" for k in now if now[k] != then[k]]
     if not parts:
-        return Judged("neither OCR nor NER in this run", NOT_JUDGED, "no dataset")
+        return Judged("none of OCR, CONLL, NER in this run", NOT_JUDGED, "no dataset")
     reason = "verdicts that change: " + ("; ".join(changed) if changed else "none")
     return Judged("; ".join(parts), HOLDS, reason)
 

@@ -186,6 +186,11 @@ def fig8_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
     }
 
 
+#: datasets of footnote 4's runs and of the SAG-NUS constants' variants
+LS_START_DATASETS = ("ocr", "conll2000", "conll2002-ned")
+SAG_DATASETS = ("ocr", "conll2000", "conll2002-ned")
+
+
 def line_search_start_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
     """SDCA-GAP with the Newton search started at crfsdca's model point, 0.5, the last step."""
     d, b = dataset, budget

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crfsdca.reproduce.experiments import (
+    LS_START_DATASETS,
     OEG_BASE,
+    SAG_DATASETS,
     SEEDS,
     SHORT,
     Budget,
@@ -165,7 +167,7 @@ def _linesearch(b: dict[str, Budget]) -> list[Panel]:
                 *(
                     line_search_start_runs(d, b[d])[k]
                     for k in ("half", "previous")
-                    if d in ("ocr", "conll2002-ned")
+                    if d in LS_START_DATASETS
                 ),
             ),
         )
@@ -183,7 +185,7 @@ def _fn4(b: dict[str, Budget]) -> list[Panel]:
             "subopt",
             tuple(line_search_start_runs(d, b[d]).values()),
         )
-        for d in ("ocr", "conll2002-ned")
+        for d in LS_START_DATASETS
     ]
 
 
@@ -209,7 +211,7 @@ def _seeds(b: dict[str, Budget]) -> list[Panel]:
 
 def _sag(b: dict[str, Budget]) -> list[Panel]:
     panels = []
-    for d in ("ocr", "conll2002-ned"):
+    for d in SAG_DATASETS:
         base = {e.label: e for e in fig4_runs(d, b[d])}
         variants = sag_variant_runs(d, b[d])
         for x in ("updates", "oracle_calls"):
