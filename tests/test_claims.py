@@ -545,6 +545,7 @@ def test_a_level_one_run_reaches_at_the_end_of_the_common_range_is_a_tie():
     assert at_end.counts() == (0, 0, 1)
     early = Race("A", "B", "updates", (1e-7,), (20.0,), (inf,), 30.0, (19.0,), (30.0,))
     assert early.counts() == (1, 0, 0)
+    assert on_par(at_end, 1.25) == HOLDS and on_par(early, 1.25) == FAILS
 
 
 def test_registry_refuses_a_checker_without_a_rule():

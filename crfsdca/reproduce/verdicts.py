@@ -15,9 +15,9 @@ mirror case, *tied* the rest. From the counts over the levels:
   reached at the first evaluations by nearly every run, so they are tied by construction);
 - ``faster`` (claim "A is faster than B"): ahead -> holds, mixed -> partly, tied or behind ->
   does not hold;
-- ``on_par`` (claim "A and B are on par", band r): x_A / x_B within [1/r, r] (or the
-  evaluations cannot order them) at every level -> holds, at half of them or more -> partly,
-  else does not hold.
+- ``on_par`` (claim "A and B are on par", band r): at a level, neither leads the other by a
+  factor r (the rule of *ahead* with r for TIE); at every level -> holds, at half of them or
+  more -> partly, else does not hold.
 
 A verdict over several datasets (``combine``): holds if it holds on all, does not hold if it
 holds on none and is partly on none, partly otherwise.
@@ -88,12 +88,12 @@ class Race:
         return "mixed"
 
     def within(self, band: float) -> int:
-        """Number of levels where x_A / x_B is within [1/band, band], or the evaluations cannot
-        tell them apart (each reached the level before the other's last evaluation above it)."""
+        """Number of levels where neither curve leads the other by more than ``band`` (the
+        rule of ``ahead`` with the factor ``band`` instead of TIE)."""
         prev_a, prev_b = self.prev_a or self.xa, self.prev_b or self.xb
         return sum(
-            (1 / band <= r <= band) or (p0 < q and q0 < p)
-            for r, p, q, p0, q0 in zip(self.ratios(), self.xa, self.xb, prev_a, prev_b, strict=True)
+            not (_leads(p, q, q0, band) or _leads(q, p, p0, band))
+            for p, q, p0, q0 in zip(self.xa, self.xb, prev_a, prev_b, strict=True)
         )
 
     def describe(self) -> str:
@@ -110,13 +110,13 @@ class Race:
         )
 
 
-def _leads(p: float, q: float, q0: float) -> bool:
+def _leads(p: float, q: float, q0: float, factor: float = TIE) -> bool:
     """A (first at or below the level at x = p) leads B (first at q, last above at q0): p is
     more than 10% before q and B was still above at or after p. When B never gets there
     within the common range, q is unknown beyond q0: B must still be above at p * TIE."""
     if math.isinf(q):
-        return math.isfinite(p) and p * TIE <= q0
-    return p * TIE < q and p <= q0
+        return math.isfinite(p) and p * factor <= q0
+    return p * factor < q and p <= q0
 
 
 def _fmt(x: float) -> str:
