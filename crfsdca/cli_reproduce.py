@@ -10,7 +10,10 @@ import click
 
 from crfsdca.cli_common import check_output_path, describe_error
 
-EPILOG = "Example: crfsdca reproduce --quick --out repro   (figures: 2 3 4 6 7 8 9 time start oeg)"
+EPILOG = (
+    "Example: crfsdca reproduce --quick --out repro   (figures: 2 3 4 6 7 8 9 time start oeg"
+    " linesearch fn4 refresh seeds sag)"
+)
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -32,7 +35,11 @@ def _split(values: tuple[str, ...]) -> list[str]:
     metavar="NAME",
     help="datasets to run (repeatable or comma-separated; default all four)",
 )
-@click.option("--quick", is_flag=True, help="small subsets, 3 epochs: every figure in minutes")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="small subsets, 3 epochs: every figure in minutes; a smoke test, its verdicts are marked",
+)
 @click.option(
     "--jobs",
     default=1,
@@ -48,8 +55,13 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help="output folder: traces/, figures, CSVs, REPORT.md",
 )
 @click.option("--data-dir", default=None, help="folder with the corpora")
+@click.option(
+    "--cached-only",
+    is_flag=True,
+    help="run nothing: figures and report from the cached traces (missing runs are marked)",
+)
 @click.option("--verbose", "-v", count=True)
-def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
+def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbose) -> None:
     """Re-run the paper's experiments (cached by digest) and write OUT/REPORT.md."""
     from crfsdca.reproduce import UsageError, check_names
     from crfsdca.reproduce.pipeline import reproduce as run
@@ -66,17 +78,34 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, verbose) -> None:
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
     try:
-        outcome = run(*names, quick=quick, jobs=jobs, out=out, data_dir=data_dir, progress=progress)
+        outcome = run(
+            *names,
+            quick=quick,
+            jobs=jobs,
+            out=out,
+            data_dir=data_dir,
+            progress=progress,
+            cached_only=cached_only,
+        )
     except (OSError, ValueError, MemoryError) as err:
         if verbose:
             traceback.print_exc()
         click.echo(f"crfsdca reproduce: error: {describe_error(err)}", err=True)
         sys.exit(1)
+    for claim in outcome.claims:
+        click.echo(f"  {claim.line()}")
     click.echo(f"{outcome.report} ({outcome.computed} traces computed, {outcome.seconds:.0f} s)")
     if not outcome.ok:
-        click.echo(
-            f"crfsdca reproduce: {len(outcome.failures)} experiment(s) failed; the report marks"
-            " what is missing",
-            err=True,
-        )
+        if outcome.failures:
+            click.echo(
+                f"crfsdca reproduce: {len(outcome.failures)} experiment(s) failed; the report"
+                " marks what is missing",
+                err=True,
+            )
+        else:
+            n = sum(len(m) for m in outcome.missing.values())
+            click.echo(
+                f"crfsdca reproduce: {n} curve(s) missing (not run); the report marks them",
+                err=True,
+            )
         sys.exit(1)

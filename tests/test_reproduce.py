@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from crfsdca.cli import main
 from crfsdca.reproduce import FIGURES, QUICK_BUDGETS, Experiment, reproduce, trace_path
-from crfsdca.reproduce.claims import check_claims
+from crfsdca.reproduce.claims import SMOKE, check_claims
 from crfsdca.reproduce.figures import Traces
 from crfsdca.reproduce.plan import Panel
 from crfsdca.trace import read_trace
@@ -48,14 +48,16 @@ def test_quick_run_writes_every_figure_csv_and_claim(quick):
         assert rows, f"fig{name}.csv has no data"
         assert {r["figure"] for r in rows} == {name}
     report = (out / "REPORT.md").read_text()
-    claims = check_claims(Traces(out), dict(QUICK_BUDGETS))
-    assert len(claims) >= 18
-    for claim in claims:  # one table line per claim, with an outcome
+    claims = check_claims(Traces(out), dict(QUICK_BUDGETS), smoke=True)
+    assert len(claims) >= 30
+    verdicts = ("holds", "partly", "does not hold", "not judged", "measurement")
+    for claim in claims:  # one table line per claim, with a verdict marked as a smoke test
         lines = [line for line in report.splitlines() if line.startswith(f"| `{claim.key}` ")]
-        assert len(lines) == 1, claim.key
-        assert any(word in lines[0] for word in ("**holds", "**does not hold", "**measurement")), (
-            lines[0]
-        )
+        assert len(lines) == 2, claim.key  # at a glance, then in full
+        lines = lines[1:]
+        assert any(f"**{word} {SMOKE}" in lines[0] for word in verdicts), lines[0]
+        printed = [line for line in result.stdout.splitlines() if f"  {claim.key}: " in line]
+        assert len(printed) == 1 and SMOKE in printed[0], claim.key
     assert "| OCR | 4,004 / 4,082 | 6,251 / 6,202 |" in report  # Table 1 of the full sets
 
 
@@ -194,3 +196,15 @@ def test_jobs_2_gives_the_serial_traces(quick, tmp_path):
         assert [r.oracle_calls for r in parallel.records] == [
             r.oracle_calls for r in serial.records
         ]
+
+
+@needs_data
+def test_cached_only_runs_nothing_and_reports_what_is_missing(tmp_path):
+    out = tmp_path / "o"
+    result = run("--quick", "--cached-only", "--figure", "2", "--datasets", "ocr", "--out", out)
+    assert result.exit_code == 1
+    assert "curve(s) missing (not run)" in result.stderr
+    assert not (out / "traces").exists()
+    report = (out / "REPORT.md").read_text()
+    assert "missing curves: (OCR) sampling schemes" in report
+    assert "**not judged [smoke test: --quick sizes, not evidence]: run failed or not run" in report

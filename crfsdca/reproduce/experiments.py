@@ -128,9 +128,9 @@ def sdca(
     return Experiment.make(dataset, "sdca", budget, label=label, **opts)
 
 
-def baseline(dataset: str, budget: Budget, solver: str, label: str) -> Experiment:
+def baseline(dataset: str, budget: Budget, solver: str, label: str, **options) -> Experiment:
     """SAG-NUS, SAG-NUS*, OEG, L-BFGS or CRFsuite with the reproduction's options."""
-    options = OEG_BASE if solver == "oeg" else {}
+    options = {**(OEG_BASE if solver == "oeg" else {}), **options}
     return Experiment.make(dataset, solver, budget, label=label, **options)
 
 
@@ -143,3 +143,115 @@ def fig4_runs(dataset: str, budget: Budget) -> list[Experiment]:
         baseline(dataset, budget, "sag-nus-skip", "SAG-NUS*"),
         baseline(dataset, budget, "oeg", "OEG"),
     ]
+
+
+def fig2_runs(dataset: str, budget: Budget, seed: int = 0) -> dict[str, Experiment]:
+    """The five sampling schemes of Fig. 2 (seed 0: the runner's default, not in the digest)."""
+    more = {"seed": seed} if seed else {}
+    tag = f" (seed {seed})" if seed else ""
+    d, b = dataset, budget
+    return {
+        "Uniform": sdca(d, b, "uniform", label="Uniform" + tag, **more),
+        "Importance": sdca(d, b, "importance", 0.8, label="Importance" + tag, **more),
+        "Gap": sdca(d, b, "gap", 0.8, label="Gap" + tag, **more),
+        "GapxImp": sdca(d, b, "gap-importance", 0.8, label="Gap x Importance" + tag, **more),
+        "Max": sdca(d, b, "max", 0.8, label="Max" + tag, **more),
+    }
+
+
+SEEDS = (0, 1, 2)
+FRACTIONS = (0.0, 0.2, 0.5, 0.8, 1.0)
+
+
+def nonuniformity_runs(dataset: str, budget: Budget) -> dict[float, Experiment]:
+    """Gap sampling at every fraction of non-uniform draws (Fig. 3)."""
+    return {f: sdca(dataset, budget, "gap", f, label=f"non-uniformity {f:g}") for f in FRACTIONS}
+
+
+def fig8_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """One Newton step from 0.5, sub-precision 1e-2 and 1e-3 (Fig. 8)."""
+    d, b = dataset, budget
+    return {
+        "one step": sdca(
+            d,
+            b,
+            "gap",
+            0.8,
+            label="one Newton step (from 0.5)",
+            max_newton_iterations=1,
+            line_search_start="half",
+        ),
+        "1e-2": sdca(d, b, "gap", 0.8, label="sub-precision 1e-2", line_search_tol=1e-2),
+        "1e-3": sdca(d, b, "gap", 0.8, label="sub-precision 1e-3"),
+    }
+
+
+#: datasets of footnote 4's runs and of the SAG-NUS constants' variants
+LS_START_DATASETS = ("ocr", "conll2000", "conll2002-ned")
+SAG_DATASETS = ("ocr", "conll2000", "conll2002-ned")
+
+
+def line_search_start_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """SDCA-GAP with the Newton search started at crfsdca's model point, 0.5, the last step."""
+    d, b = dataset, budget
+    return {
+        "model": sdca(d, b, "gap", 0.8, label="start: quadratic model (crfsdca default)"),
+        "half": sdca(d, b, "gap", 0.8, label="start: 0.5", line_search_start="half"),
+        "previous": sdca(
+            d, b, "gap", 0.8, label="start: previous step", line_search_start="previous"
+        ),
+    }
+
+
+REFRESH_EVERY = 5  # epochs; Osokin et al. refresh every ~10, more often favours refreshing
+
+
+def refresh_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """SDCA-GAP without and with an exact pass over every gap each REFRESH_EVERY epochs."""
+    d, b = dataset, budget
+    return {
+        "none": sdca(d, b, "gap", 0.8, label="SDCA-GAP, no refresh"),
+        "refresh": sdca(
+            d,
+            b,
+            "gap",
+            0.8,
+            label=f"SDCA-GAP, all gaps recomputed every {REFRESH_EVERY} epochs",
+            refresh_every=REFRESH_EVERY,
+        ),
+    }
+
+
+def start_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """SDCA-GAP from the epsilon-mix, the authors' start and the uniform law (App. A.1)."""
+    d, b = dataset, budget
+    return {
+        "epsilon": sdca(
+            d, b, "gap", 0.8, label="epsilon-mix, eps=1e-3 (crfsdca default)", start="epsilon"
+        ),
+        "authors": sdca(d, b, "gap", 0.8, label="Gibbs score 10 (authors' start)"),
+        "uniform": sdca(
+            d, b, "gap", 0.8, label="uniform law (OEG's egstra start)", start="uniform"
+        ),
+    }
+
+
+#: SAG-NUS constants that are reconstructions (baselines.md §3-4), one changed per variant; the
+#: doubling of L_i in the line search (factor 2) is a kernel constant, not an option: not varied
+SAG_VARIANTS = {
+    "L_i x0.9 on revisit": ("sag-nus", {"revisit_factor": 0.9}),
+    "first visit L_i = mean/2": ("sag-nus", {"first_visit": "half-mean"}),
+    "L_max halves every 4 n": ("sag-nus", {"lipschitz_halflife": 4.0}),
+    "* L_i x0.9 on revisit": ("sag-nus-skip", {"revisit_factor": 0.9}),
+    "* skipped visits decay L_max": ("sag-nus-skip", {"skipped_visit": "decay"}),
+}
+
+
+def sag_variant_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """SAG-NUS and SAG-NUS* with one reconstructed constant changed (label -> experiment)."""
+    out = {}
+    for name, (solver, options) in SAG_VARIANTS.items():
+        base = "SAG-NUS" + ("*" if solver == "sag-nus-skip" else "")
+        label = f"{base}, {name.lstrip('* ')}"
+        out[name] = baseline(dataset, budget, solver, label, **options)
+    return out

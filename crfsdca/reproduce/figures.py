@@ -16,6 +16,11 @@ from crfsdca.reproduce.runner import trace_path
 from crfsdca.trace import Trace, read_trace
 
 FLOOR = 1e-12  # sub-optimality below this is round-off; plotted at the floor
+#: y quantities read off the SDCA counters: (numerator keys, denominator key), run so far
+LINE_SEARCH_Y = {
+    "newton_per_search": (("newton_iterations", "predictor_evaluations"), "line_searches"),
+    "line_search_share": (("line_search_seconds",), "step_seconds"),
+}
 
 
 class Traces:
@@ -63,6 +68,12 @@ def series(traces: Traces, panel: Panel, exp: Experiment) -> tuple[np.ndarray, n
         y = np.log10(np.maximum(sub, FLOOR))
     elif panel.y == "test_error":
         y = np.array([r.test_error for r in recs])
+    elif panel.y in LINE_SEARCH_Y:
+        num, den = LINE_SEARCH_Y[panel.y]
+        top = np.array([sum(r.extra.get(k, math.nan) for k in num) for r in recs])
+        bottom = np.array([r.extra.get(den, math.nan) for r in recs])
+        with np.errstate(all="ignore"):
+            y = np.where(bottom > 0, top / bottom, math.nan)
     else:  # gap_ratio: skip the start (estimates are the initial 100, not estimates)
         y = np.array([r.gap_estimate / r.gap if r.gap > 0 else math.nan for r in recs])
         keep = x > 0

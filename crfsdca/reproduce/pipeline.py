@@ -13,7 +13,7 @@ from crfsdca.reproduce.experiments import DATASETS, FULL_BUDGETS, QUICK_BUDGETS,
 from crfsdca.reproduce.figures import Traces, draw_figure
 from crfsdca.reproduce.plan import FIGURES, experiments_of, figure_panels
 from crfsdca.reproduce.report import table1_cached, write_report
-from crfsdca.reproduce.runner import run_all
+from crfsdca.reproduce.runner import run_all, trace_path
 
 
 class UsageError(ValueError):
@@ -27,6 +27,7 @@ class Outcome:
     missing: dict[str, list[str]] = field(default_factory=dict)
     computed: int = 0
     seconds: float = 0.0
+    claims: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -69,8 +70,13 @@ def reproduce(
     data_dir: str | None = None,
     progress: Callable[[str], None] = lambda line: None,
     extra_experiments: Sequence = (),
+    cached_only: bool = False,
 ) -> Outcome:
-    """Run the figures' experiments (cached), draw them, write OUT/REPORT.md."""
+    """Run the figures' experiments (cached), draw them, write OUT/REPORT.md.
+
+    ``cached_only``: run nothing; draw and judge what the cached traces allow (the report
+    marks the rest missing, its claims not judged).
+    """
     start = time.perf_counter()
     figures, datasets = check_names(figures, datasets)
     check_corpora(datasets, data_dir)
@@ -82,8 +88,17 @@ def reproduce(
         extra_experiments
     )
     before = _n_traces(out)
-    failures = run_all(experiments, out, jobs=jobs, data_dir=data_dir, progress=progress)
+    if cached_only:
+        failures = {}
+        progress(
+            f"--cached-only: {sum(not trace_path(out, e).exists() for e in experiments)}"
+            f" of {len(experiments)} traces missing, not run"
+        )
+    else:
+        failures = run_all(experiments, out, jobs=jobs, data_dir=data_dir, progress=progress)
     computed = _n_traces(out) - before
+    if computed:
+        notes.log_runtime(out, computed, time.perf_counter() - start)
     traces = Traces(out)
     missing = {}
     for name, ps in panels.items():
@@ -96,7 +111,9 @@ def reproduce(
     ocr_start = None
     if "ocr" in datasets and "start" in panels:
         ocr_start = notes.full_ocr_start(out, data_dir)
-    claims = check_claims(traces, budgets)
+    claims = check_claims(
+        traces, budgets, smoke=quick, density=subset_density(out, budgets, data_dir)
+    )
     claims = [c for c in claims if c.figure.split("/")[0] in panels or c.figure in panels]
     report = write_report(
         out,
@@ -105,9 +122,34 @@ def reproduce(
         table,
         missing,
         failures,
-        notes.notes(traces, budgets, quick=quick, ocr_start=ocr_start),
+        notes.notes(traces, budgets, quick=quick, ocr_start=ocr_start, folder=out),
     )
-    return Outcome(report, failures, missing, computed, time.perf_counter() - start)
+    return Outcome(report, failures, missing, computed, time.perf_counter() - start, claims)
+
+
+def subset_density(out: Path, budgets: dict[str, Budget], data_dir: str | None) -> dict:
+    """a / A (mean active attributes per token / attributes) of each training subset, cached
+    in OUT/subsets.json."""
+    import json
+
+    from crfsdca import __version__
+    from crfsdca.modelfile import atomic_write_text
+    from crfsdca.reproduce.problems import load_problem, table1_row
+
+    path = Path(out) / "subsets.json"
+    cached = json.loads(path.read_text()) if path.exists() else {}
+    if cached.get("version") != __version__:
+        cached = {"version": __version__}
+    density = {}
+    for d, b in budgets.items():
+        key = f"{d}:{b.max_sequences}"
+        if key not in cached:
+            row = table1_row(load_problem(d, b.max_sequences, data_dir))
+            cached[key] = row["a"] / row["A"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(cached, indent=1))
+        density[d] = cached[key]
+    return density
 
 
 def _n_traces(out: Path) -> int:

@@ -10,13 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crfsdca.reproduce.experiments import (
+    LS_START_DATASETS,
     OEG_BASE,
+    SAG_DATASETS,
+    SEEDS,
     SHORT,
     Budget,
     Experiment,
     baseline,
+    fig2_runs,
     fig4_runs,
+    fig8_runs,
+    line_search_start_runs,
+    nonuniformity_runs,
+    refresh_runs,
+    sag_variant_runs,
     sdca,
+    start_runs,
 )
 
 X_LABELS = {
@@ -29,6 +39,8 @@ Y_LABELS = {
     "subopt": "log10 primal sub-optimality P(w) - P*",
     "test_error": "test error (token)",
     "gap_ratio": "gap estimate / true duality gap",
+    "newton_per_search": "Newton evaluations per line search (run so far)",
+    "line_search_share": "line-search share of step time (run so far)",
 }
 
 
@@ -43,23 +55,21 @@ class Panel:
 
 def _fig2(b: dict[str, Budget]) -> list[Panel]:
     d = "ocr"
-    curves = (
-        sdca(d, b[d], "uniform", label="Uniform"),
-        sdca(d, b[d], "importance", 0.8, label="Importance"),
-        sdca(d, b[d], "gap", 0.8, label="Gap"),
-        sdca(d, b[d], "gap-importance", 0.8, label="Gap x Importance"),
-        sdca(d, b[d], "max", 0.8, label="Max"),
-    )
+    curves = tuple(fig2_runs(d, b[d]).values())
     return [Panel("(OCR) sampling schemes, 80% non-uniform", d, "updates", "subopt", curves)]
 
 
 def _fig3(b: dict[str, Budget]) -> list[Panel]:
-    d = "conll2002-ned"
-    curves = tuple(
-        sdca(d, b[d], "gap", f, label=f"non-uniformity {f:g}") for f in (0.0, 0.2, 0.5, 0.8, 1.0)
-    )
+    """NER first (the paper's figure), then the other datasets ("on all datasets")."""
     return [
-        Panel("(NER) gap sampling, fraction of non-uniform draws", d, "updates", "subopt", curves)
+        Panel(
+            f"({SHORT[d]}) gap sampling, fraction of non-uniform draws",
+            d,
+            "updates",
+            "subopt",
+            tuple(nonuniformity_runs(d, b[d]).values()),
+        )
+        for d in ("conll2002-ned", "ocr", "conll2000", "ewt-pos")
     ]
 
 
@@ -88,25 +98,17 @@ def _fig7(b: dict[str, Budget]) -> list[Panel]:
 
 
 def _fig8(b: dict[str, Budget]) -> list[Panel]:
-    panels = []
-    for d in ("conll2002-ned", "ewt-pos"):
-        curves = (
-            sdca(
-                d,
-                b[d],
-                "gap",
-                0.8,
-                label="one Newton step (from 0.5)",
-                max_newton_iterations=1,
-                line_search_start="half",
-            ),
-            sdca(d, b[d], "gap", 0.8, label="sub-precision 1e-2", line_search_tol=1e-2),
-            sdca(d, b[d], "gap", 0.8, label="sub-precision 1e-3"),
+    """NER and POS (the paper's figure), then OCR and CONLL (the text's claim)."""
+    return [
+        Panel(
+            f"({SHORT[d]}) line-search sub-precision",
+            d,
+            "updates",
+            "subopt",
+            tuple(fig8_runs(d, b[d]).values()),
         )
-        panels.append(
-            Panel(f"({SHORT[d]}) line-search sub-precision", d, "updates", "subopt", curves)
-        )
-    return panels
+        for d in ("conll2002-ned", "ewt-pos", "ocr", "conll2000")
+    ]
 
 
 def _fig9(b: dict[str, Budget]) -> list[Panel]:
@@ -142,24 +144,93 @@ def _time(b: dict[str, Budget]) -> list[Panel]:
 def _start(b: dict[str, Budget]) -> list[Panel]:
     return [
         Panel(
-            f"({SHORT[d]}) SDCA-GAP from two starting points",
+            f"({SHORT[d]}) SDCA-GAP from three starting points",
             d,
             "updates",
             "subopt",
-            (
-                sdca(
-                    d,
-                    b[d],
-                    "gap",
-                    0.8,
-                    label="epsilon-mix, eps=1e-3 (crfsdca default)",
-                    start="epsilon",
-                ),
-                sdca(d, b[d], "gap", 0.8, label="Gibbs score 10 (authors' start)"),
-            ),
+            tuple(start_runs(d, b[d]).values()),
         )
         for d in ("ocr", "conll2000", "conll2002-ned")
     ]
+
+
+def _linesearch(b: dict[str, Budget]) -> list[Panel]:
+    """Newton evaluations per search and the search's time share of SDCA-GAP (§6.2)."""
+    return [
+        Panel(
+            f"({SHORT[d]}) line-search cost",
+            d,
+            "epoch",
+            y,
+            (
+                sdca(d, b[d], "gap", 0.8, label="SDCA-GAP"),
+                *(
+                    line_search_start_runs(d, b[d])[k]
+                    for k in ("half", "previous")
+                    if d in LS_START_DATASETS
+                ),
+            ),
+        )
+        for d in ("ocr", "conll2000", "conll2002-ned", "ewt-pos")
+        for y in ("newton_per_search", "line_search_share")
+    ]
+
+
+def _fn4(b: dict[str, Budget]) -> list[Panel]:
+    return [
+        Panel(
+            f"({SHORT[d]}) where the Newton search starts",
+            d,
+            "updates",
+            "subopt",
+            tuple(line_search_start_runs(d, b[d]).values()),
+        )
+        for d in LS_START_DATASETS
+    ]
+
+
+def _refresh(b: dict[str, Budget]) -> list[Panel]:
+    return [
+        Panel(
+            f"({SHORT[d]}) periodic exact refresh of the gaps, by {x.replace('_', ' ')}",
+            d,
+            x,
+            "subopt",
+            tuple(refresh_runs(d, b[d]).values()),
+        )
+        for d in ("ocr", "conll2000", "conll2002-ned", "ewt-pos")
+        for x in ("updates", "oracle_calls")
+    ]
+
+
+def _seeds(b: dict[str, Budget]) -> list[Panel]:
+    d = "ocr"
+    curves = tuple(fig2_runs(d, b[d], seed)[k] for k in ("Gap", "GapxImp") for seed in SEEDS)
+    return [Panel("(OCR) Gap vs Gap x Importance, seeds 0, 1, 2", d, "updates", "subopt", curves)]
+
+
+def _sag(b: dict[str, Budget]) -> list[Panel]:
+    panels = []
+    for d in SAG_DATASETS:
+        base = {e.label: e for e in fig4_runs(d, b[d])}
+        variants = sag_variant_runs(d, b[d])
+        for x in ("updates", "oracle_calls"):
+            curves = (
+                base["SDCA-GAP"],
+                base["SAG-NUS"],
+                base["SAG-NUS*"],
+                *variants.values(),
+            )
+            panels.append(
+                Panel(
+                    f"({SHORT[d]}) SAG-NUS constants, by {x.replace('_', ' ')}",
+                    d,
+                    x,
+                    "subopt",
+                    curves,
+                )
+            )
+    return panels
 
 
 def _oeg(b: dict[str, Budget]) -> list[Panel]:
@@ -194,8 +265,13 @@ FIGURES = {
     "8": ("Fig. 8: line-search sub-precision", _fig8),
     "9": ("Fig. 9: gap estimate / true gap", _fig9),
     "time": ("Fig. 4 against wall time, with CRFsuite's L-BFGS", _time),
-    "start": ("Starting point: the authors' start vs the epsilon-mix", _start),
+    "start": ("Starting point: the authors' start, the epsilon-mix, the uniform law", _start),
     "oeg": ("OEG step-size rule", _oeg),
+    "linesearch": ("Sec. 6.2: Newton evaluations per line search and its time share", _linesearch),
+    "fn4": ("Footnote 4: where the Newton line search starts", _fn4),
+    "refresh": ("Sec. 6.3: SDCA-GAP with and without periodic exact gaps", _refresh),
+    "seeds": ("Fig. 2 over seeds: Gap vs Gap x Importance on OCR", _seeds),
+    "sag": ("SAG-NUS / SAG-NUS*: sensitivity to the reconstructed constants", _sag),
 }
 
 

@@ -66,7 +66,8 @@ def restrict_to_training_support(
 
 
 def dual_start(problem: Problem, start: str, epsilon: float = 1e-3) -> Any:
-    """DualState of a starting point: ``gibbs`` (the authors') or ``epsilon`` (crfsdca's mix)."""
+    """DualState of a starting point: ``gibbs`` (the authors'), ``epsilon`` (crfsdca's mix) or
+    ``uniform`` (the uniform law on every block: egstra's OEG start, App. A.1)."""
     from crfsdca.dual import smoothed_empirical
     from crfsdca.solvers.oeg import gibbs_start
 
@@ -74,7 +75,9 @@ def dual_start(problem: Problem, start: str, epsilon: float = 1e-3) -> Any:
         return gibbs_start(problem, GIBBS_SCORE)
     if start == "epsilon":
         return smoothed_empirical(problem, epsilon)
-    raise ValueError(f"start must be gibbs or epsilon; got {start!r}")
+    if start == "uniform":
+        return smoothed_empirical(problem, 1.0)
+    raise ValueError(f"start must be gibbs, epsilon or uniform; got {start!r}")
 
 
 def table1_row(problem: Problem) -> dict[str, Any]:

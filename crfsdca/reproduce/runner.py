@@ -113,9 +113,10 @@ def _solver_trace(exp: Experiment, problem, p_star: float):
     cls = SOLVERS[exp.solver]
     options = exp.opts
     start = options.pop("start", None)
+    seed = options.pop("seed", 0)
     budget = exp.budget
     config = cls.config_class(
-        **options, max_epochs=budget.max_epochs, tol=0.0, eval_every=budget.eval_every, seed=0
+        **options, max_epochs=budget.max_epochs, tol=0.0, eval_every=budget.eval_every, seed=seed
     )
 
     def stop_when_reached(record) -> None:
