@@ -64,7 +64,7 @@ def epoch(problem, seed=0):
     state = SDCA(config).initial_state(problem)
     runner = LocalSDCA(problem, config, state)
     start = time.process_time()
-    runner.run_steps(problem.n_sequences)
+    runner.take_steps(problem.n_sequences)
     return time.process_time() - start
 
 

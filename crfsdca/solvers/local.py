@@ -110,7 +110,7 @@ class LocalSDCA:
         )
 
     # -- steps -------------------------------------------------------------------------------
-    def run_steps(self, n_steps: int, stop_gap: float = -1.0, scale: float | None = None) -> int:
+    def take_steps(self, n_steps: int, stop_gap: float = -1.0, scale: float | None = None) -> int:
         """Draw and run ``n_steps`` steps on ``state.dual.weights`` (fewer when the running gap
         estimate falls to ``stop_gap``); returns the number of steps run."""
         st = self.state
@@ -140,7 +140,7 @@ class LocalSDCA:
         steps = max(1, int(round(cfg.eval_every * self.n)))
         steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls)
         steps = max(steps, 1)
-        done = self.run_steps(steps, stop_gap=cfg.tol)
+        done = self.take_steps(steps, stop_gap=cfg.tol)
         epoch = st.oracle_calls / self.n
         refresh = (
             cfg.refresh_every > 0
@@ -169,12 +169,12 @@ class LocalSDCA:
         if variant != "naive":
             d.weights = np.array(w, dtype=np.float64, copy=True)
             scale = self.scale if variant == "practical" else 1.0
-            self.run_steps(n_steps, scale=scale)
+            self.take_steps(n_steps, scale=scale)
             return (d.weights - w) / scale
         scale, delta = n_steps * self.scale, np.zeros_like(w)
         for _ in range(n_steps):
             d.weights = np.array(w, dtype=np.float64, copy=True)
-            self.run_steps(1, scale=scale)
+            self.take_steps(1, scale=scale)
             delta += (d.weights - w) / scale
         return delta
 
