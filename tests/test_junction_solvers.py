@@ -245,6 +245,26 @@ def test_a_chain_given_as_a_junction_tree_runs_the_chain_solver(name, n_bias_row
     assert b.trace.records[-1].primal == pytest.approx(a.trace.records[-1].primal, rel=1e-12)
 
 
+@pytest.mark.parametrize("n_bias_rows", [0, 3])
+@pytest.mark.parametrize("sampling", ["uniform", "gap"])
+def test_a_chain_given_as_a_junction_tree_takes_the_chain_sdca_steps(sampling, n_bias_rows):
+    """The one SDCA engine on first-order chains written as junction trees: the same steps
+    (weights, dual, Newton iterations) as on the chain, to rounding."""
+    nodes = nodes_of([1, 4, 2, 5, 3, 5, 1, 4, 2, 3], seed=8)
+    lengths = nodes.lengths.tolist()
+    cliques = [[(t, t + 1) for t in range(T - 1)] or [(0,)] for T in lengths]
+    factors = [[((t, t + 1), 0) for t in range(T - 1)] for T in lengths]
+    data = junctions_from_cliques(nodes, cliques, factors, factor_arities=(2,))
+    chain = Problem(train=nodes, feature_map=FeatureMap(A, K, n_bias_rows))
+    junction = junction_problem(data, n_bias_rows=n_bias_rows)
+    options = {"tol": 0.0, "max_epochs": 5, "seed": 4, "sampling": sampling, "budget_stop": True}
+    a, b = solve(chain, "sdca", **options), solve(junction, "sdca", **options)
+    np.testing.assert_allclose(b.weights, a.weights, rtol=1e-9, atol=1e-12)
+    steps = ("newton_iterations", "line_searches", "predictor_evaluations", "exact_passes")
+    assert {k: b.counters[k] for k in steps} == {k: a.counters[k] for k in steps}
+    assert b.trace.records[-1].dual == pytest.approx(a.trace.records[-1].dual, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     "name, options", [("sag-nus-skip", {}), ("oeg", {"oeg_sampling": "permutation"})]
 )

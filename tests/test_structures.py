@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from _synthetic import random_sequences
 from test_tree_oracle import tree_data
 
@@ -90,3 +91,91 @@ def test_junction_run_table_entropy_equals_the_chain_kernel():
         structure = JunctionStructure(JunctionProblem(train=data, feature_map=fm))
         got = structure.entropies(np.empty((0, 3)), tables)
         np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
+
+
+def block_buffers(structure, i, log_node, log_edge):
+    """Example i's flat block (``kernels.sdca.BlockRuns`` layout) from arrays stored like the
+    dual state, and its runs."""
+    from crfsdca.kernels.sdca import BlockRuns
+
+    t = structure.runs
+    a, b = t.start[i], t.start[i + 1]
+    runs = BlockRuns(t.lo[a:b], t.hi[a:b], t.coef[a:b], t.dst[a:b], t.off[a:b])
+    arrays = (np.ascontiguousarray(log_edge).reshape(-1), np.ascontiguousarray(log_node).ravel())
+    block = np.zeros(int(runs.hi.max()))
+    for lo, hi, dst, off in zip(runs.lo, runs.hi, runs.dst, runs.off, strict=True):
+        block[lo:hi] = arrays[dst][off : off + hi - lo]
+    return block, runs, arrays
+
+
+def kl_tilde(log_p, log_q, runs):
+    """sum_r coef_r KL(run r of p || run r of q), in NumPy."""
+    total = 0.0
+    for lo, hi, c in zip(runs.lo, runs.hi, runs.coef, strict=True):
+        p = np.exp(log_p[lo:hi])
+        keep = p > 0
+        total += c * float(np.sum(p[keep] * (log_p[lo:hi][keep] - log_q[lo:hi][keep])))
+    return total
+
+
+def structures_with_two_points():
+    """(structure, log mu, log nu) of a forest and of second-order chains: the oracle's
+    marginals at two random weight vectors, stored like the dual state."""
+    rng = np.random.default_rng(11)
+    data = tree_data(seed=3, n=6, max_T=6)
+    fm = FeatureMap(data.n_attributes, 3, 3, 2)
+    tree = TreeStructure(TreeProblem(train=data, feature_map=fm))
+    oracle = TreeOracle(data, fm)
+    mu, nu = (stacked(oracle, 6, rng.normal(size=fm.n_features)) for _ in range(2))
+    yield tree, mu, nu
+    nodes = random_sequences(4, n=6, max_T=6, K=3, A=5)
+    fm = FeatureMap(5, 3, 3, 0, (2, 3))
+    junction = JunctionStructure(JunctionProblem(train=second_order_data(nodes), feature_map=fm))
+    oracle = JunctionOracle(junction.problem.train, fm)
+    tables = [
+        np.concatenate([oracle.tables(i, w)[1] for i in range(6)])
+        for w in (rng.normal(size=fm.n_features) for _ in range(2))
+    ]
+    empty = np.empty((0, 3))
+    yield junction, (empty, tables[0]), (empty, tables[1])
+
+
+def test_the_line_search_on_tree_and_junction_blocks_finds_the_root_of_the_reference():
+    """On tree and junction blocks, the kernels' f'(gamma) is minus the derivative of
+    gamma -> KL~(mu^gamma || nu) + gamma^2 cb / 2 (finite differences of a NumPy KL over the
+    runs), and the line search returns the root that a bracketing root finder (brentq) finds
+    on that reference."""
+    from scipy.optimize import brentq
+
+    for structure, (mu_n, mu_e), (nu_n, nu_e) in structures_with_two_points():
+        for i in range(structure.problem.n_sequences):
+            log_mu, runs, _ = block_buffers(structure, i, mu_n, mu_e)
+            log_nu, _, _ = block_buffers(structure, i, nu_n, nu_e)
+            size = log_mu.size
+            bufs = (np.exp(log_mu), np.exp(log_nu), log_nu.copy(), np.empty(size))
+            b32 = tuple(np.empty(size, np.float32) for _ in range(3))
+            arrays = tuple(np.ascontiguousarray(a).reshape(-1) for a in (mu_e, mu_n))
+            gap, fp0, _ = K_sdca.block_gap_given_nu(arrays, runs, bufs, b32)
+            assert gap == pytest.approx(kl_tilde(log_mu, log_nu, runs), rel=1e-10, abs=1e-12)
+            cb = 0.7
+
+            def phi(g, log_mu=log_mu, log_nu=log_nu, runs=runs, cb=cb):
+                mix = np.log((1 - g) * np.exp(log_mu) + g * np.exp(log_nu))
+                return kl_tilde(mix, log_nu, runs) + 0.5 * cb * g * g
+
+            for g in (0.1, 0.4, 0.8):
+                h = 1e-6
+                want = -(phi(g + h) - phi(g - h)) / (2 * h)
+                got = K_sdca.line_derivatives(g, bufs, runs, cb)[0]
+                assert got == pytest.approx(want, rel=1e-5, abs=1e-8)
+            if fp0 <= 0:
+                continue
+
+            def fprime(g, bufs=bufs, runs=runs, cb=cb):
+                return K_sdca.line_derivatives(g, bufs, runs, cb)[0]
+
+            root = brentq(lambda g: -(phi(g + 1e-7) - phi(g - 1e-7)) / 2e-7, 1e-6, 1 - 1e-6)
+            gamma = K_sdca.line_search(bufs, b32, runs, cb, fp0, 0.5, 1e-10, 100)[0]
+            assert gamma == pytest.approx(root, abs=1e-5)
+            # rtsafe stops on a step below 1e-10: the root lies within 2e-10 of gamma
+            assert fprime(max(gamma - 1e-9, 0.0)) >= 0.0 >= fprime(min(gamma + 1e-9, 1.0))

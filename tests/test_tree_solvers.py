@@ -257,6 +257,23 @@ def test_a_chain_given_as_trees_runs_the_chain_solver(name, n_bias_rows):
     assert b.trace.records[-1].primal == pytest.approx(a.trace.records[-1].primal, rel=1e-12)
 
 
+@pytest.mark.parametrize("n_bias_rows", [0, 3])
+@pytest.mark.parametrize("sampling", ["uniform", "gap"])
+def test_a_chain_given_as_trees_takes_the_chain_sdca_steps(sampling, n_bias_rows):
+    """The one SDCA engine on a chain written as trees: the same steps (weights, dual, Newton
+    iterations) as on the chain, to rounding."""
+    nodes = nodes_of([1, 4, 2, 5, 3, 5, 1, 4, 2, 3], seed=8)
+    chains = trees_from_parents([np.arange(-1, T - 1) for T in nodes.lengths.tolist()])
+    chain = Problem(train=nodes, feature_map=FeatureMap(A, K, n_bias_rows))
+    tree = tree_problem(TreeData(nodes, chains), n_bias_rows=n_bias_rows)
+    options = {"tol": 0.0, "max_epochs": 5, "seed": 4, "sampling": sampling, "budget_stop": True}
+    a, b = solve(chain, "sdca", **options), solve(tree, "sdca", **options)
+    np.testing.assert_allclose(b.weights, a.weights, rtol=1e-9, atol=1e-12)
+    steps = ("newton_iterations", "line_searches", "predictor_evaluations", "exact_passes")
+    assert {k: b.counters[k] for k in steps} == {k: a.counters[k] for k in steps}
+    assert b.trace.records[-1].dual == pytest.approx(a.trace.records[-1].dual, rel=1e-12)
+
+
 def without_time(result):
     return [{k: v for k, v in r.to_json().items() if k != "seconds"} for r in result.trace.records]
 
