@@ -22,9 +22,31 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from crfsdca.kernels.fastmath import add_reassoc
 from crfsdca.kernels.tree import _example, downward, tree_unary, upward
 
 TINY = 1e-280
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _dot(x, y, K):
+    """sum_k x[k] y[k], summed in any order (vectorised)."""
+    acc = 0.0
+    for k in range(K):
+        acc = add_reassoc(acc, x[k] * y[k])
+    return acc
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _outside(rest, table, out, K):
+    """out[k] = sum_j rest[j] table[j, k], row by row of the table (unit stride)."""
+    for k in range(K):
+        out[k] = 0.0
+    for j in range(K):
+        r = rest[j]
+        row = table[j]
+        for k in range(K):
+            out[k] += r * row[k]
 
 
 @njit(cache=True, nogil=True)
@@ -59,9 +81,7 @@ def scaled_upward(unary, exp_pair, pair_max, parents, types, order, sws):
         table = exp_pair[types[v]]
         s = 0.0
         for j in range(K):
-            acc = 0.0
-            for k in range(K):
-                acc += table[j, k] * inside[v, k]
+            acc = _dot(table[j], inside[v], K)
             msg[v, j] = acc
             s += acc
         if not (s > TINY and s < np.inf):
@@ -95,13 +115,8 @@ def scaled_downward(exp_pair, parents, types, order, sws, node, edge_sum):
             table = exp_pair[types[v]]
             for j in range(K):
                 rest[j] = outside[p, j] * inside[p, j] / msg[v, j]
-            z = 0.0
-            for k in range(K):
-                acc = 0.0
-                for j in range(K):
-                    acc += rest[j] * table[j, k]
-                outside[v, k] = acc
-                z += acc * inside[v, k]
+            _outside(rest, table, outside[v], K)
+            z = _dot(outside[v], inside[v], K)
             if not (z > TINY and z < np.inf):
                 return False
             inv = 1.0 / z
@@ -218,13 +233,8 @@ def scaled_marginals(exp_pair, parents, types, order, sws, node, edge):
             table = exp_pair[types[v]]
             for j in range(K):
                 rest[j] = outside[p, j] * inside[p, j] / msg[v, j]
-            z = 0.0
-            for k in range(K):
-                acc = 0.0
-                for j in range(K):
-                    acc += rest[j] * table[j, k]
-                outside[v, k] = acc
-                z += acc * inside[v, k]
+            _outside(rest, table, outside[v], K)
+            z = _dot(outside[v], inside[v], K)
             if not (z > TINY and z < np.inf):
                 return False
             inv = 1.0 / z
