@@ -126,7 +126,7 @@ def test_exact_gap_falls_on_a_conll_slice(dask_client):
 
 def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tmp_path):
     problem = problem_for_tests(n=30, seed=5)
-    opts = {"local_updates": 15, "tol": 1e-3, "seed": 1, "round_timeout": 30.0}
+    opts = {"local_updates": 15, "tol": 1e-3, "seed": 1, "round_timeout": 120.0}
     info = {}
 
     def kill_partition_1(record):
@@ -137,8 +137,7 @@ def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tm
     pids = dask_client.run(os.getpid)
     workers = sorted(dask_client.scheduler_info()["workers"])
     info["pids"] = [pids[a] for a in workers]
-    started = time.monotonic()
-    with pytest.raises(WorkerLostError, match="partition 1"):
+    with pytest.raises(WorkerLostError, match="partition 1") as lost:
         fit(
             problem,
             dask_client,
@@ -148,7 +147,8 @@ def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tm
             callback=kill_partition_1,
             **opts,
         )
-    assert time.monotonic() - started < opts["round_timeout"]
+    # the death was seen as such, not waited out (a timeout names its TimeoutError)
+    assert "TimeoutError" not in str(lost.value), lost.value
     dask_client.wait_for_workers(2, timeout=60)
     resumed = fit(
         problem, dask_client, 2, max_rounds=1000, checkpoint_dir=str(tmp_path), resume=True, **opts

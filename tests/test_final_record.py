@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _signals import sigint
 from _synthetic import random_problem
 from click.testing import CliRunner
 from test_checkpoint import synthetic_conll
@@ -126,10 +127,28 @@ def test_ctrl_c_stop(name):
         if len(seen) == 2:
             signal.raise_signal(signal.SIGINT)
 
-    result, monitor = solve(name, problem, callback=callback, tol=0.0, max_epochs=50)
+    with sigint():  # Python's handler, even when pytest was started with SIGINT ignored
+        result, monitor = solve(name, problem, callback=callback, tol=0.0, max_epochs=50)
     assert result.stop_reason == "interrupted"
     assert result.trace.records[-1].epoch < 50
     assert_last_record_is_returned_state(name, problem, result, monitor)
+
+
+def test_an_ignored_sigint_stays_ignored_during_training():
+    """Started with SIGINT ignored (a background job of a script), a run is not stopped by it
+    and leaves the disposition as it found it (crfsdca/interrupts.py)."""
+    problem = problem_for_tests()
+    seen = []
+
+    def callback(record):
+        seen.append(record)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)
+
+    with sigint(signal.SIG_IGN):
+        result, _ = solve("sdca", problem, callback=callback, tol=0.0, max_epochs=3)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert result.stop_reason == "max_epochs" and len(seen) >= 3
 
 
 def test_ctrl_c_inside_an_lbfgs_line_search(monkeypatch):
