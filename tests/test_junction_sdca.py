@@ -109,6 +109,9 @@ def test_a_checkpointed_junction_state_resumes_and_float32_duals_converge():
     config = SDCAConfig(tol=1e-7, max_epochs=300, seed=1, line_search_tol=1e-6)
     result = SDCA(config).solve(problem, Monitor(problem, "sdca", config), state)
     assert result.stop_reason == "tol" and result.trace.records[-1].gap <= 1e-7
+    # it continued the restored state: its first record comes after the first run's last one
+    assert result.trace.records[0].oracle_calls > first.trace.records[-1].oracle_calls
+    assert result.state.oracle_calls > first.state.oracle_calls
     single = SDCAConfig(tol=1e-5, max_epochs=300, seed=1, dual_dtype="float32")
     result32 = SDCA(single).solve(problem, Monitor(problem, "sdca", single))
     assert result32.state.dual.log_edge.dtype == np.float32
