@@ -188,3 +188,61 @@ def test_cli_json_model_and_trace_agree_after_a_certified_stop(tmp_path):
         field = "epoch" if key == "epochs" else key
         assert summary[key] == training[key] == getattr(last, field), key
     assert summary["oracle_calls"] > 80 * (summary["epochs"] - 1)  # the exact pass counted
+
+
+@pytest.mark.parametrize("name", ["sdca", "lbfgs"])
+@pytest.mark.parametrize("score_test", ["every", "end", "never"])
+def test_the_test_set_is_scored_when_asked_and_the_certificate_always(name, score_test):
+    """Every record holds the exact primal and gap; the test error is in every record, only in
+    the last (the returned state's, equal to the error of its predictions) or in none."""
+    from _synthetic import random_sequences
+
+    from crfsdca.problem import Problem
+
+    train = problem_for_tests()
+    test = random_sequences(9, n=20, max_T=6, K=3, A=8)
+    problem = Problem(train=train.train, feature_map=train.feature_map, test=test)
+    cls = SOLVERS[name]
+    config = cls.config_class(tol=1e-6, max_epochs=40)
+    monitor = Monitor(problem, name, config, score_test=score_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = cls(config).solve(problem, monitor)
+    records = result.trace.records
+    assert len(records) >= 3
+    for r in records:  # the exact certificate at every evaluation
+        assert np.isfinite(r.primal) and (name == "lbfgs" or np.isfinite(r.gap))
+    scored = [not np.isnan(r.test_error) for r in records]
+    expected = {"every": [True] * len(records), "end": [False] * (len(records) - 1) + [True]}
+    assert scored == expected.get(score_test, [False] * len(records))
+    if score_test != "never":
+        error = np.mean(problem.test_oracle.predict(result.weights) != test.labels)
+        assert 0 < error < 1 and records[-1].test_error == pytest.approx(error, rel=1e-12)
+    with pytest.raises(ValueError, match="score_test must be one of every, end, never"):
+        Monitor(problem, name, config, score_test="sometimes")
+
+
+def test_cli_scores_the_test_set_at_the_end_unless_asked(tmp_path):
+    data = synthetic_conll(tmp_path / "train.txt", n=60, seed=3)
+    test = synthetic_conll(tmp_path / "test.txt", n=30, seed=4)
+    args = ["train", str(data), "--test", str(test), "--format", "conll", "--template", "conll"]
+    args += ["-q", "--json", "--epochs", "4", "--tol", "0", "--seed", "2"]
+    runs = {}
+    for name, extra in [("default", []), ("trace", []), ("trace-end", ["--score-test", "end"]),
+                        ("every", ["--score-test", "every"])]:  # fmt: skip
+        trace = tmp_path / f"{name}.jsonl"
+        model = tmp_path / f"{name}.npz"
+        options = [*extra, "--model", str(model)]
+        if name != "default" and name != "every":
+            options += ["--trace", str(trace)]
+        result = CliRunner().invoke(main, [*args, *options], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        runs[name] = json.loads(result.stdout.splitlines()[-1])
+        if trace.exists():
+            scored = [not np.isnan(r.test_error) for r in read_trace(trace).records]
+            assert scored == ([False] * (len(scored) - 1) + [True] if "end" in name else
+                              [True] * len(scored)), name  # fmt: skip
+    # the same run whatever is scored, and the same summary
+    for name in ("trace", "trace-end", "every"):
+        for key in ("primal", "gap", "test_token_accuracy", "oracle_calls"):
+            assert runs[name][key] == runs["default"][key], (name, key)
