@@ -185,8 +185,10 @@ def read_conllu(path: str | os.PathLike, tag: Literal["xpos", "upos"] = "xpos") 
                 corpus.lines.append(lineno)
             seq_tokens.append((cols[1], cols[other_col]))
             seq_labels.append(cols[label_col])
-            all_heads = all_heads and cols[6].isdigit()
-            seq_heads.append(int(cols[6]) - 1 if all_heads else -1)
+            # ASCII digits only: isdigit() alone passed "²" and 4,400-digit numbers to int()
+            head = _int_or_none(cols[6]) if cols[6].isascii() and cols[6].isdigit() else None
+            all_heads = all_heads and head is not None
+            seq_heads.append(head - 1 if all_heads else -1)
         if seq_tokens:
             corpus.tokens.append(seq_tokens)
             corpus.labels.append(seq_labels)
