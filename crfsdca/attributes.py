@@ -218,7 +218,9 @@ _POS = (
     + _ngrams("shape", [[-1], [0], [1]])
 )
 
-#: Built-in template sets (see ``docs/features.md`` section 3).
+#: Built-in template sets: CRFsuite's chunking.py (conll, crfsuite-chunking) and SAG4CRF's
+#: encodings (ner, pos);
+#: tests/test_attributes.py checks their sizes against Le Priol et al. (2018, Table 1).
 TEMPLATE_SETS: dict[str, TemplateSet] = {
     ts.name: ts
     for ts in (

@@ -97,6 +97,13 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
 @click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
 @click.option(
+    "--score-test",
+    type=click.Choice(["end", "every"]),
+    default=None,
+    help="score the test set at the end, or at every evaluation as well (the default with"
+    " --trace) [end]",
+)
+@click.option(
     "--plot",
     "plot_path",
     default=None,
@@ -189,6 +196,7 @@ def train(
     data_dir: str | None,
     model_path: str | None,
     trace_path: str | None,
+    score_test: str | None,
     plot_path: str | None,
     checkpoint_dir: str | None,
     checkpoint_every: float,
@@ -296,6 +304,7 @@ def train(
                 checkpoint_every=checkpoint_every,
                 model_path=model_path,
                 trace_path=trace_path,
+                score_test=score_test or ("every" if trace_path else "end"),
                 as_json=as_json,
                 quiet=quiet,
             )
@@ -409,6 +418,7 @@ def _train(
     checkpoint_every,
     model_path,
     trace_path,
+    score_test="end",
     as_json,
     quiet,
 ) -> None:
@@ -463,6 +473,7 @@ def _train(
             checkpoint_every=checkpoint_every,
             state=resume["state"] if resume else None,
             records=resume["records"] if resume else None,
+            score_test=score_test,
         )
     finally:
         bar.close()

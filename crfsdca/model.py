@@ -138,8 +138,10 @@ class SequenceCRF:
         checkpoint_every: float = 1.0,
         records: list[dict[str, Any]] | None = None,
         dropped: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+        score_test: str = "every",
     ) -> SequenceCRF:
-        """Train on ``train``; ``test`` is evaluated at every monitoring pass.
+        """Train on ``train``; ``test`` is scored at every monitoring pass (``score_test=
+        "every"``), only in the final record (``"end"``) or never (``"never"``).
 
         ``train`` and ``test`` are both :class:`SequenceData` (chains) or both
         :class:`~crfsdca.tree_oracle.TreeData` (trees: one transition block per edge type used)
@@ -160,6 +162,7 @@ class SequenceCRF:
             callback=callback,
             checkpointer=checkpointer,
             checkpoint_every=checkpoint_every,
+            score_test=score_test,
         )
         if records:
             monitor.trace.records[:] = [TraceRecord.from_json(r) for r in records]

@@ -2,7 +2,9 @@
 
 Solvers never time or print: they call :meth:`Monitor.end_epoch` with their counters and stop
 when it returns True. Evaluation (exact primal, gap, test error) is excluded from solver time
-and from the oracle-call counters.
+and from the oracle-call counters. Every record holds the exact certificate (primal, dual, gap);
+the test set is scored at every evaluation (``score_test="every"``), only in the record of the
+returned state (``"end"``: every stop calls :meth:`Monitor.finish`), or never.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +25,8 @@ from crfsdca.solvers.base import SolverConfig
 from crfsdca.trace import Trace, TraceRecord
 
 NAN = float("nan")
+#: when the monitor scores the test set: at every evaluation, in the final record, never
+SCORE_TEST = ("every", "end", "never")
 
 
 class Monitor:
@@ -35,6 +40,7 @@ class Monitor:
         *,
         callback: Callable[[TraceRecord], None] | None = None,
         evaluate_test: bool = True,
+        score_test: str = "every",
         header: dict[str, Any] | None = None,
         checkpointer: Callable[[Any, Trace], None] | None = None,
         checkpoint_every: float = 1.0,
@@ -43,7 +49,12 @@ class Monitor:
         self.solver_name = solver_name
         self.config = config
         self.callback = callback
-        self.evaluate_test = evaluate_test and problem.test is not None
+        if score_test not in SCORE_TEST:
+            raise ValueError(
+                f"score_test must be one of {', '.join(SCORE_TEST)}; got {score_test!r}"
+            )
+        self.evaluate_test = evaluate_test and problem.test is not None and score_test != "never"
+        self.score_test = score_test if self.evaluate_test else "never"
         self.trace = Trace(
             header={
                 "solver": solver_name,
@@ -155,7 +166,11 @@ class Monitor:
             gap = record.gap
             while self._next_eval <= epoch + 1e-12:
                 self._next_eval += self.config.eval_every
-        return self._should_stop(epoch, seconds, gap)
+        stop = self._should_stop(epoch, seconds, gap)
+        if stop and due and self.score_test == "end":  # this record is the returned state's
+            with self.paused():
+                self.trace.records[-1] = self._score(weights, self.trace.records[-1])
+        return stop
 
     def is_recorded(self, oracle_calls: int, updates: int) -> bool:
         """True when the last record is at these counters (the state has not moved since)."""
@@ -182,18 +197,34 @@ class Monitor:
         returned state, also when the run stopped between two scheduled evaluations.
         """
         if self.is_recorded(oracle_calls, updates):
-            return self.trace.records[-1]
+            record = self.trace.records[-1]
+            if self.score_test == "end" and math.isnan(record.test_error):
+                with self.paused():
+                    record = self._score(weights, record)
+                self.trace.records[-1] = record
+            return record
         epoch = self.epoch_of(oracle_calls)
         self._epoch = epoch
         seconds = self.seconds
         with self.paused():
             return self._record(
-                weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra
-            )
+                weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra,
+                final=True,
+            )  # fmt: skip
+
+    def _score(self, weights: NDArray[np.float64], record: TraceRecord) -> TraceRecord:
+        """``record`` with the test error (and F1) of ``weights``."""
+        scores = self.evaluate_test_set(weights)
+        self.last_test = scores
+        extra = dict(record.extra)
+        if scores.get("f1") is not None:
+            extra["test_f1"] = scores["f1"]
+        return replace(record, test_error=1.0 - scores["token_accuracy"], extra=extra)
 
     def _record(
-        self, weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra
-    ) -> TraceRecord:
+        self, weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra,
+        final=False,
+    ) -> TraceRecord:  # fmt: skip
         if primal is None:
             try:
                 primal = self.problem.primal(weights)
@@ -203,13 +234,6 @@ class Monitor:
             raise FloatingPointError(f"primal objective is {primal} at epoch {epoch:.3g}")
         gap = primal - dual if np.isfinite(dual) else NAN
         extra = dict(extra or {})
-        test_error = NAN
-        if self.evaluate_test:
-            scores = self.evaluate_test_set(weights)
-            self.last_test = scores
-            test_error = 1.0 - scores["token_accuracy"]
-            if scores.get("f1") is not None:
-                extra["test_f1"] = scores["f1"]
         record = TraceRecord(
             solver=self.solver_name,
             epoch=epoch,
@@ -220,9 +244,10 @@ class Monitor:
             dual=float(dual),
             gap=float(gap),
             gap_estimate=float(gap_estimate),
-            test_error=float(test_error),
             extra=extra,
         )
+        if self.score_test == "every" or (self.score_test == "end" and final):
+            record = self._score(weights, record)
         self.last_primal = float(primal)
         self.trace.append(record)
         if self.callback is not None:

@@ -89,21 +89,19 @@ def read_conll(
     drop = docstart == "drop"
     corpus = TokenCorpus([], [], (), str(path), [])
     for block in _blocks(path):
-        seq_tokens: list[tuple[str, ...]] = []
-        seq_labels: list[str] = []
-        for lineno, line in block:
-            cols = line.split()
-            if len(cols) != n_columns:
-                n_columns, names = _check_columns(path, lineno, len(cols), n_columns, names)
-            if drop and cols[0] == DOCSTART:
-                continue
-            if not seq_tokens:
-                corpus.lines.append(lineno)
-            seq_labels.append(cols.pop())
-            seq_tokens.append(tuple(cols))
-        if seq_tokens:
-            corpus.tokens.append(seq_tokens)
-            corpus.labels.append(seq_labels)
+        rows = [line.split() for _, line in block]
+        if n_columns is None or set(map(len, rows)) != {n_columns}:
+            for (lineno, _), cols in zip(block, rows, strict=True):  # the first bad line
+                if len(cols) != n_columns:
+                    n_columns, names = _check_columns(path, lineno, len(cols), n_columns, names)
+        linenos = [lineno for lineno, _ in block]
+        if drop and any(cols[0] == DOCSTART for cols in rows):
+            kept = [i for i, cols in enumerate(rows) if cols[0] != DOCSTART]
+            rows, linenos = [rows[i] for i in kept], [linenos[i] for i in kept]
+        if rows:
+            corpus.lines.append(linenos[0])
+            corpus.labels.append([cols.pop() for cols in rows])
+            corpus.tokens.append(list(map(tuple, rows)))
     if not corpus.tokens:
         raise DataFormatError(path, None, "expected at least one token line, got none")
     assert names is not None

@@ -25,6 +25,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 MAX_LINE_BYTES = 1 << 22  # 4 MiB: a generous bound for a token, letter or item line
 QUOTE_CHARS = 40
+CHUNK_BYTES = 1 << 20  # read and decoded at once after the first line
 
 # what a non-text file starts with, for a helpful message on line 1
 _SIGNATURES = (
@@ -61,12 +62,70 @@ class TextLines:
         self._raw = raw
 
     def __iter__(self) -> Iterator[str]:
+        """The first line one at a time (byte order mark, signatures), the rest by chunks of
+        CHUNK_BYTES checked and decoded at once; a chunk that fails a check is gone through
+        line by line, so that an error names the same line and column as a line-by-line read."""
         try:
-            while data := self._read_line():
-                self.lineno += 1
-                yield self._decode(data)
+            if not (data := self._read_line()):
+                return
+            self.lineno += 1
+            yield self._decode(data)
+            pending = b""
+            while data := self._read_chunk():
+                data = pending + data
+                cut = data.rfind(b"\n") + 1
+                pending = data[cut:]
+                yield from self._lines(data[:cut])
+                if len(pending) > MAX_LINE_BYTES:
+                    self._check_length(pending)
+            if pending:
+                yield from self._lines(pending)
         finally:
             self.close()
+
+    def _read_chunk(self) -> bytes:
+        """At most CHUNK_BYTES more bytes (one read: all that a gzip stream gives before it
+        fails is returned first), b"" at the end."""
+        try:
+            return self._stream.read1(CHUNK_BYTES)
+        except (OSError, EOFError, zlib.error) as exc:
+            if not self._gzip:
+                raise
+            msg = f"corrupt or truncated gzip stream ({exc})"
+            raise self._error(msg, self.lineno + 1) from None
+
+    def _lines(self, data: bytes) -> Iterator[str]:
+        """The lines of ``data`` (whole lines; the last may lack its line break)."""
+        first = data.find(b"\n")  # only the first line can be long: the rest lie in one chunk
+        if data.find(b"\x00") < 0 and (first if first >= 0 else len(data)) <= MAX_LINE_BYTES:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is not None and text.count("\r") == text.count("\r\n"):
+                lines = text.split("\n")
+                if not lines[-1]:
+                    lines.pop()
+                if "\r" in text:
+                    lines = [line.rstrip("\r") for line in lines]
+                for line in lines:
+                    self.lineno += 1
+                    yield line
+                return
+        start = 0
+        while start < len(data):  # line by line, for the error
+            end = data.find(b"\n", start) + 1 or len(data)
+            line = data[start:end]
+            self._check_length(line)
+            self.lineno += 1
+            yield self._decode(line)
+            start = end
+
+    def _check_length(self, line: bytes) -> None:
+        """The error of a line of more than MAX_LINE_BYTES bytes before its line break."""
+        if len(line) - line.endswith(b"\n") > MAX_LINE_BYTES:
+            msg = f"expected a line of at most {MAX_LINE_BYTES} bytes, got a longer one"
+            raise self._error(msg + "; a binary file, or missing line breaks?", self.lineno + 1)
 
     def _error(self, message: str, line: int | None = None) -> DataFormatError:
         return DataFormatError(self.path, self.lineno if line is None else line, message)

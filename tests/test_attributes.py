@@ -338,8 +338,9 @@ def conll_train():
 def test_conll_attribute_count(conll_train):
     enc = make_encoder("conll")
     data = enc.fit_transform(conll_train)
-    # A, the per-template sizes and the active counts: docs/features.md section 3.2 (A = 74,658
-    # is Table 1 of Le Priol et al.; the rest follow SAG4CRF's coNLL_test.mat, checked below)
+    # A, the per-template sizes and the active counts of the "conll" set (crfsdca/attributes.py,
+    # CRFsuite's chunking.py templates; A = 74,658 is Table 1 of Le Priol et al.; the rest follow
+    # SAG4CRF's coNLL_test.mat, checked below)
     assert enc.n_attributes == 74658
     sizes = [6046, 6324, 6325, 6163, 5986, 12432, 12055, 45, 45, 44, 44, 44]
     sizes += [901, 911, 888, 878, 5241, 5246, 5040]
@@ -421,7 +422,7 @@ def ner_encoder():
 @needs_data
 def test_ner_attribute_count(ner_encoder):
     enc, data = ner_encoder
-    # docs/features.md section 3.3 (3.1e5 in Table 1 of Le Priol et al.)
+    # the "ner" set of crfsdca/attributes.py (3.1e5 in Table 1 of Le Priol et al.)
     assert enc.n_attributes == 310983
     assert [len(v) for v in enc.vocabularies][:5] == [27804, 27416, 26159, 112934, 111032]
     assert np.all(np.diff(data.attr_offsets) == 20)  # every training token has 20 attributes
@@ -459,8 +460,9 @@ def test_pos_attribute_count_on_ewt():
 
 
 def plain_pos_attribute_count(sentences, min_count=3):
-    """features.md section 3.4 in plain Python: 13 templates over the word, its NER shape and its
-    3-suffix, positional pads (__BOS1__, __BOS2__, ...), values seen >= min_count times."""
+    """The "pos" set of crfsdca/attributes.py in plain Python: 13 templates over the word, its
+    NER shape and its 3-suffix, positional pads (__BOS1__, __BOS2__, ...), values seen >=
+    min_count times."""
 
     def shape(word):
         return "".join("X" if "A" <= c <= "Z" else "x" for c in word)

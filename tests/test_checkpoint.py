@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _signals import sigint
 from click.testing import CliRunner
 
 from crfsdca.checkpoint import load_checkpoint
@@ -241,10 +242,12 @@ def test_ctrl_c_writes_a_final_checkpoint_that_resumes(tmp_path):
         "--checkpoint-every",
         "2",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with sigint():  # as from an interactive shell, even when pytest runs in the background
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
-    while not (ck / "checkpoint.npz").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)  # training runs once the first periodic checkpoint is there
+    while not (ck / "checkpoint.npz").exists():  # training runs once the first checkpoint is in
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
     first = load_checkpoint(ck)[1]["state"]["oracle_calls"]
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)

@@ -11,10 +11,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _signals import sigint
 from click.testing import CliRunner
 
 from crfsdca.cli import LAZY_COMMANDS, main
@@ -441,31 +443,46 @@ def test_lazy_train_help_matches_the_command():
     assert "--solver" in cli("warmup", "--help").stdout
 
 
-def test_ctrl_c_while_reading_is_one_line_and_exit_130():
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "crfsdca.cli",
-            "train",
-            "-",
-            "--format",
-            "conll",
-            "--template",
-            "conll",
-        ],  # fmt: skip
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=ENV,
-    )
-    # once a write larger than the pipe's buffer returns, the command is reading stdin
-    proc.stdin.write(b"the DT B-NP\n" * (1 << 17))
+def start_reading_stdin(tmp_path, *options):
+    """``crfsdca train -`` copying stdin, once its copy has begun (the event the tests wait for).
+
+    stdin stays open, so the command is in its copy loop until the test closes it. The copy is
+    made in TMPDIR (crfsdca/sources.py: local_path), here ``tmp_path``.
+    """
+    command = [sys.executable, "-m", "crfsdca.cli", "train", "-", "--format", "conll",
+               "--template", "conll", *options]  # fmt: skip
+    env = {**ENV, "TMPDIR": str(tmp_path)}
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    proc = subprocess.Popen(command, env=env, **pipes)
+    proc.stdin.write(conll_text(4000).encode())  # more than one 64 KiB read of the copy
     proc.stdin.flush()
+    deadline = time.monotonic() + 300
+    while not any(p.stat().st_size > 0 for p in tmp_path.glob("crfsdca-stdin-*")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.01)
+    return proc
+
+
+def test_ctrl_c_while_reading_is_one_line_and_exit_130(tmp_path):
+    with sigint():  # as from an interactive shell, even when pytest runs in the background
+        proc = start_reading_stdin(tmp_path)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     assert err.decode() == "crfsdca: interrupted\n" and out == b""
+    assert list(tmp_path.glob("crfsdca-stdin-*")) == []  # the copy of stdin is removed
+
+
+def test_started_with_sigint_ignored_the_command_keeps_ignoring_it(tmp_path):
+    """A background job of a script (SIGINT ignored) is not stopped by the Ctrl-C of the
+    foreground (crfsdca/interrupts.py): it reads all of stdin and trains."""
+    with sigint(signal.SIG_IGN):
+        proc = start_reading_stdin(tmp_path, "--epochs", "1", "-q", "--json")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    summary = json.loads(out.decode().splitlines()[-1])
+    assert summary["epochs"] == 1 and summary["stop_reason"] == "max_epochs"
 
 
 def test_more_misuses_found_by_walking_the_cli(work, tmp_path):

@@ -104,6 +104,7 @@ def test_unscaled_summing_overshoots():
     assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False))
 
 
+@pytest.mark.slow  # a local Dask cluster
 def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client):
     problem = problem_for_tests()
     opts = {"local_updates": 7, "max_rounds": 6, "tol": 0.0, "seed": 4}
@@ -115,6 +116,7 @@ def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client):
 
 
 @needs_conll
+@pytest.mark.slow  # a local Dask cluster
 def test_exact_gap_falls_on_a_conll_slice(dask_client):
     spec = DatasetShard("conll2000", 0, 1, data_dir=DATA_DIR, max_sequences=300)
     result = fit(spec, dask_client, 2, local_updates=150, max_rounds=8, tol=0.0, round_timeout=120)
@@ -124,9 +126,10 @@ def test_exact_gap_falls_on_a_conll_slice(dask_client):
     assert all(g >= -1e-9 for g in gaps)
 
 
+@pytest.mark.slow  # a local Dask cluster
 def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tmp_path):
     problem = problem_for_tests(n=30, seed=5)
-    opts = {"local_updates": 15, "tol": 1e-3, "seed": 1, "round_timeout": 30.0}
+    opts = {"local_updates": 15, "tol": 1e-3, "seed": 1, "round_timeout": 120.0}
     info = {}
 
     def kill_partition_1(record):
@@ -137,8 +140,7 @@ def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tm
     pids = dask_client.run(os.getpid)
     workers = sorted(dask_client.scheduler_info()["workers"])
     info["pids"] = [pids[a] for a in workers]
-    started = time.monotonic()
-    with pytest.raises(WorkerLostError, match="partition 1"):
+    with pytest.raises(WorkerLostError, match="partition 1") as lost:
         fit(
             problem,
             dask_client,
@@ -148,7 +150,8 @@ def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tm
             callback=kill_partition_1,
             **opts,
         )
-    assert time.monotonic() - started < opts["round_timeout"]
+    # the death was seen as such, not waited out (a timeout names its TimeoutError)
+    assert "TimeoutError" not in str(lost.value), lost.value
     dask_client.wait_for_workers(2, timeout=60)
     resumed = fit(
         problem, dask_client, 2, max_rounds=1000, checkpoint_dir=str(tmp_path), resume=True, **opts
@@ -162,6 +165,7 @@ def test_lost_worker_raises_then_resume_reaches_the_same_optimum(dask_client, tm
     assert abs(p_resumed - p_straight) <= 2e-3  # both within tol of the optimum
 
 
+@pytest.mark.slow  # a local Dask cluster
 def test_no_worker_processes_are_left_behind():
     psutil = pytest.importorskip("psutil")
     me = psutil.Process()
@@ -187,6 +191,7 @@ def test_no_worker_processes_are_left_behind():
     assert not left
 
 
+@pytest.mark.slow  # a local Dask cluster
 def test_cli_trains_on_a_local_cluster_and_reports_the_distributed_fields(tmp_path):
     import json
 

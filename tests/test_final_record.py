@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _signals import sigint
 from _synthetic import random_problem
 from click.testing import CliRunner
 from test_checkpoint import synthetic_conll
@@ -128,10 +129,28 @@ def test_ctrl_c_stop(name):
         if len(seen) == 2:
             signal.raise_signal(signal.SIGINT)
 
-    result, monitor = solve(name, problem, callback=callback, tol=0.0, max_epochs=50)
+    with sigint():  # Python's handler, even when pytest was started with SIGINT ignored
+        result, monitor = solve(name, problem, callback=callback, tol=0.0, max_epochs=50)
     assert result.stop_reason == "interrupted"
     assert result.trace.records[-1].epoch < 50
     assert_last_record_is_returned_state(name, problem, result, monitor)
+
+
+def test_an_ignored_sigint_stays_ignored_during_training():
+    """Started with SIGINT ignored (a background job of a script), a run is not stopped by it
+    and leaves the disposition as it found it (crfsdca/interrupts.py)."""
+    problem = problem_for_tests()
+    seen = []
+
+    def callback(record):
+        seen.append(record)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)
+
+    with sigint(signal.SIG_IGN):
+        result, _ = solve("sdca", problem, callback=callback, tol=0.0, max_epochs=3)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert result.stop_reason == "max_epochs" and len(seen) >= 3
 
 
 def test_ctrl_c_inside_an_lbfgs_line_search(monkeypatch):
@@ -171,3 +190,61 @@ def test_cli_json_model_and_trace_agree_after_a_certified_stop(tmp_path):
         field = "epoch" if key == "epochs" else key
         assert summary[key] == training[key] == getattr(last, field), key
     assert summary["oracle_calls"] > 80 * (summary["epochs"] - 1)  # the exact pass counted
+
+
+@pytest.mark.parametrize("name", ["sdca", "lbfgs"])
+@pytest.mark.parametrize("score_test", ["every", "end", "never"])
+def test_the_test_set_is_scored_when_asked_and_the_certificate_always(name, score_test):
+    """Every record holds the exact primal and gap; the test error is in every record, only in
+    the last (the returned state's, equal to the error of its predictions) or in none."""
+    from _synthetic import random_sequences
+
+    from crfsdca.problem import Problem
+
+    train = problem_for_tests()
+    test = random_sequences(9, n=20, max_T=6, K=3, A=8)
+    problem = Problem(train=train.train, feature_map=train.feature_map, test=test)
+    cls = SOLVERS[name]
+    config = cls.config_class(tol=1e-6, max_epochs=40)
+    monitor = Monitor(problem, name, config, score_test=score_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = cls(config).solve(problem, monitor)
+    records = result.trace.records
+    assert len(records) >= 3
+    for r in records:  # the exact certificate at every evaluation
+        assert np.isfinite(r.primal) and (name == "lbfgs" or np.isfinite(r.gap))
+    scored = [not np.isnan(r.test_error) for r in records]
+    expected = {"every": [True] * len(records), "end": [False] * (len(records) - 1) + [True]}
+    assert scored == expected.get(score_test, [False] * len(records))
+    if score_test != "never":
+        error = np.mean(problem.test_oracle.predict(result.weights) != test.labels)
+        assert 0 < error < 1 and records[-1].test_error == pytest.approx(error, rel=1e-12)
+    with pytest.raises(ValueError, match="score_test must be one of every, end, never"):
+        Monitor(problem, name, config, score_test="sometimes")
+
+
+def test_cli_scores_the_test_set_at_the_end_unless_asked(tmp_path):
+    data = synthetic_conll(tmp_path / "train.txt", n=60, seed=3)
+    test = synthetic_conll(tmp_path / "test.txt", n=30, seed=4)
+    args = ["train", str(data), "--test", str(test), "--format", "conll", "--template", "conll"]
+    args += ["-q", "--json", "--epochs", "4", "--tol", "0", "--seed", "2"]
+    runs = {}
+    for name, extra in [("default", []), ("trace", []), ("trace-end", ["--score-test", "end"]),
+                        ("every", ["--score-test", "every"])]:  # fmt: skip
+        trace = tmp_path / f"{name}.jsonl"
+        model = tmp_path / f"{name}.npz"
+        options = [*extra, "--model", str(model)]
+        if name != "default" and name != "every":
+            options += ["--trace", str(trace)]
+        result = CliRunner().invoke(main, [*args, *options], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        runs[name] = json.loads(result.stdout.splitlines()[-1])
+        if trace.exists():
+            scored = [not np.isnan(r.test_error) for r in read_trace(trace).records]
+            assert scored == ([False] * (len(scored) - 1) + [True] if "end" in name else
+                              [True] * len(scored)), name  # fmt: skip
+    # the same run whatever is scored, and the same summary
+    for name in ("trace", "trace-end", "every"):
+        for key in ("primal", "gap", "test_token_accuracy", "oracle_calls"):
+            assert runs[name][key] == runs["default"][key], (name, key)

@@ -393,3 +393,69 @@ def test_real_ocr_counts():
     assert (lengths.min(), lengths.max()) == (3, 14)
     assert sorted({y for s in corpus.labels for y in s}) == list("abcdefghijklmnopqrstuvwxyz")
     assert corpus.values.sum(axis=1).max() == 67
+
+
+def _read_all(read, path):
+    """The lines ``read`` yields, or the error it raises (message, line)."""
+    try:
+        return list(read(path))
+    except DataFormatError as err:
+        return ("error", str(err), err.line)
+
+
+def _line_by_line(path):
+    """TextLines as it read before chunks: every line through _read_line and _decode."""
+    from crfsdca.textfile import TextLines
+
+    text = TextLines(path)
+    try:
+        while data := text._read_line():
+            text.lineno += 1
+            yield text._decode(data)
+    finally:
+        text.close()
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_chunked_reading_equals_line_by_line_reading(tmp_path, monkeypatch, compress):
+    """The same lines, or the same error on the same line, for files of hostile bytes read by
+    chunks of a few bytes (chunk boundaries inside lines, \\r\\n pairs, UTF-8 sequences)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from crfsdca import textfile
+
+    monkeypatch.setattr(textfile, "CHUNK_BYTES", 5)
+    monkeypatch.setattr(textfile, "MAX_LINE_BYTES", 12)
+    pieces = st.sampled_from([b"a", b"b c", b"\n", b"\r\n", b"\r", b"\x00", b"\xff", b"\xc3\xa9",
+                              b"\xc3", b"\xef\xbb\xbf", b"  ", b"x" * 13, b"\t"])  # fmt: skip
+    seen = []
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(pieces, max_size=30), st.integers(0, 40))
+    def check(parts, cut):
+        data = b"".join(parts)
+        path = tmp_path / "f.txt"
+        if compress:
+            whole = gzip.compress(data)
+            path.write_bytes(whole[: max(len(whole) - cut, 10)] if cut > 30 else whole)
+        else:
+            path.write_bytes(data)
+        expected = _read_all(_line_by_line, path)
+        assert _read_all(textfile.TextLines, path) == expected, data
+        seen.append(isinstance(expected, tuple))
+
+    check()
+    assert any(seen) and not all(seen)  # both files read and files refused were tried
+
+
+@pytest.mark.parametrize("head", ["9" * 4400, "\u00b2"])
+def test_a_head_that_is_no_ascii_integer_drops_the_heads_instead_of_failing(tmp_path, head):
+    from crfsdca.io import read_conllu
+
+    path = tmp_path / "x.conllu"
+    path.write_text(
+        f"1\tDo\tdo\tAUX\tVBP\t_\t{head}\taux\t_\t_\n2\tgo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n"
+    )
+    corpus = read_conllu(path)
+    assert corpus.labels == [["VBP", "VB"]] and corpus.heads == []

@@ -91,9 +91,9 @@ def test_the_memory_guard_refuses_before_allocating(monkeypatch):
     assert "float32" not in str(err.value)  # already float32: not suggested again
 
 
-def test_a_checkpointed_junction_state_resumes_and_float32_duals_converge():
+def test_a_checkpointed_junction_state_resumes():
     """The dual state survives to_checkpoint/from_checkpoint exactly and the run continues to
-    tol; float32 tables reach a true gap of 1e-5 too."""
+    tol."""
     from crfsdca.solvers.sdca import SDCAState
 
     problem = problem_of("second-order", seed=8, n=15)
@@ -106,6 +106,15 @@ def test_a_checkpointed_junction_state_resumes_and_float32_duals_converge():
     config = SDCAConfig(tol=1e-7, max_epochs=300, seed=1, line_search_tol=1e-6)
     result = SDCA(config).solve(problem, Monitor(problem, "sdca", config), state)
     assert result.stop_reason == "tol" and result.trace.records[-1].gap <= 1e-7
+    # it continued the restored state: its first record comes after the first run's last one
+    assert result.trace.records[0].oracle_calls > first.trace.records[-1].oracle_calls
+    assert result.state.oracle_calls > first.state.oracle_calls
+
+
+@pytest.mark.slow  # compiles the float32 junction kernels, used only when asked for
+def test_float32_junction_duals_converge():
+    """float32 tables reach a true gap of 1e-5 too."""
+    problem = problem_of("second-order", seed=8, n=15)
     single = SDCAConfig(tol=1e-5, max_epochs=300, seed=1, dual_dtype="float32")
     result32 = SDCA(single).solve(problem, Monitor(problem, "sdca", single))
     assert result32.state.dual.log_edge.dtype == np.float32

@@ -285,7 +285,8 @@ def test_a_seed_fixes_the_run(name, options):
 @pytest.mark.parametrize("kind", KINDS)
 def test_junction_state_resumes_from_a_checkpoint(tmp_path, kind, name, options):
     """A run of 6 epochs checkpoints (npz + JSON) after epoch 3; a run resumed from that file
-    ends with the same weights, counters and records as the uninterrupted one."""
+    continues after the saved records and ends with the same weights, counters and records as
+    the uninterrupted one."""
     problem = problem_of(kind)
     cls = SOLVERS[name]
     config = cls.config_class(tol=0.0, seed=2, max_epochs=6, **options)
@@ -307,5 +308,9 @@ def test_junction_state_resumes_from_a_checkpoint(tmp_path, kind, name, options)
     resumed = run(type(whole.state).from_checkpoint(arrays, header["state"]))
     np.testing.assert_array_equal(resumed.weights, whole.weights)
     assert resumed.counters == whole.counters
-    n_after = len(without_time(resumed))
+    # the resumed run continues after the restored records (up to epoch 3): none is run again
+    restored = header["records"]
+    assert restored[-1]["oracle_calls"] == header["state"]["oracle_calls"]
+    assert resumed.trace.records[0].oracle_calls > header["state"]["oracle_calls"]
+    n_after = len(whole.trace.records) - len(restored)
     assert n_after >= 2 and without_time(resumed) == without_time(whole)[-n_after:]

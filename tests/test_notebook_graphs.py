@@ -9,6 +9,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
+pytestmark = pytest.mark.slow  # a notebook in a kernel of its own
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "custom_graphs.ipynb"
 
 

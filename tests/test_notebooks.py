@@ -68,23 +68,6 @@ def test_quickstart_runs(tmp_path, monkeypatch):
     assert (tmp_path / "chunker.npz").is_file()
 
 
-def _sklearn_api_missing() -> str | None:
-    """Why the sklearn-crfsuite-style API cannot run yet, or None when it can."""
-    import crfsdca
-
-    try:
-        from crfsdca import metrics  # noqa: F401
-
-        crf = crfsdca.CRF(algorithm="sdca", c2=0.1, max_iterations=1)
-        crf.fit([[{"w": "a"}, {"w": "b", "x": 1.0}]], [["A", "B"]])
-    except (ImportError, TypeError) as exc:
-        return f"crfsdca.CRF does not take sklearn-crfsuite feature dicts yet ({exc})"
-    return None
-
-
 def test_sklearn_crfsuite_migration_runs(tmp_path, monkeypatch):
-    reason = _sklearn_api_missing()
-    if reason:
-        pytest.skip(reason)
     notebook = execute("sklearn_crfsuite_migration.ipynb", tmp_path, monkeypatch)
     assert "weighted F1 over the entity labels" in outputs_text(notebook)

@@ -125,6 +125,7 @@ def test_every_sampling_scheme_reaches_the_lbfgs_optimum(sampling):
     assert -1e-13 <= problem.primal(result.weights) - p_star <= last.gap
 
 
+@pytest.mark.slow  # compiles the float32 kernels (a minute), used only when asked for
 def test_float32_dual_state_reaches_the_lbfgs_optimum():
     """--dual-dtype float32: the stored logs are rounded to float32 (the line search writes them
     into the float32 state in place), and SDCA still certifies tol = 1e-6 (float32 duals reach

@@ -117,14 +117,22 @@ def test_same_optimum_as_sklearn_crfsuite(conll2000, crfsuite_model, algorithm, 
     pred_ours = ours.predict(X_test)
     pred_theirs = [list(p) for p in theirs.predict(X_test)]
     assert flat_accuracy(pred_theirs, pred_ours) >= 0.995
-    # the marginals agree too (same weights up to the optimisers' tolerances)
-    m_ours = ours.predict_marginals(X_test[:20])
-    m_theirs = theirs.predict_marginals(X_test[:20])
+    # the marginals agree within what the certificates justify. With g = grad P(w*) = 0,
+    # P(w) - P* = (1/n) sum_i KL(p_i(w*) || p_i(w)) + lambda/2 ||w - w*||^2 (the Bregman
+    # divergence of log Z_i is that KL), so on a training sentence KL_i <= n eps(w) and, by
+    # Pinsker, every marginal moves by at most the total variation sqrt(n eps(w) / 2).
+    # eps(ours) <= its certified gap; eps(theirs) <= p_theirs - (p_ours - gap).
+    gap = ours.training_log_[-1].gap
+    assert 0 <= gap <= tol
+    eps_ours, eps_theirs = gap, max(p_theirs - p_ours + gap, 0.0)
+    bound = np.sqrt(len(X) * eps_ours / 2) + np.sqrt(len(X) * eps_theirs / 2)
+    m_ours = ours.predict_marginals(X[:50])
+    m_theirs = theirs.predict_marginals(X[:50])
     diff = max(
         abs(a[k] - b[k])
         for sa, sb in zip(m_ours, m_theirs, strict=True)
         for a, b in zip(sa, sb, strict=True)
         for k in ours.classes_
     )
-    assert diff < 1e-2
+    assert diff <= bound  # observed: 1e-5 to 1e-4 against about 1.6e-3
     assert np.isfinite(p_ours)
