@@ -1,6 +1,7 @@
 """The front door (issue 24), wider: generated hostile cases checked against the README's promise
 (data errors exit 1 with one line naming the file and line, usage errors exit 2 naming the flag,
-no traceback, nothing but regular files replaced)."""
+no traceback, nothing but regular files replaced). Slow: hundreds of command runs, each its own
+process; the default run keeps the named cases of ``test_front_door*.py``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from _front_door import (
     set_key,
 )
 from test_cli_errors import cli, one_error_line, usage_error
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
