@@ -16,7 +16,6 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
-from crfsdca.kernels import sag
 from crfsdca.kernels.block_oracle import sequence_block_marginals
 from crfsdca.kernels.chain import (
     gold_score,
@@ -191,37 +190,6 @@ def _direction_scores(seq, emit, rest, ug):
 
 
 @njit(cache=True, nogil=True)
-def _gradient(seq, node, edge_sum, bufs, U):
-    """Compact g = E_nu[F] - F(x_i, y_i) into bufs' (g_emit, g_rest); returns ||g||^2."""
-    g_emit, g_rest = bufs[5], bufs[6]
-    g_emit[:U] = 0.0
-    g_rest[:, :] = 0.0
-    add_features(seq, node, edge_sum, 1.0, 1.0, g_emit, g_rest)
-    return np.sum(g_emit[:U] ** 2) + np.sum(g_rest**2)
-
-
-@njit(cache=True, nogil=True)
-def _update_memory(i, seq, sa, memory, bufs, dims):
-    """d <- d + g - y_i on the support, then store the new marginals as y_i (§2)."""
-    grad_sum, node_mem, edge_mem, covered = memory[0], memory[1], memory[2], memory[4]
-    A, K, _ = dims
-    t0, t1 = seq[0], seq[1]
-    node, edge_sum = bufs[2], bufs[4]
-    g_emit, g_rest, dd_emit, dd_rest = bufs[5], bufs[6], bufs[7], bufs[8]
-    U = sa.shape[0]
-    if covered[i]:
-        dd_emit[:U] = 0.0
-        dd_rest[:, :] = 0.0
-        add_features(seq, node, edge_sum, 1.0, 0.0, dd_emit, dd_rest)
-        add_features(seq, node_mem[t0:t1], edge_mem[i], -1.0, 0.0, dd_emit, dd_rest)
-        sag.scatter_rows(sa, A, dd_emit[:U], dd_rest, grad_sum, K)
-    else:
-        sag.scatter_rows(sa, A, g_emit[:U], g_rest, grad_sum, K)
-    node_mem[t0:t1] = node[: t1 - t0]
-    edge_mem[i] = edge_sum
-
-
-@njit(cache=True, nogil=True)
 def _seq(s, i):
     lay = s.layout
     return (lay[0][i], lay[0][i + 1], lay[1], lay[3], lay[5], lay[4])
@@ -252,27 +220,24 @@ def _ov_sag_oracle(s, i, z, c, sws):
         return impl
 
 
-@overload(P.sag_gradient, jit_options={"cache": True})
-def _ov_sag_gradient(s, i, sws):
+@overload(P.sag_buffers, jit_options={"cache": True})
+def _ov_sag_buffers(s, i, sws):
     if _is_chain(s):
 
         def impl(s, i, sws):
             bufs = sws[1]
-            seq = _seq(s, i)
-            U = s.layout[6][i + 1] - s.layout[6][i]
-            return _gradient(seq, bufs[2][: seq[1] - seq[0]], bufs[4], bufs, U)
+            n = s.layout[0][i + 1] - s.layout[0][i]
+            return bufs[2][:n], bufs[4], bufs[5], bufs[6], bufs[7], bufs[8]
 
         return impl
 
 
-@overload(P.sag_update_memory, jit_options={"cache": True})
-def _ov_sag_update_memory(s, i, memory, sws):
+@overload(P.sag_add_features, jit_options={"cache": True})
+def _ov_sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
     if _is_chain(s):
 
-        def impl(s, i, memory, sws):
-            lay = s.layout
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            _update_memory(i, _seq(s, i), sa, memory, sws[1], s.dims)
+        def impl(s, i, node, sums, coef, gold_coef, emit, rest):
+            add_features(_seq(s, i), node, sums, coef, gold_coef, emit, rest)
 
         return impl
 

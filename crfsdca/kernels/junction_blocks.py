@@ -18,7 +18,6 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
-from crfsdca.kernels import sag
 from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import clique_tables, marginals, potentials
 from crfsdca.kernels.junction_scaled import exp_blocks, potential_marginals, scaled_marginals
@@ -304,34 +303,6 @@ def _sag_direction_scores(ex, emit, rest, nbk, ug):
 
 
 @njit(cache=True, nogil=True)
-def _sag_gradient(ex, node, fsum, g_emit, g_rest, U):
-    """Compact g = E_nu[F] - F(x_i, y_i) into (g_emit, g_rest); returns ||g||^2."""
-    g_emit[:U] = 0.0
-    g_rest[:] = 0.0
-    add_features(ex, node, fsum, 1.0, 1.0, g_emit, g_rest)
-    return np.sum(g_emit[:U] ** 2) + np.sum(g_rest**2)
-
-
-@njit(cache=True, nogil=True)
-def _sag_update_memory(i, ex, sa, memory, bufs, A, K):
-    """d <- d + g - y_i on the support, then store the new marginals as y_i (§2)."""
-    grad_sum, node_mem, fsum_mem, covered = memory[0], memory[1], memory[2], memory[4]
-    s, e = ex[1], ex[2]
-    node, fsum, g_emit, g_rest, dd_emit, dd_rest = bufs[3:9]
-    U, R = sa.shape[0], g_rest.shape[0] // K
-    if covered[i]:
-        dd_emit[:U] = 0.0
-        dd_rest[:] = 0.0
-        add_features(ex, node, fsum, 1.0, 0.0, dd_emit, dd_rest)
-        add_features(ex, node_mem[s:e], fsum_mem[i], -1.0, 0.0, dd_emit, dd_rest)
-        sag.scatter_rows(sa, A, dd_emit[:U], dd_rest.reshape((R, K)), grad_sum, K)
-    else:
-        sag.scatter_rows(sa, A, g_emit[:U], g_rest.reshape((R, K)), grad_sum, K)
-    node_mem[s:e] = node[: e - s]
-    fsum_mem[i] = fsum
-
-
-@njit(cache=True, nogil=True)
 def _sag_ex(s, i):
     a, b = s.layout[0][i], s.layout[0][i + 1]
     return (i, a, b, s.layout, (s.jt, s.assign, s.feat))
@@ -366,27 +337,24 @@ def _ov_sag_oracle(s, i, z, c, sws):
         return impl
 
 
-@overload(P.sag_gradient, jit_options={"cache": True})
-def _ov_sag_gradient(s, i, sws):
+@overload(P.sag_buffers, jit_options={"cache": True})
+def _ov_sag_buffers(s, i, sws):
     if _is_junction(s):
 
         def impl(s, i, sws):
             bufs = sws[0]
             n = s.layout[0][i + 1] - s.layout[0][i]
-            U = s.layout[6][i + 1] - s.layout[6][i]
-            return _sag_gradient(_sag_ex(s, i), bufs[3][:n], bufs[4], bufs[5], bufs[6], U)
+            return bufs[3][:n], bufs[4], bufs[5], bufs[6], bufs[7], bufs[8]
 
         return impl
 
 
-@overload(P.sag_update_memory, jit_options={"cache": True})
-def _ov_sag_update_memory(s, i, memory, sws):
+@overload(P.sag_add_features, jit_options={"cache": True})
+def _ov_sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
     if _is_junction(s):
 
-        def impl(s, i, memory, sws):
-            lay = s.layout
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            _sag_update_memory(i, _sag_ex(s, i), sa, memory, sws[0], s.dims[0], s.dims[1])
+        def impl(s, i, node, sums, coef, gold_coef, emit, rest):
+            add_features(_sag_ex(s, i), node, sums, coef, gold_coef, emit, rest)
 
         return impl
 

@@ -25,8 +25,10 @@ SAG-NUS (``crfsdca.kernels.sag_epoch``) reads an example through six more, on w 
                                             then transition or factor blocks)
 ``sag_oracle(s, i, z, c, sws)``             scores at c z, log Z_i and the marginals the
                                             gradient needs; returns (log Z_i, f_i(w))
-``sag_gradient(s, i, sws)``                 the compact g_i = E_nu[F] - F(x_i, y_i); |g|^2
-``sag_update_memory(s, i, memory, sws)``    d += g_i - y_i; y_i <- the new marginals
+``sag_buffers(s, i, sws)``                  views of the visit's marginals (node, summed
+                                            cliques) and compact rows (g, d change: emit, rest)
+``sag_add_features(s, i, node, sums, c,     emit, rest += c E[F(x_i, .)] - g F(x_i, y_i)
+g, emit, rest)``                            on the example's support
 ``sag_prepare_trials(s, i, sws)``           the scores of g_i (for the line search)
 ``sag_trial(s, i, inv, sws)``               f_i(w - g_i inv): one oracle call
 ==========================================  ==============================================
@@ -104,13 +106,13 @@ def sag_oracle(structure, i, z, c, sws):
     raise NotImplementedError
 
 
-def sag_gradient(structure, i, sws):
-    """The compact gradient of f_i into sws; returns its squared norm."""
+def sag_buffers(structure, i, sws):
+    """(node marginals, summed clique marginals, g_emit, g_rest, dd_emit, dd_rest) of a visit."""
     raise NotImplementedError
 
 
-def sag_update_memory(structure, i, memory, sws):
-    """d <- d + g_i - y_i on the support of example i; y_i <- the marginals of this visit."""
+def sag_add_features(structure, i, node, sums, coef, gold_coef, emit, rest):
+    """emit, rest += coef E_marginals[F(x_i, .)] - gold_coef F(x_i, y_i) on i's support."""
     raise NotImplementedError
 
 

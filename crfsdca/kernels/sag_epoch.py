@@ -20,13 +20,46 @@ from numba import njit
 
 from crfsdca.kernels import chain_blocks, junction_blocks, sag, tree_blocks  # noqa: F401
 from crfsdca.kernels.primitives import (
-    sag_gradient,
+    sag_add_features,
+    sag_buffers,
     sag_oracle,
     sag_prepare_trials,
     sag_rest_rows,
     sag_trial,
-    sag_update_memory,
 )
+
+
+@njit(cache=True, nogil=True)
+def _gradient(structure, i, sws, U):
+    """Compact g_i = E_nu[F] - F(x_i, y_i) into the visit's g rows; returns ||g_i||^2."""
+    node, sums, g_emit, g_rest, _, _ = sag_buffers(structure, i, sws)
+    g_emit[:U] = 0.0
+    g_rest[:] = 0.0
+    sag_add_features(structure, i, node, sums, 1.0, 1.0, g_emit, g_rest)
+    return np.sum(g_emit[:U] ** 2) + np.sum(g_rest**2)
+
+
+@njit(cache=True, nogil=True)
+def _update_memory(structure, i, sa, memory, sws):
+    """d <- d + g_i - y_i on the support, then store the visit's marginals as y_i (§2). The gold
+    parts cancel after the first visit; rows are K entries (flat rests are viewed as rows)."""
+    grad_sum, node_mem, sums_mem, covered = memory[0], memory[1], memory[2], memory[4]
+    A, K = structure.dims[0], structure.dims[1]
+    a, b = structure.layout[0][i], structure.layout[0][i + 1]
+    node, sums, g_emit, g_rest, dd_emit, dd_rest = sag_buffers(structure, i, sws)
+    U = sa.shape[0]
+    if covered[i]:
+        dd_emit[:U] = 0.0
+        dd_rest[:] = 0.0
+        sag_add_features(structure, i, node, sums, 1.0, 0.0, dd_emit, dd_rest)
+        sag_add_features(structure, i, node_mem[a:b], sums_mem[i], -1.0, 0.0, dd_emit, dd_rest)
+        rows = dd_rest.reshape((dd_rest.size // K, K))
+        sag.scatter_rows(sa, A, dd_emit[:U], rows, grad_sum, K)
+    else:
+        rows = g_rest.reshape((g_rest.size // K, K))
+        sag.scatter_rows(sa, A, g_emit[:U], rows, grad_sum, K)
+    node_mem[a:b] = node
+    sums_mem[i] = sums
 
 
 @njit(cache=True, nogil=True)
@@ -75,9 +108,9 @@ def _step(i, structure, memory, samplers, z, params, ws):
     log_z, f = sag_oracle(structure, i, z, lazy[0], sws)
     if not np.isfinite(log_z):
         return 1, 1, sag.SEARCHED
-    gsq = sag_gradient(structure, i, sws)
+    gsq = _gradient(structure, i, sws, sa.shape[0])
     was_covered = memory[4][i]
-    sag_update_memory(structure, i, memory, sws)
+    _update_memory(structure, i, sa, memory, sws)
     sag_prepare_trials(structure, i, sws)
     calls, outcome = _lipschitz_step(
         i, was_covered, f, gsq, structure, sws, memory, samplers, params

@@ -17,7 +17,6 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
-from crfsdca.kernels import sag
 from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.rowops import scale_rows_into
 from crfsdca.kernels.sdca import _axpy, _squared_norm, add_direction
@@ -297,34 +296,6 @@ def _sag_direction_scores(ex, emit, rest, nb, ug):
 
 
 @njit(cache=True, nogil=True)
-def _sag_gradient(ex, node, edge_sum, g_emit, g_rest, U):
-    """Compact g = E_nu[F] - F(x_i, y_i) into (g_emit, g_rest); returns ||g||^2."""
-    g_emit[:U] = 0.0
-    g_rest[:, :] = 0.0
-    add_features(ex, node, edge_sum, 1.0, 1.0, g_emit, g_rest)
-    return np.sum(g_emit[:U] ** 2) + np.sum(g_rest**2)
-
-
-@njit(cache=True, nogil=True)
-def _sag_update_memory(i, ex, sa, memory, bufs, A):
-    """d <- d + g - y_i on the support, then store the new marginals as y_i (§2)."""
-    grad_sum, node_mem, edge_mem, covered = memory[0], memory[1], memory[2], memory[4]
-    s, e = ex[0], ex[1]
-    node, edge_sum, g_emit, g_rest, dd_emit, dd_rest = bufs[2:8]
-    U, K = sa.shape[0], node.shape[1]
-    if covered[i]:
-        dd_emit[:U] = 0.0
-        dd_rest[:, :] = 0.0
-        add_features(ex, node, edge_sum, 1.0, 0.0, dd_emit, dd_rest)
-        add_features(ex, node_mem[s:e], edge_mem[i], -1.0, 0.0, dd_emit, dd_rest)
-        sag.scatter_rows(sa, A, dd_emit[:U], dd_rest, grad_sum, K)
-    else:
-        sag.scatter_rows(sa, A, g_emit[:U], g_rest, grad_sum, K)
-    node_mem[s:e] = node[: e - s]
-    edge_mem[i] = edge_sum
-
-
-@njit(cache=True, nogil=True)
 def _ex(s, i):
     return (s.layout[0][i], s.layout[0][i + 1], s.layout, s.graph)
 
@@ -365,27 +336,24 @@ def _ov_sag_oracle(s, i, z, c, sws):
         return impl
 
 
-@overload(P.sag_gradient, jit_options={"cache": True})
-def _ov_sag_gradient(s, i, sws):
+@overload(P.sag_buffers, jit_options={"cache": True})
+def _ov_sag_buffers(s, i, sws):
     if _is_tree(s):
 
         def impl(s, i, sws):
             bufs = sws[0]
             n = s.layout[0][i + 1] - s.layout[0][i]
-            U = s.layout[6][i + 1] - s.layout[6][i]
-            return _sag_gradient(_ex(s, i), bufs[2][:n], bufs[3], bufs[4], bufs[5], U)
+            return bufs[2][:n], bufs[3], bufs[4], bufs[5], bufs[6], bufs[7]
 
         return impl
 
 
-@overload(P.sag_update_memory, jit_options={"cache": True})
-def _ov_sag_update_memory(s, i, memory, sws):
+@overload(P.sag_add_features, jit_options={"cache": True})
+def _ov_sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
     if _is_tree(s):
 
-        def impl(s, i, memory, sws):
-            lay = s.layout
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            _sag_update_memory(i, _ex(s, i), sa, memory, sws[0], s.dims[0])
+        def impl(s, i, node, sums, coef, gold_coef, emit, rest):
+            add_features(_ex(s, i), node, sums, coef, gold_coef, emit, rest)
 
         return impl
 
