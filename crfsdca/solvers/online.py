@@ -183,7 +183,10 @@ def chain_dims(problem: Problem, name: str) -> tuple[int, int, int]:
     """(A, K, n_bias) of a linear-chain problem; ValueError for trees and junction trees."""
     fm = problem.feature_map
     if not isinstance(problem.train, SequenceData) or fm.n_edge_types != 1:
-        raise ValueError(f"{name} (a CRFsuite algorithm) trains linear chains, not trees")
+        raise ValueError(
+            f"{name} (a CRFsuite algorithm) trains linear chains of the first order only, not trees"
+            " or junction trees; sdca, sag-nus, sag-nus-skip, oeg and lbfgs train them"
+        )
     return (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
 
 
