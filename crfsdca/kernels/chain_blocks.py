@@ -24,7 +24,7 @@ from crfsdca.kernels.chain import (
     transition_exp,
     unary_scores,
 )
-from crfsdca.kernels.sdca import _edge_difference_sum, add_direction, primal_direction
+from crfsdca.kernels.direction import _edge_difference_sum, add_direction, primal_direction
 
 
 class ChainBlocks(NamedTuple):

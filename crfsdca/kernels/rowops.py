@@ -3,7 +3,7 @@
 The node scores gather one row of K emission weights per attribute entry
 (``chain.unary_scores``), the forward pass adds K rows of the transition matrix per position
 (``chain.scaled_forward``), and the primal direction scatters each token's node differences into
-one row per attribute entry (``sdca.primal_direction``). K is small (9-26 on the datasets here).
+one row per attribute entry (``direction.primal_direction``). K is small (9-26 on the datasets here).
 LLVM vectorizes a loop over one such row 32 doubles at a time (eight lanes, four vectors
 interleaved), so a row of 26 runs through its remainder loops: mostly loop control, and every
 row of a sum waits on the previous one through memory.

@@ -17,9 +17,9 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
+from crfsdca.kernels.direction import _axpy, _squared_norm, add_direction
 from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.rowops import scale_rows_into
-from crfsdca.kernels.sdca import _axpy, _squared_norm, add_direction
 from crfsdca.kernels.tree import _example, tree_unary
 from crfsdca.kernels.tree_scaled import exp_tables, scaled_marginals, scaled_upward
 from crfsdca.kernels.tree_scaled import log_partition as sag_log_partition
