@@ -33,12 +33,23 @@ import numpy as np
 PACKAGES = ("crfsdca", "data_loaders")
 MODULES = (
     "data_loaders",
-    "crfsdca.features",
-    "crfsdca.problem",
+    "crfsdca.features.feature_map",
+    "crfsdca.structures.problem",
     "crfsdca.kernels.sdca_epoch",
     "crfsdca.solvers.local",
     "crfsdca.solvers.sdca",
 )
+#: where a module lived before crfsdca/ was grouped into packages, for baselines older than that
+FORMERLY = {
+    "crfsdca.features.feature_map": "crfsdca.features",
+    "crfsdca.structures.problem": "crfsdca.problem",
+}
+
+
+def _import(name: str, root: Path):
+    if name in FORMERLY and not (root / (name.replace(".", "/") + ".py")).exists():
+        return importlib.import_module(FORMERLY[name])
+    return importlib.import_module(name)
 
 
 def _ours(name: str) -> bool:
@@ -54,11 +65,11 @@ class Version:
             del sys.modules[name]
         sys.path.insert(0, str(root))
         try:
-            self.mod = {name: importlib.import_module(name) for name in MODULES}
+            self.mod = {name: _import(name, root) for name in MODULES}
         finally:
             sys.path.remove(str(root))
         self.table = {n: m for n, m in sys.modules.items() if _ours(n)}
-        assert Path(self.mod["crfsdca.problem"].__file__).is_relative_to(root)
+        assert Path(self.mod["crfsdca.structures.problem"].__file__).is_relative_to(root)
 
     @contextlib.contextmanager
     def active(self):
@@ -77,8 +88,8 @@ class Bench:
             _, train, _ = m["data_loaders"].load_encoded(dataset)
             if max_sequences:
                 train = train.subset(np.arange(min(max_sequences, train.n_sequences)))
-            fm = m["crfsdca.features"].FeatureMap(train.n_attributes, train.n_labels, 3)
-            self.problem = m["crfsdca.problem"].Problem(train=train, feature_map=fm)
+            fm = m["crfsdca.features.feature_map"].FeatureMap(train.n_attributes, train.n_labels, 3)
+            self.problem = m["crfsdca.structures.problem"].Problem(train=train, feature_map=fm)
             sdca = m["crfsdca.solvers.sdca"]
             self.config = sdca.SDCAConfig(sampling="gap")
             self.base = sdca.SDCA(self.config).initial_state(self.problem)

@@ -28,7 +28,7 @@ import numpy as np
 import pycrfsuite
 
 from crfsdca import CRF
-from crfsdca.crfsuite_file import read_crfsuite_model
+from crfsdca.io.crfsuite_file import read_crfsuite_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _conll_dicts import token_dicts  # noqa: E402

@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 
 import data_loaders
-from crfsdca.features import FeatureMap
+from crfsdca.features.feature_map import FeatureMap
 from crfsdca.kernels.batch import set_threads
-from crfsdca.problem import Problem
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
+from crfsdca.structures.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from bench_oracle import crfsuite_items, train_crfsuite  # noqa: E402

@@ -27,11 +27,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     import data_loaders
-    from crfsdca.features import FeatureMap
-    from crfsdca.junction import JunctionTree
-    from crfsdca.junction_oracle import JunctionData, JunctionOracle, second_order_data
+    from crfsdca.features.feature_map import FeatureMap
     from crfsdca.kernels.batch import set_threads
-    from crfsdca.oracle import Oracle
+    from crfsdca.structures.chain import Oracle
+    from crfsdca.structures.junction import JunctionData, JunctionOracle, second_order_data
+    from crfsdca.structures.junction_tree import JunctionTree
 
     set_threads(1)
     _, train, _ = data_loaders.load_encoded("conll2000", data_dir=args.data_dir)

@@ -8,7 +8,7 @@ Runs, for every seed, ``sag-nus`` (a line search at every visit), ``sag-nus-skip
 ``sag-nus-skip`` with ``skipped_visit="decay"`` (a skipped visit still decays L_max, the earlier
 rule), on the dataset's default attributes and feature map (bias rows included) with lambda = 1/n.
 The exact primal is evaluated after every epoch of oracle calls and compared with P* from
-``crfsdca.reference.reference_optimum`` (computed and cached the first time).
+``crfsdca.solvers.reference.reference_optimum`` (computed and cached the first time).
 
 Prints, per run, the relative sub-optimality (P - P*) / P* every ``--every`` epochs, the epochs
 of oracle calls to 1e-2 ... 1e-5, the largest rise of the sub-optimality between two evaluations
@@ -27,12 +27,12 @@ import warnings
 
 import data_loaders
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.features import FeatureMap
+from crfsdca.features.feature_map import FeatureMap
 from crfsdca.kernels.batch import set_threads
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
-from crfsdca.reference import reference_optimum
 from crfsdca.solvers import SOLVERS
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.solvers.reference import reference_optimum
+from crfsdca.structures.problem import Problem
 
 THRESHOLDS = (1e-2, 1e-3, 1e-4, 1e-5)
 #: label -> (solver, options)

@@ -23,12 +23,12 @@ import time
 import numpy as np
 
 import data_loaders
-from crfsdca.features import FeatureMap
+from crfsdca.features.feature_map import FeatureMap
 from crfsdca.kernels import sdca as kernels
 from crfsdca.kernels import sdca_epoch
-from crfsdca.problem import Problem
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
+from crfsdca.structures.problem import Problem
 
 
 def cpu(fn, repeats: int = 1) -> float:

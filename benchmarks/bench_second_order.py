@@ -8,7 +8,7 @@ training sentences (the second-order dual holds (T - 2) K^3 + (T - 3) K^2 log-ta
 per sentence: 16.06 GiB in float64 on the whole training set), at lambda = 1/n, with SDCA and gap
 sampling from the smoothed start, to the same certified duality gap ``--tol`` (or ``--epochs``),
 one thread. The order 2 model is the chain's (node attributes and bias rows, K x K bigram block)
-plus a K x K x K trigram block, trained as a junction tree (crfsdca.junction_oracle). Solver
+plus a K x K x K trigram block, trained as a junction tree (crfsdca.structures.junction). Solver
 seconds exclude the evaluations (primal once per epoch); the test set is the whole CoNLL-2000
 test split, scored once at the end with conlleval's chunk F1 (Viterbi / max-product MAP).
 
@@ -32,9 +32,9 @@ import numpy as np
 def problems(args):
     """(first-order Problem, second-order JunctionProblem) of the same encoded data."""
     import data_loaders
-    from crfsdca.features import FeatureMap
-    from crfsdca.junction_oracle import junction_problem, second_order_data
-    from crfsdca.problem import Problem
+    from crfsdca.features.feature_map import FeatureMap
+    from crfsdca.structures.junction import junction_problem, second_order_data
+    from crfsdca.structures.problem import Problem
 
     encoder, train, test = data_loaders.load_encoded(
         "conll2000", template=args.template, data_dir=args.data_dir,
@@ -49,8 +49,8 @@ def problems(args):
 
 
 def dual_gib(problem, dtype) -> float:
-    from crfsdca.dual import dual_state_bytes, junction_dual_bytes
-    from crfsdca.junction_oracle import JunctionProblem
+    from crfsdca.solvers.dual import dual_state_bytes, junction_dual_bytes
+    from crfsdca.structures.junction import JunctionProblem
 
     d = problem.feature_map.n_features
     if isinstance(problem, JunctionProblem):
@@ -61,7 +61,7 @@ def dual_gib(problem, dtype) -> float:
 
 def run(problem, args) -> dict:
     from crfsdca.evaluation import evaluate_data
-    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.monitor import Monitor
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
     config = SDCAConfig(sampling="gap", tol=args.tol, max_epochs=args.epochs, seed=args.seed,

@@ -25,11 +25,11 @@ import numpy as np
 
 
 def ewt(data_dir):
-    from crfsdca.attributes import make_encoder
-    from crfsdca.features import FeatureMap
-    from crfsdca.problem import Problem
-    from crfsdca.readers import read_conllu
-    from crfsdca.tree_oracle import TreeData, TreeProblem, trees_from_parents
+    from crfsdca.features.attributes import make_encoder
+    from crfsdca.features.feature_map import FeatureMap
+    from crfsdca.io.readers import read_conllu
+    from crfsdca.structures.problem import Problem
+    from crfsdca.structures.tree import TreeData, TreeProblem, trees_from_parents
 
     path = os.path.join(data_dir, "ud_english_ewt", "en_ewt-ud-train.conllu.gz")
     corpus = read_conllu(path, "upos")
@@ -44,9 +44,9 @@ def ewt(data_dir):
 
 def conll(n):
     import data_loaders
-    from crfsdca.features import FeatureMap
-    from crfsdca.junction_oracle import junction_problem, second_order_data
-    from crfsdca.problem import Problem
+    from crfsdca.features.feature_map import FeatureMap
+    from crfsdca.structures.junction import junction_problem, second_order_data
+    from crfsdca.structures.problem import Problem
 
     _, train, _ = data_loaders.load_encoded("conll2000")
     train = train.subset(np.arange(min(n, train.n_sequences)))

@@ -24,12 +24,12 @@ def main() -> None:
     parser.add_argument("--label", default="upos", choices=["upos", "xpos"])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    from crfsdca.attributes import make_encoder
-    from crfsdca.features import FeatureMap
+    from crfsdca.features.attributes import make_encoder
+    from crfsdca.features.feature_map import FeatureMap
+    from crfsdca.io.readers import read_conllu
     from crfsdca.kernels.batch import set_threads
-    from crfsdca.oracle import Oracle
-    from crfsdca.readers import read_conllu
-    from crfsdca.tree_oracle import TreeData, TreeOracle, trees_from_parents
+    from crfsdca.structures.chain import Oracle
+    from crfsdca.structures.tree import TreeData, TreeOracle, trees_from_parents
 
     set_threads(1)
     path = os.path.join(args.data_dir, "ud_english_ewt", "en_ewt-ud-train.conllu.gz")

@@ -13,24 +13,24 @@ from crfsdca.errors import (
     NotFittedError,
     WorkerLostError,
 )
-from crfsdca.features import FeatureMap
-from crfsdca.sequences import SequenceData
-from crfsdca.trace import Trace, TraceRecord, read_trace
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
+from crfsdca.solvers.trace import Trace, TraceRecord, read_trace
 
 if TYPE_CHECKING:
-    from crfsdca.estimator import CRF
-    from crfsdca.model import SequenceCRF
-    from crfsdca.monitor import Monitor
-    from crfsdca.problem import Problem
+    from crfsdca.estimators.crf import CRF
+    from crfsdca.estimators.model import SequenceCRF
     from crfsdca.solvers import SOLVERS
+    from crfsdca.solvers.monitor import Monitor
+    from crfsdca.structures.problem import Problem
 
 # names whose modules import the numba kernels (or scikit-learn, for CRF): loaded on first use,
 # so that the command line (``crfsdca --help``, ``crfsdca datasets list``) starts without them
 _LAZY = {
-    "CRF": "crfsdca.estimator",
-    "SequenceCRF": "crfsdca.model",
-    "Monitor": "crfsdca.monitor",
-    "Problem": "crfsdca.problem",
+    "CRF": "crfsdca.estimators.crf",
+    "SequenceCRF": "crfsdca.estimators.model",
+    "Monitor": "crfsdca.solvers.monitor",
+    "Problem": "crfsdca.structures.problem",
     "SOLVERS": "crfsdca.solvers",
 }
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from crfsdca.modelfile import atomic_write_bytes
-from crfsdca.trace import Trace, read_trace
+from crfsdca.io.modelfile import atomic_write_bytes
+from crfsdca.solvers.trace import Trace, read_trace
 
 __all__ = [
     "FORMATS",

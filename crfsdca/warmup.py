@@ -27,7 +27,7 @@ WARMUP_SENTENCES = (
 
 
 def _tiny_inputs(folder: Path):
-    from crfsdca.sources import load_inputs
+    from crfsdca.features.sources import load_inputs
 
     path = folder / "warmup.txt"
     text = "\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES)
@@ -44,7 +44,7 @@ def _tiny_inputs(folder: Path):
 
 def _train_once(solver: str, inputs) -> None:
     from crfsdca.errors import ConvergenceWarning
-    from crfsdca.model import SequenceCRF
+    from crfsdca.estimators.model import SequenceCRF
 
     model = SequenceCRF(
         solver=solver, n_bias_rows=inputs.encoder.default_bias_rows, max_epochs=2.0, seed=0

@@ -5,7 +5,8 @@
 
 Files are looked for under ``data_dir`` / ``--data-dir``, ``$CRFSDCA_DATA_DIR`` and the cache
 ``~/.cache/crfsdca``, and downloaded into the cache (checked by SHA-256) when absent. Only the
-public API of crfsdca (``crfsdca.io``, ``crfsdca.attributes``, ``crfsdca.sequences``) is used.
+public API of crfsdca (``crfsdca.io``, ``crfsdca.features.attributes``,
+``crfsdca.features.sequences``) is used.
 """
 
 from data_loaders.download import DatasetNotFoundError, default_cache_dir, sha256_of_content

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crfsdca.attributes import make_encoder
+from crfsdca.features.attributes import make_encoder
+from crfsdca.features.sequences import SequenceData
 from crfsdca.io import DenseCorpus, TokenCorpus
-from crfsdca.sequences import SequenceData
 from data_loaders import conll2000, conll2002, download, ewt, ocr
 from data_loaders.download import DatasetNotFoundError, default_cache_dir, locate, search_dirs
 from data_loaders.spec import Dataset
@@ -93,7 +93,7 @@ def load_encoded(
     name : str
         A key of ``DATASETS``.
     template : str, optional
-        Encoder name for :func:`crfsdca.attributes.make_encoder`; default: the dataset's.
+        Encoder name for :func:`crfsdca.features.attributes.make_encoder`; default: the dataset's.
     data_dir : path, optional
         Folder holding the data files (see :func:`find_data_file`).
     max_sequences : int, optional

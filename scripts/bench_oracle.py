@@ -45,12 +45,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import data_loaders
-from crfsdca.features import FeatureMap
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels.batch import max_threads, set_threads
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
-from crfsdca.sequences import SequenceData
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.problem import Problem
 
 QUICK_SEQUENCES = 2000
 

@@ -20,7 +20,8 @@ compute P* (cached afterwards; --quick: 4 minutes the first time).
 
 What is measured: for each solver, the wall time of optimisation, the epochs, the oracle calls and
 the parameter updates until the relative sub-optimality (P - P*) / P* first falls to 1e-1, 1e-2,
-1e-3 and 1e-4, with P* from ``crfsdca.reference.reference_optimum`` (L-BFGS to a certified gap of
+1e-3 and 1e-4, with P* from ``crfsdca.solvers.reference.reference_optimum`` (L-BFGS to a certified
+gap of
 ``--pstar-tol``, cached on disk). Oracle calls and updates are the counters of the trace records
 (``baselines.md`` §0): an oracle call is one marginalisation or one forward pass on one sequence,
 an update one change of w. SDCA makes one oracle call per update (its line search needs none);
@@ -79,14 +80,14 @@ import numpy as np
 
 import data_loaders
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.features import FeatureMap
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels.batch import max_threads, set_threads
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
-from crfsdca.reference import reference_optimum
-from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
-from crfsdca.trace import Trace, TraceRecord
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.solvers.reference import reference_optimum
+from crfsdca.solvers.trace import Trace, TraceRecord
+from crfsdca.structures.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_oracle import crfsuite_items, train_crfsuite  # noqa: E402

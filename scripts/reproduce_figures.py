@@ -10,7 +10,7 @@ Options are those of ``crfsdca reproduce --help`` (figures, datasets, --quick, -
 second run only redraws the figures and the report.
 """
 
-from crfsdca.cli_reproduce import reproduce
+from crfsdca.cli.reproduce import reproduce
 
 if __name__ == "__main__":
     reproduce(prog_name="reproduce_figures.py")

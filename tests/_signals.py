@@ -2,7 +2,7 @@
 
 A shell without job control starts a background job (``pytest ... &`` in a script) with SIGINT
 ignored; Python keeps that disposition and every process it starts inherits it across exec, and
-crfsdca keeps an inherited SIG_IGN too (crfsdca/interrupts.py). A test that sends or raises
+crfsdca keeps an inherited SIG_IGN too (crfsdca/solvers/interrupts.py). A test that sends or raises
 SIGINT therefore sets the disposition it means around what it starts or raises.
 """
 

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from crfsdca.features import FeatureMap
-from crfsdca.problem import Problem
-from crfsdca.sequences import SequenceData
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
+from crfsdca.structures.problem import Problem
 
 
 def random_sequences(seed, n=10, max_T=4, K=3, A=6, max_attrs=3, binary=False):

@@ -1,4 +1,4 @@
-"""Attribute templates and encoders (crfsdca.attributes)."""
+"""Attribute templates and encoders (crfsdca.features.attributes)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crfsdca.attributes import (
+from crfsdca.errors import NotFittedError
+from crfsdca.features.attributes import (
     TEMPLATE_SETS,
     AttributeEncoder,
     DenseEncoder,
@@ -25,7 +26,6 @@ from crfsdca.attributes import (
     suffix3,
     word_shape,
 )
-from crfsdca.errors import NotFittedError
 from crfsdca.io import AttributeCorpus, DenseCorpus, TokenCorpus, read_conll, read_conllu
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
@@ -338,7 +338,8 @@ def conll_train():
 def test_conll_attribute_count(conll_train):
     enc = make_encoder("conll")
     data = enc.fit_transform(conll_train)
-    # A, the per-template sizes and the active counts of the "conll" set (crfsdca/attributes.py,
+    # A, the per-template sizes and the active counts of the "conll" set
+    # (crfsdca/features/attributes.py,
     # CRFsuite's chunking.py templates; A = 74,658 is Table 1 of Le Priol et al.; the rest follow
     # SAG4CRF's coNLL_test.mat, checked below)
     assert enc.n_attributes == 74658
@@ -422,7 +423,7 @@ def ner_encoder():
 @needs_data
 def test_ner_attribute_count(ner_encoder):
     enc, data = ner_encoder
-    # the "ner" set of crfsdca/attributes.py (3.1e5 in Table 1 of Le Priol et al.)
+    # the "ner" set of crfsdca/features/attributes.py (3.1e5 in Table 1 of Le Priol et al.)
     assert enc.n_attributes == 310983
     assert [len(v) for v in enc.vocabularies][:5] == [27804, 27416, 26159, 112934, 111032]
     assert np.all(np.diff(data.attr_offsets) == 20)  # every training token has 20 attributes
@@ -460,7 +461,8 @@ def test_pos_attribute_count_on_ewt():
 
 
 def plain_pos_attribute_count(sentences, min_count=3):
-    """The "pos" set of crfsdca/attributes.py in plain Python: 13 templates over the word, its
+    """The "pos" set of crfsdca/features/attributes.py in plain Python: 13 templates over the word,
+    its
     NER shape and its 3-suffix, positional pads (__BOS1__, __BOS2__, ...), values seen >=
     min_count times."""
 

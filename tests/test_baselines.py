@@ -12,17 +12,17 @@ from _synthetic import random_problem
 from click.testing import CliRunner
 from scipy.special import logsumexp
 
-from crfsdca.cli import main
-from crfsdca.features import FeatureMap
+from crfsdca.cli.main import main
+from crfsdca.features.feature_map import FeatureMap
 from crfsdca.kernels import oeg as oeg_kernels
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.oeg import OEG, OEGConfig, gibbs_start
 from crfsdca.solvers.oeg import _Runner as OEGRunner
 from crfsdca.solvers.sag_nus import SAGNUS, SAGNUSConfig, SAGNUSSkipConfig
 from crfsdca.solvers.sag_nus import _Runner as SAGRunner
+from crfsdca.structures.problem import Problem
 
 BASELINES = ["sag-nus", "sag-nus-skip", "oeg"]
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
@@ -248,7 +248,7 @@ def test_cli_offers_the_baselines_and_rejects_foreign_options(corpus):
 @pytest.mark.parametrize("name", BASELINES)
 def test_baselines_reach_the_optimum_on_conll2000_head(name, tmp_path, monkeypatch):
     import data_loaders
-    from crfsdca.reference import reference_optimum
+    from crfsdca.solvers.reference import reference_optimum
 
     encoder, train, _ = data_loaders.load_encoded("conll2000", data_dir=DATA_DIR, max_sequences=200)
     fm = FeatureMap(train.n_attributes, train.n_labels, encoder.default_bias_rows)

@@ -13,10 +13,10 @@ import pytest
 from _signals import sigint
 from click.testing import CliRunner
 
-from crfsdca.checkpoint import load_checkpoint
-from crfsdca.cli import main
-from crfsdca.modelfile import load_model
-from crfsdca.trace import read_trace
+from crfsdca.cli.main import main
+from crfsdca.io.modelfile import load_model
+from crfsdca.solvers.checkpoint import load_checkpoint
+from crfsdca.solvers.trace import read_trace
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 needs_data = pytest.mark.skipif(

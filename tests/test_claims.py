@@ -38,7 +38,7 @@ from crfsdca.reproduce.verdicts import (
     faster,
     on_par,
 )
-from crfsdca.trace import Trace, TraceRecord
+from crfsdca.solvers.trace import Trace, TraceRecord
 
 N = 10  # sequences of every synthetic problem
 P_STAR = 1.0
@@ -440,7 +440,7 @@ def test_report_marks_every_claim_row_as_smoke_test(tmp_path):
 
 
 def test_cli_prints_one_marked_line_per_claim(tmp_path, monkeypatch):
-    from crfsdca.cli import main
+    from crfsdca.cli.main import main
     from crfsdca.reproduce import pipeline
 
     claims = check_claims(World(), BUDGETS, smoke=True)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from crfsdca.cli import main
-from crfsdca.trace import read_trace
+from crfsdca.cli.main import main
+from crfsdca.solvers.trace import read_trace
 
 SENTENCES = [
     [("The", "DT", "B-NP"), ("cat", "NN", "I-NP"), ("sat", "VBD", "B-VP"), (".", ".", "O")],
@@ -174,7 +174,7 @@ def test_datasets_list_names_every_dataset():
 def test_python_api_save_load_keeps_predictions(tmp_path):
     from _synthetic import random_sequences
 
-    from crfsdca.model import SequenceCRF
+    from crfsdca.estimators.model import SequenceCRF
 
     data = random_sequences(3, n=15, max_T=5)
     model = SequenceCRF(solver="sdca", max_epochs=20).fit(data)

@@ -19,7 +19,7 @@ import pytest
 from _signals import sigint
 from click.testing import CliRunner
 
-from crfsdca.cli import LAZY_COMMANDS, main
+from crfsdca.cli.main import LAZY_COMMANDS, main
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -303,7 +303,7 @@ def test_conllu_label_column(work):
         result = cli("train", work / "tree.conllu", "--template", "pos", *args, "--epochs", "1",
                      "-q", "--model", model)  # fmt: skip
         assert result.exit_code == 0, result.output
-        from crfsdca.model import SequenceCRF
+        from crfsdca.estimators.model import SequenceCRF
 
         return set(SequenceCRF.load(str(model)).label_names_)
 
@@ -396,7 +396,7 @@ def test_resume_by_appending_to_the_same_command(work, tmp_path, monkeypatch):
     resumed = cli(*common, "--epochs", "4", "--checkpoint", ck, "--model", tmp_path / "b.npz",
                   "--resume", ck)  # fmt: skip
     assert resumed.exit_code == 0, resumed.output
-    from crfsdca.modelfile import load_model
+    from crfsdca.io.modelfile import load_model
 
     np.testing.assert_array_equal(
         load_model(tmp_path / "a.npz")[0]["weights"], load_model(tmp_path / "b.npz")[0]["weights"]
@@ -417,11 +417,11 @@ def test_resume_by_appending_to_the_same_command(work, tmp_path, monkeypatch):
 
 
 def test_importing_the_cli_does_not_import_numba():
-    code = "import sys, crfsdca.cli; assert 'numba' not in sys.modules, 'numba imported'"
+    code = "import sys, crfsdca.cli.main; assert 'numba' not in sys.modules, 'numba imported'"
     subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
     for args in (["--help"], ["tag", "--help"], ["evaluate", "--help"], ["datasets", "list"]):
         code = (
-            "import sys\nfrom crfsdca.cli import main\n"
+            "import sys\nfrom crfsdca.cli.main import main\n"
             f"try:\n    main({args!r})\nexcept SystemExit as e:\n    assert not e.code\n"
             "assert 'numba' not in sys.modules, 'numba imported'"
         )
@@ -434,8 +434,8 @@ def test_importing_the_cli_does_not_import_numba():
 
 
 def test_lazy_train_help_matches_the_command():
-    from crfsdca.cli_train import train
-    from crfsdca.cli_warmup import warmup
+    from crfsdca.cli.train import train
+    from crfsdca.cli.warmup import warmup
 
     assert LAZY_COMMANDS["train"][2] == train.help.splitlines()[0]
     assert LAZY_COMMANDS["warmup"][2] == warmup.help.splitlines()[0]
@@ -447,7 +447,7 @@ def start_reading_stdin(tmp_path, *options):
     """``crfsdca train -`` copying stdin, once its copy has begun (the event the tests wait for).
 
     stdin stays open, so the command is in its copy loop until the test closes it. The copy is
-    made in TMPDIR (crfsdca/sources.py: local_path), here ``tmp_path``.
+    made in TMPDIR (crfsdca/features/sources.py: local_path), here ``tmp_path``.
     """
     command = [sys.executable, "-m", "crfsdca.cli", "train", "-", "--format", "conll",
                "--template", "conll", *options]  # fmt: skip
@@ -475,7 +475,7 @@ def test_ctrl_c_while_reading_is_one_line_and_exit_130(tmp_path):
 
 def test_started_with_sigint_ignored_the_command_keeps_ignoring_it(tmp_path):
     """A background job of a script (SIGINT ignored) is not stopped by the Ctrl-C of the
-    foreground (crfsdca/interrupts.py): it reads all of stdin and trains."""
+    foreground (crfsdca/solvers/interrupts.py): it reads all of stdin and trains."""
     with sigint(signal.SIG_IGN):
         proc = start_reading_stdin(tmp_path, "--epochs", "1", "-q", "--json")
     proc.send_signal(signal.SIGINT)
@@ -534,7 +534,7 @@ def test_chunk_model_on_the_pos_dataset_is_refused(tmp_path):
 
 
 def test_an_unexpected_exception_is_one_line_and_the_traceback_needs_v(capsys):
-    from crfsdca.cli_common import errors_to_exit
+    from crfsdca.cli.common import errors_to_exit
 
     for verbose in (0, 1):
         with pytest.raises(SystemExit) as exit_info, errors_to_exit(verbose):
@@ -551,7 +551,7 @@ def test_an_unexpected_exception_is_one_line_and_the_traceback_needs_v(capsys):
 def test_warnings_are_plain_lines_and_quiet_drops_them(capsys):
     import warnings
 
-    from crfsdca.cli_common import plain_warnings
+    from crfsdca.cli.common import plain_warnings
 
     with plain_warnings(quiet=False):
         warnings.warn("watch out", RuntimeWarning, stacklevel=1)

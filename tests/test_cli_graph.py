@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from crfsdca.cli import main
-from crfsdca.modelfile import load_model
+from crfsdca.cli.main import main
+from crfsdca.io.modelfile import load_model
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 EWT = Path(DATA_DIR or ".", "ud_english_ewt", "en_ewt-ud-train.conllu.gz")
@@ -113,11 +113,11 @@ def tree_model(tmp_path_factory):
 
 def expected_tags(model_path, sentences):
     """Predictions of the Python API on trees built here: heads, edge types by direction."""
-    from crfsdca.graphs import Tree
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.features.sources import encoder_from_model
     from crfsdca.io import TokenCorpus
-    from crfsdca.model import SequenceCRF
-    from crfsdca.sources import encoder_from_model
-    from crfsdca.tree_oracle import TreeData
+    from crfsdca.structures.graphs import Tree
+    from crfsdca.structures.tree import TreeData
 
     model = SequenceCRF.load(str(model_path))
     encoder = encoder_from_model(model.encoder)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from crfsdca.cli import main
-from crfsdca.modelfile import load_model
+from crfsdca.cli.main import main
+from crfsdca.io.modelfile import load_model
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 CONLL2000 = Path(DATA_DIR or ".", "conll2000")
@@ -50,9 +50,9 @@ def train_json(*args):
 def test_order2_trains_scores_and_saves_order(tmp_path):
     """SDCA certifies the gap, the printed F1 and primal are those of the saved weights, the
     model header records order 2 and the K^2 and K^3 blocks, and L-BFGS finds the same primal."""
-    from crfsdca.cli_junction import second_order_problem
+    from crfsdca.cli.junction import second_order_problem
     from crfsdca.evaluation import evaluate_data
-    from crfsdca.sources import load_inputs
+    from crfsdca.features.sources import load_inputs
 
     data = chunk_file(tmp_path / "train.txt")
     common = [data, "--template", "conll", "--test", data, "--order", "2"]
@@ -193,8 +193,8 @@ def test_full_conll2000_order2_sdca_refuses_before_allocating(monkeypatch):
 
 def python_labels(model_path, data_path):
     """Labels the Python API predicts for a CoNLL file with a model file."""
-    from crfsdca.model import SequenceCRF
-    from crfsdca.sources import encoder_from_model, read_corpus
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.features.sources import encoder_from_model, read_corpus
 
     model = SequenceCRF.load(str(model_path))
     assert (model.graph_, model.order_) == ("junction", 2)
@@ -233,10 +233,10 @@ def test_evaluate_and_tag_read_order2_models(tmp_path):
 
 def test_evaluate_and_tag_refuse_custom_junction_models(tmp_path):
     """A junction model with its own cliques cannot be given its trees on the command line."""
-    from crfsdca.attributes import make_encoder
-    from crfsdca.junction_oracle import junctions_from_cliques
-    from crfsdca.model import SequenceCRF
-    from crfsdca.sources import read_corpus
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.features.attributes import make_encoder
+    from crfsdca.features.sources import read_corpus
+    from crfsdca.structures.junction import junctions_from_cliques
 
     data = chunk_file(tmp_path / "train.txt", n=6)
     encoder = make_encoder("conll")

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from crfsdca.cli import main
-from crfsdca.model import SequenceCRF
-from crfsdca.sources import encode_eval, encoder_from_model, resolve
+from crfsdca.cli.main import main
+from crfsdca.estimators.model import SequenceCRF
+from crfsdca.features.sources import encode_eval, encoder_from_model, resolve
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 TEST_FILE = Path(DATA_DIR or ".", "conll2000", "test.txt.gz")

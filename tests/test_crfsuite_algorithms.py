@@ -18,7 +18,7 @@ import pytest
 from _conll_dicts import conll_dicts
 
 from crfsdca import CRF
-from crfsdca.crfsuite_file import read_crfsuite_model
+from crfsdca.io.crfsuite_file import read_crfsuite_model
 from crfsdca.kernels.crand import crfsuite_shuffle, new_state, rand_next
 
 pycrfsuite = pytest.importorskip("pycrfsuite")

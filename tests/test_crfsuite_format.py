@@ -17,19 +17,18 @@ from click.testing import CliRunner
 
 pycrfsuite = pytest.importorskip("pycrfsuite")
 
-from crfsdca.attributes import encoder_from_dict, make_encoder  # noqa: E402
-from crfsdca.cli import main  # noqa: E402
-from crfsdca.cqdb import build_cqdb, hashlittle, hashlittle_many, read_cqdb  # noqa: E402
-from crfsdca.crfsuite_file import read_crfsuite_model  # noqa: E402
-from crfsdca.crfsuite_format import (  # noqa: E402
+from crfsdca.cli.main import main  # noqa: E402
+from crfsdca.errors import ModelFormatError  # noqa: E402
+from crfsdca.estimators.crfsuite_format import (  # noqa: E402
     BIAS_ATTRIBUTES,
     attribute_names,
     crfsuite_items,
     export_crfsuite,
     import_crfsuite,
 )
-from crfsdca.errors import ModelFormatError  # noqa: E402
-from crfsdca.features import FeatureMap  # noqa: E402
+from crfsdca.estimators.model import SequenceCRF  # noqa: E402
+from crfsdca.features.attributes import encoder_from_dict, make_encoder  # noqa: E402
+from crfsdca.features.feature_map import FeatureMap  # noqa: E402
 from crfsdca.io import (  # noqa: E402
     AttributeCorpus,
     TokenCorpus,
@@ -37,7 +36,8 @@ from crfsdca.io import (  # noqa: E402
     read_crfsuite,
     write_crfsuite,
 )
-from crfsdca.model import SequenceCRF  # noqa: E402
+from crfsdca.io.cqdb import build_cqdb, hashlittle, hashlittle_many, read_cqdb  # noqa: E402
+from crfsdca.io.crfsuite_file import read_crfsuite_model  # noqa: E402
 
 NAMES = ["w[0]=the", "w[0]=ünïcode", "pos[0]=NN", "a b", "x:y", "", "__BOS__", "suf=ing"]
 LABELS = ("B-NP", "I-NP", "O", "é-X")

@@ -16,7 +16,7 @@ import pooch
 import pytest
 
 import data_loaders
-from crfsdca.attributes import make_encoder
+from crfsdca.features.attributes import make_encoder
 from data_loaders import (
     DATASETS,
     DataFile,

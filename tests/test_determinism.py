@@ -21,8 +21,8 @@ import pytest
 from _synthetic import random_sequences
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.model import SequenceCRF
-from crfsdca.samplers import SCHEMES
+from crfsdca.estimators.model import SequenceCRF
+from crfsdca.solvers.samplers import SCHEMES
 
 RUNS = [("sdca", {"sampling": s}) for s in SCHEMES] + [("lbfgs", {})]
 

@@ -16,7 +16,7 @@ import pytest
 from _synthetic import random_problem
 
 from crfsdca.distributed import DatasetShard, WorkerLostError, fit, simulate
-from crfsdca.monitor import Monitor
+from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
 distributed = pytest.importorskip("distributed")
@@ -198,8 +198,8 @@ def test_cli_trains_on_a_local_cluster_and_reports_the_distributed_fields(tmp_pa
     from click.testing import CliRunner
     from test_checkpoint import synthetic_conll
 
-    from crfsdca.cli import main
-    from crfsdca.trace import read_trace
+    from crfsdca.cli.main import main
+    from crfsdca.solvers.trace import read_trace
 
     data = synthetic_conll(tmp_path / "train.txt", n=60, seed=2)
     args = ["train", str(data), "--format", "conll", "--template", "conll", "--workers", "2"]
@@ -230,8 +230,8 @@ def test_cli_distributed_misuse_is_one_line(tmp_path, monkeypatch):
     from click.testing import CliRunner
     from test_checkpoint import synthetic_conll
 
-    from crfsdca import cli_distributed
-    from crfsdca.cli import main
+    from crfsdca.cli import distributed as cli_distributed
+    from crfsdca.cli.main import main
 
     data = str(synthetic_conll(tmp_path / "train.txt", n=10))
     common = ["train", data, "--format", "conll", "--template", "conll"]

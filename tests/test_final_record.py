@@ -16,12 +16,12 @@ from _synthetic import random_problem
 from click.testing import CliRunner
 from test_checkpoint import synthetic_conll
 
-from crfsdca.cli import main
+from crfsdca.cli.main import main
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.modelfile import load_model
-from crfsdca.monitor import Monitor
+from crfsdca.io.modelfile import load_model
 from crfsdca.solvers import SOLVERS
-from crfsdca.trace import read_trace
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.solvers.trace import read_trace
 
 DUAL_SOLVERS = ("sdca", "oeg")
 #: CRFsuite's algorithms but L-BFGS: no duality gap, so no tol stop; counters in the result
@@ -138,7 +138,7 @@ def test_ctrl_c_stop(name):
 
 def test_an_ignored_sigint_stays_ignored_during_training():
     """Started with SIGINT ignored (a background job of a script), a run is not stopped by it
-    and leaves the disposition as it found it (crfsdca/interrupts.py)."""
+    and leaves the disposition as it found it (crfsdca/solvers/interrupts.py)."""
     problem = problem_for_tests()
     seen = []
 
@@ -199,7 +199,7 @@ def test_the_test_set_is_scored_when_asked_and_the_certificate_always(name, scor
     the last (the returned state's, equal to the error of its predictions) or in none."""
     from _synthetic import random_sequences
 
-    from crfsdca.problem import Problem
+    from crfsdca.structures.problem import Problem
 
     train = problem_for_tests()
     test = random_sequences(9, n=20, max_T=6, K=3, A=8)

@@ -27,9 +27,14 @@ from _front_door import (
 )
 from test_cli_errors import ENV, cli, one_error_line, usage_error
 
-from crfsdca.atomicfile import _HOST, atomic_write_bytes, check_writable, remove_stale_temporaries
 from crfsdca.errors import OutputPathError
-from crfsdca.modelfile import save_model
+from crfsdca.io.atomicfile import (
+    _HOST,
+    atomic_write_bytes,
+    check_writable,
+    remove_stale_temporaries,
+)
+from crfsdca.io.modelfile import save_model
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +130,7 @@ def test_a_kill_9_during_a_save_leaves_no_temporary_for_long(tmp_path):
     target = tmp_path / "model.npz"
     code = (
         "import os, signal, sys\n"
-        "from crfsdca.atomicfile import atomic_open\n"
+        "from crfsdca.io.atomicfile import atomic_open\n"
         f"with atomic_open({str(target)!r}, 'wb') as f:\n"
         "    f.write(b'half'); f.flush()\n"
         "    print('writing', flush=True)\n"
@@ -241,7 +246,7 @@ def test_train_on_a_registered_conllu_dataset_learns_the_label_asked_for(work, f
     result = cli("train", "ewt-pos", "--label", "upos", "--data-dir", fake_ewt, "--epochs", "3",
                  "-q", "--model", model)  # fmt: skip
     assert result.exit_code == 0, result.output
-    from crfsdca.model import SequenceCRF
+    from crfsdca.estimators.model import SequenceCRF
 
     loaded = SequenceCRF.load(model)
     assert set(loaded.label_names_) == {"DET", "NOUN", "VERB"} and loaded.meta["label"] == "upos"

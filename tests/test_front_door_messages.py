@@ -255,7 +255,7 @@ def test_bad_heads_are_file_line_for_trees_and_ignored_by_chains(work, tmp_path,
 
 
 def test_the_reader_keeps_the_first_head_problem_for_tree_readers(tmp_path):
-    from crfsdca.readers import read_conllu
+    from crfsdca.io.readers import read_conllu
 
     corpus = read_conllu(conllu_with_heads(tmp_path / "x.conllu", ["\u0663", "0", "2"]))
     assert corpus.heads == [] and corpus.labels[1] == ["DT", "NN", "VBD"]
@@ -294,7 +294,7 @@ def test_a_scheduler_address_that_is_not_one_is_a_usage_error(work, address):
 def test_the_scheduler_check_times_out_apart_from_the_round_timeout(monkeypatch):
     import socket
 
-    from crfsdca.cli_distributed import check_scheduler
+    from crfsdca.cli.distributed import check_scheduler
 
     def silent(address, timeout):
         assert timeout == 0.5

@@ -1,6 +1,7 @@
 """Malformed, hostile and random input for every corpus reader, directly and through the CLI.
 
-Policy (decided here, documented in ``crfsdca/textfile.py`` and ``crfsdca/readers.py``): a reader
+Policy (decided here, documented in ``crfsdca/io/textfile.py`` and ``crfsdca/io/readers.py``): a
+reader
 either returns a corpus or raises ``DataFormatError`` whose message names ``file:line`` (or only
 the file when no line is to blame, e.g. an empty file) and says what was expected. Nothing else
 may escape, nothing may hang, and one line costs at most ``MAX_LINE_BYTES`` of memory.
@@ -32,7 +33,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crfsdca.cli import main
+from crfsdca.cli.main import main
 from crfsdca.errors import DataFormatError
 from crfsdca.io import (
     MAX_COLUMNS,
@@ -337,7 +338,7 @@ def _check_heads(corpus: TokenCorpus) -> None:
     """CoNLL-U heads are trees on every sentence, or absent with the first problem's line."""
     import numpy as np
 
-    from crfsdca.graphs import Tree
+    from crfsdca.structures.graphs import Tree
 
     if corpus.heads:
         assert corpus.head_problem is None and len(corpus.heads) == len(corpus.labels)

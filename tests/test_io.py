@@ -405,7 +405,7 @@ def _read_all(read, path):
 
 def _line_by_line(path):
     """TextLines as it read before chunks: every line through _read_line and _decode."""
-    from crfsdca.textfile import TextLines
+    from crfsdca.io.textfile import TextLines
 
     text = TextLines(path)
     try:
@@ -423,7 +423,7 @@ def test_chunked_reading_equals_line_by_line_reading(tmp_path, monkeypatch, comp
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from crfsdca import textfile
+    from crfsdca.io import textfile
 
     monkeypatch.setattr(textfile, "CHUNK_BYTES", 5)
     monkeypatch.setattr(textfile, "MAX_LINE_BYTES", 12)

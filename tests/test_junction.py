@@ -7,10 +7,10 @@ import pytest
 from _synthetic import random_sequences
 
 from crfsdca.errors import GraphError
-from crfsdca.features import FeatureMap
-from crfsdca.graphs import chain_graph
-from crfsdca.junction import JunctionTree, junction_from_tree, second_order_chain
-from crfsdca.junction_oracle import JunctionData, junctions_from_cliques, second_order_data
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.structures.graphs import chain_graph
+from crfsdca.structures.junction import JunctionData, junctions_from_cliques, second_order_data
+from crfsdca.structures.junction_tree import JunctionTree, junction_from_tree, second_order_chain
 
 
 def test_second_order_chain_cliques_separators_and_factors():
@@ -86,7 +86,7 @@ def test_bad_junction_data_names_the_example():
     with pytest.raises(GraphError, match=r"example 1: factor type 1 is not declared"):
         JunctionData(nodes, tuple(graphs), factor_arities=(2,))
     cliques = [[(v,) for v in range(T)] for T in lengths]
-    from crfsdca.junction_oracle import junction_problem
+    from crfsdca.structures.junction import junction_problem
 
     with pytest.raises(GraphError, match=r"the junction trees have no factors"):
         junction_problem(junctions_from_cliques(nodes, cliques, [[] for _ in lengths]))
@@ -103,7 +103,7 @@ def test_bad_junction_data_names_the_example():
 def test_unknown_training_labels_name_the_example_and_node():
     from dataclasses import replace
 
-    from crfsdca.junction_oracle import JunctionOracle, junction_problem
+    from crfsdca.structures.junction import JunctionOracle, junction_problem
 
     nodes = random_sequences(0, n=4, max_T=4, K=3)
     labels = nodes.labels.copy()

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 import crfsdca
-from crfsdca.attributes import make_encoder
 from crfsdca.errors import GraphError, ModelFormatError
-from crfsdca.graphs import chain_graph
+from crfsdca.estimators.model import SequenceCRF
+from crfsdca.features.attributes import make_encoder
 from crfsdca.io import AttributeCorpus
-from crfsdca.junction_oracle import junctions_from_cliques, second_order_data
-from crfsdca.model import SequenceCRF
-from crfsdca.modelfile import load_model, save_model
-from crfsdca.tree_oracle import TreeData
+from crfsdca.io.modelfile import load_model, save_model
+from crfsdca.structures.graphs import chain_graph
+from crfsdca.structures.junction import junctions_from_cliques, second_order_data
+from crfsdca.structures.tree import TreeData
 
 LENGTHS = [6, 1, 2, 3, 5, 4]
 
@@ -254,7 +254,7 @@ def test_crf_order2_fits_what_order1_cannot_and_saves(tmp_path):
 def test_crf_order2_is_sequence_crf_order2_on_the_encoded_data():
     from sklearn.base import clone
 
-    from crfsdca.featuredicts import FeatureDictEncoder
+    from crfsdca.features.featuredicts import FeatureDictEncoder
 
     rng = np.random.default_rng(8)
     X = [[{"w": str(rng.choice(list("abcd"))), "x": float(rng.normal())} for _ in range(T)]

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from _synthetic import random_sequences
 
-from crfsdca.features import FeatureMap
-from crfsdca.junction_oracle import (
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.chain import Oracle
+from crfsdca.structures.junction import (
     JunctionOracle,
     junction_problem,
     junctions_from_cliques,
     second_order_data,
 )
-from crfsdca.monitor import Monitor
-from crfsdca.oracle import Oracle
-from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 
 
 def custom_data(seed=0, n=8, max_T=5, K=3, A=6):
@@ -128,7 +128,7 @@ def test_scaled_kernels_equal_the_log_space_kernels(kind, scale):
 
 def test_uncached_projection_patterns_give_the_same_results(monkeypatch):
     """With no budget for cached projection arrays every projection is computed per table."""
-    from crfsdca import junction_pack
+    from crfsdca.structures import junction_pack
 
     nodes = random_sequences(11, n=10, max_T=7, K=3, A=6)
     cached = junction_problem(custom_data(11, n=10, max_T=7))

@@ -8,14 +8,13 @@ import pytest
 from _synthetic import random_sequences
 from test_junction_oracle import custom_data
 
-from crfsdca.dual import junction_weights_from_dual
-from crfsdca.junction_oracle import junction_problem, second_order_data
 from crfsdca.kernels import sdca_epoch
-from crfsdca.monitor import Monitor
 from crfsdca.solvers import sdca as sdca_module
+from crfsdca.solvers.dual import junction_weights_from_dual
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
-from crfsdca.structures import structure_of
+from crfsdca.structures.junction import junction_problem, second_order_data
 
 
 def problem_of(kind, seed=6, n=30):
@@ -26,7 +25,7 @@ def problem_of(kind, seed=6, n=30):
 
 def exact_gaps(problem, state):
     d = state.dual
-    return sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
+    return sdca_epoch.exact_gaps(problem.structure.blocks, d.log_edge, d.log_node, d.weights)
 
 
 def dual_value(problem, state):
@@ -69,7 +68,7 @@ def test_sdca_on_junction_trees_reaches_the_lbfgs_optimum(kind, sampling):
     np.testing.assert_allclose(
         d.weights, junction_weights_from_dual(problem, d.log_edge), rtol=1e-9, atol=1e-12
     )
-    entropies = structure_of(problem).entropies(d.log_node, d.log_edge)
+    entropies = problem.structure.entropies(d.log_node, d.log_edge)
     np.testing.assert_allclose(d.entropies, entropies, rtol=1e-10, atol=1e-12)
 
 

@@ -13,22 +13,21 @@ import pytest
 from scipy.special import logsumexp
 from test_tree_solvers import nodes_of, solve, without_time
 
-from crfsdca.checkpoint import load_checkpoint, save_checkpoint
-from crfsdca.dual import junction_dual_bytes, junction_weights_from_dual
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.features import FeatureMap
-from crfsdca.junction_oracle import (
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.kernels import junction_scaled, sdca_epoch
+from crfsdca.solvers import SOLVERS
+from crfsdca.solvers import sdca as sdca_module
+from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
+from crfsdca.solvers.dual import junction_dual_bytes, junction_weights_from_dual
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.junction import (
     junction_problem,
     junctions_from_cliques,
     make_workspace,
     second_order_data,
 )
-from crfsdca.kernels import junction_scaled, sdca_epoch
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
-from crfsdca.solvers import SOLVERS
-from crfsdca.solvers import sdca as sdca_module
-from crfsdca.structures import structure_of
+from crfsdca.structures.problem import Problem
 
 K, A = 3, 7
 # cliques of up to 3 nodes joined by separators of 2 and of 1 nodes, a forest, a single node
@@ -193,9 +192,9 @@ def check_dual_identities(problem, dual, last):
     d, _oracle = dual, problem.oracle
     w_hat = junction_weights_from_dual(problem, d.log_edge)
     np.testing.assert_allclose(d.weights, w_hat, rtol=1e-9, atol=1e-12)
-    gaps = sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
+    gaps = sdca_epoch.exact_gaps(problem.structure.blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-7, abs=1e-14)
-    entropies = structure_of(problem).entropies(d.log_node, d.log_edge)
+    entropies = problem.structure.entropies(d.log_node, d.log_edge)
     np.testing.assert_allclose(d.entropies, entropies, rtol=1e-10, atol=1e-12)
 
 

@@ -9,15 +9,19 @@ import numpy as np
 import pytest
 from _synthetic import random_sequences
 
-from crfsdca.features import FeatureMap
-from crfsdca.graphs import Tree
-from crfsdca.junction import JunctionTree, junction_from_tree, second_order_chain
-from crfsdca.junction_oracle import JunctionData, JunctionOracle, JunctionProblem
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels import segments
-from crfsdca.oracle import Oracle
-from crfsdca.sequences import SequenceData
-from crfsdca.structures import JunctionStructure
-from crfsdca.tree_oracle import TreeData, TreeOracle
+from crfsdca.structures.chain import Oracle
+from crfsdca.structures.graphs import Tree
+from crfsdca.structures.junction import (
+    JunctionData,
+    JunctionOracle,
+    JunctionProblem,
+    JunctionStructure,
+)
+from crfsdca.structures.junction_tree import JunctionTree, junction_from_tree, second_order_chain
+from crfsdca.structures.tree import TreeData, TreeOracle
 
 ARITIES = (2, 3, 1)
 # hand-made junction trees: cliques of 3 with separators of 2 and 1, a forest, a clique of 4,

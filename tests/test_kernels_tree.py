@@ -9,8 +9,8 @@ import pytest
 from _reference import log_marginals
 
 from crfsdca.errors import GraphError
-from crfsdca.graphs import Tree, chain_graph
 from crfsdca.kernels import tree as kt
+from crfsdca.structures.graphs import Tree, chain_graph
 
 TREES = {
     "single node": [-1],

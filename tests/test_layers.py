@@ -23,21 +23,16 @@ NAMES = {
     FRONT: "model/CLI",
 }
 
+#: the packages (and the few top-level modules) of each layer
 LAYERS = {
-    # plain data types, errors, files and traces: no solver or model knowledge
-    BASE: """_dtypes errors interrupts corpora textfile cqdb evaluation metrics modelfile trace
-             layout objectives atomicfile writable""",
-    # data, feature layout, graphs and one oracle per structure kind
-    STRUCTURES: """sequences features graphs attributes readers io featuredicts sources oracle
-                   tree_oracle junction junction_pack junction_oracle structures problem
-                   crfsuite_file radii min_freq""",
-    # solvers and what they share (dual states, samplers, the monitor, checkpoints, Dask)
-    SOLVERS: """dual samplers monitor checkpoint reference incremental distributed
-                _partition solvers""",
-    # the user's side: facades, export, plots, the command line, the reproduction
-    FRONT: """crfsdca model model_junction model_header estimator estimator_graphs
-              estimator_params estimator_checks estimator_fitted crfsuite_format crfsuite_tagger
-              tagging plotting warmup cli reproduce""",
+    # plain data types, errors, files, corpora and scores: no solver or model knowledge
+    BASE: "_dtypes errors evaluation metrics io",
+    # data, feature layout and one module per structure kind: oracle, problem, objective
+    STRUCTURES: "features structures",
+    # solvers and what they share (dual states, samplers, the monitor, traces, checkpoints, Dask)
+    SOLVERS: "solvers distributed",
+    # the user's side: models and estimators, export, plots, the command line, the reproduction
+    FRONT: "crfsdca estimators plotting warmup cli reproduce",
 }
 
 
@@ -46,8 +41,6 @@ def layer_of(module: str) -> int | None:
     if parts[:2] == ["crfsdca", "kernels"]:
         return KERNELS
     name = parts[1] if len(parts) > 1 else "crfsdca"
-    if name.startswith("cli"):
-        name = "cli"
     for layer, names in LAYERS.items():
         if name in names.split():
             return layer

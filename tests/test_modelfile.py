@@ -1,4 +1,4 @@
-"""Tests of crfsdca.modelfile: pickle-free, atomic model files."""
+"""Tests of crfsdca.io.modelfile: pickle-free, atomic model files."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 import crfsdca
 from crfsdca.errors import ModelFormatError
-from crfsdca.modelfile import (
+from crfsdca.io.modelfile import (
     FORMAT_NAME,
     FORMAT_VERSION,
     atomic_write_text,

@@ -16,7 +16,7 @@ from _reference import (
 
 from crfsdca import FeatureMap
 from crfsdca.kernels import batch, chain
-from crfsdca.oracle import Oracle
+from crfsdca.structures.chain import Oracle
 
 RTOL = 1e-10
 

@@ -22,12 +22,12 @@ import pytest
 
 pycrfsuite = pytest.importorskip("pycrfsuite")
 
-from crfsdca.attributes import AttributeEncoder, make_encoder  # noqa: E402
-from crfsdca.features import FeatureMap  # noqa: E402
+from crfsdca.features.attributes import AttributeEncoder, make_encoder  # noqa: E402
+from crfsdca.features.feature_map import FeatureMap  # noqa: E402
 from crfsdca.io import AttributeCorpus, read_crfsuite, write_crfsuite  # noqa: E402
-from crfsdca.monitor import Monitor  # noqa: E402
-from crfsdca.problem import Problem  # noqa: E402
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig  # noqa: E402
+from crfsdca.solvers.monitor import Monitor  # noqa: E402
+from crfsdca.structures.problem import Problem  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

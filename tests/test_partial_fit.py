@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from crfsdca import CRF
-from crfsdca.dual import weights_from_dual
-from crfsdca.features import FeatureMap
-from crfsdca.problem import Problem
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.solvers.dual import weights_from_dual
+from crfsdca.structures.problem import Problem
 
 WORDS = ["the", "a", "dog", "cat", "runs", "sleeps", "here", "now", "big", "small"]
 TAGS = {"the": "DET", "a": "DET", "dog": "N", "cat": "N", "runs": "V", "sleeps": "V",

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 pytest.importorskip("matplotlib")
 
 from crfsdca import plotting  # noqa: E402
-from crfsdca.cli import main  # noqa: E402
-from crfsdca.trace import Trace, TraceRecord  # noqa: E402
+from crfsdca.cli.main import main  # noqa: E402
+from crfsdca.solvers.trace import Trace, TraceRecord  # noqa: E402
 
 MAGIC = {".png": b"\x89PNG", ".pdf": b"%PDF", ".svg": b"<?xml"}
 

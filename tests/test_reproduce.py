@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from crfsdca.cli import main
+from crfsdca.cli.main import main
 from crfsdca.reproduce import FIGURES, QUICK_BUDGETS, Experiment, reproduce, trace_path
 from crfsdca.reproduce.claims import SMOKE, check_claims
 from crfsdca.reproduce.figures import Traces
 from crfsdca.reproduce.plan import Panel
-from crfsdca.trace import read_trace
+from crfsdca.solvers.trace import read_trace
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 needs_data = pytest.mark.skipif(

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from crfsdca import CRF, NotFittedError
-from crfsdca.featuredicts import item_attributes
+from crfsdca.features.featuredicts import item_attributes
 from crfsdca.metrics import flat_accuracy
 
 NAMES = ["anna", "piet", "jan", "marie"]
@@ -231,9 +231,9 @@ def test_bad_parameters(data):
 
 def test_c2_is_crfsuites_scale(data):
     """c2 and lambda = 2 c2 / n give the same weights; c1=0 is accepted."""
-    from crfsdca.estimator_params import CRFSUITE_LBFGS, one_blas_thread
-    from crfsdca.featuredicts import FeatureDictEncoder
-    from crfsdca.model import SequenceCRF
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.estimators.params import CRFSUITE_LBFGS, one_blas_thread
+    from crfsdca.features.featuredicts import FeatureDictEncoder
 
     (X, y), _ = data
     dense = {"all_possible_states": True, "all_possible_transitions": True}
@@ -281,8 +281,8 @@ def test_model_filename_saves_and_loads(data, tmp_path):
 
 
 def test_model_filename_refuses_other_models(data, tmp_path):
-    from crfsdca.model import SequenceCRF
-    from crfsdca.sequences import SequenceData
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.features.sequences import SequenceData
 
     path = tmp_path / "dense.npz"
     data = SequenceData([0, 2], [0, 1, 2], [0, 1], [1.0, 1.0], [0, 1], 2, ("A", "B"))
@@ -321,7 +321,7 @@ def _run_python(code: str) -> str:
 
 
 def test_core_and_cli_do_not_import_sklearn():
-    code = "import sys, crfsdca, crfsdca.cli, crfsdca.metrics; print('sklearn' in sys.modules)"
+    code = "import sys, crfsdca, crfsdca.cli.main, crfsdca.metrics; print('sklearn' in sys.modules)"
     assert _run_python(code).strip() == "False"
 
 

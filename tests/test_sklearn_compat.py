@@ -221,7 +221,7 @@ def test_random_state_message_is_sklearns(data):
 
 
 def test_unwritable_model_filename_is_refused_before_training(data, tmp_path, monkeypatch):
-    from crfsdca import model as model_module
+    from crfsdca.estimators import model as model_module
 
     X, y = data
 

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from crfsdca import CRF
-from crfsdca.featuredicts import FeatureDictEncoder
-from crfsdca.features import FeatureMap
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.featuredicts import FeatureDictEncoder
 from crfsdca.metrics import flat_accuracy
-from crfsdca.problem import Problem
+from crfsdca.structures.problem import Problem
 
 sklearn_crfsuite = pytest.importorskip("sklearn_crfsuite")
 

@@ -16,11 +16,11 @@ from _reference import expected_features, features, loss, make_data
 from scipy.optimize import minimize
 
 from crfsdca import CRF
-from crfsdca.featuredicts import FeatureDictEncoder, item_attributes
-from crfsdca.features import FeatureMap, observed_features
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
+from crfsdca.features.feature_map import FeatureMap, observed_features
+from crfsdca.features.featuredicts import FeatureDictEncoder, item_attributes
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.problem import Problem
 
 LAM = 0.05
 
@@ -233,7 +233,7 @@ def test_estimator_default_lbfgs_is_crfsuites_sparse_model(tmp_path):
 
 def test_sparse_model_exports_to_crfsuite(tmp_path):
     pycrfsuite = pytest.importorskip("pycrfsuite")
-    from crfsdca.crfsuite_format import crfsuite_items
+    from crfsdca.estimators.crfsuite_format import crfsuite_items
 
     X, y = _tiny_corpus()
     crf = CRF(algorithm="lbfgs", c2=0.1).fit(X, y)

@@ -31,12 +31,12 @@ from _synthetic import random_problem, random_sequences
 from scipy.special import logsumexp
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.features import FeatureMap
-from crfsdca.model import SequenceCRF
-from crfsdca.oracle import Oracle
-from crfsdca.sequences import SequenceData
+from crfsdca.estimators.model import SequenceCRF
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
+from crfsdca.structures.chain import Oracle
 
 SOLVERS = ("sdca", "lbfgs")
 FLOOR = 1e-13  # absolute floor of the log-marginal comparison, relative to the potentials

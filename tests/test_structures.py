@@ -7,26 +7,25 @@ import pytest
 from _synthetic import random_sequences
 from test_tree_oracle import tree_data
 
-from crfsdca.features import FeatureMap
-from crfsdca.junction import JunctionTree
-from crfsdca.junction_oracle import JunctionData, JunctionOracle, JunctionProblem, second_order_data
+from crfsdca.features.feature_map import FeatureMap
 from crfsdca.kernels import sdca as K_sdca
-from crfsdca.oracle import Oracle
-from crfsdca.problem import Problem
-from crfsdca.structures import ChainStructure, JunctionStructure, TreeStructure, merge_runs
-from crfsdca.tree_oracle import TreeOracle, TreeProblem
+from crfsdca.structures.chain import ChainStructure, Oracle
+from crfsdca.structures.junction import (
+    JunctionData,
+    JunctionOracle,
+    JunctionProblem,
+    JunctionStructure,
+    second_order_data,
+)
+from crfsdca.structures.junction_tree import JunctionTree
+from crfsdca.structures.problem import Problem
+from crfsdca.structures.tree import TreeOracle, TreeProblem, TreeStructure
 
 
 def stacked(oracle, n, w):
     """Every example's log-marginals at w, packed like the dual state."""
     parts = [[a.copy() for a in oracle.marginals(i, w)[1:]] for i in range(n)]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
-def test_merge_runs_joins_equal_neighbours_and_drops_empty_runs():
-    off, length, coef = merge_runs([3, 3, 0, 3, 9], [0, -1, 2, -1, 1])
-    assert off.tolist() == [0, 3, 9] and length.tolist() == [3, 6, 9]
-    assert coef.tolist() == [0.0, -1.0, 1.0]
 
 
 def chain_entropies(nodes, log_node, log_edge):

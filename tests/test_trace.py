@@ -1,4 +1,4 @@
-"""Tests of crfsdca.trace: records, JSONL round trip, atomic writes and malformed files."""
+"""Tests of crfsdca.solvers.trace: records, JSONL round trip, atomic writes and malformed files."""
 
 from __future__ import annotations
 
@@ -9,9 +9,16 @@ import math
 import numpy as np
 import pytest
 
-import crfsdca.modelfile
+import crfsdca.io.modelfile
 from crfsdca.errors import DataFormatError
-from crfsdca.trace import FIELDS, TRACE_FORMAT, TRACE_VERSION, Trace, TraceRecord, read_trace
+from crfsdca.solvers.trace import (
+    FIELDS,
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    Trace,
+    TraceRecord,
+    read_trace,
+)
 
 NAN = float("nan")
 
@@ -184,9 +191,9 @@ def test_to_jsonl_is_atomic(tmp_path, monkeypatch):
             f.write(text.encode(encoding)[:10])
             raise OSError("disk full")
 
-        crfsdca.modelfile.atomic_write_bytes(path, write)
+        crfsdca.io.modelfile.atomic_write_bytes(path, write)
 
-    monkeypatch.setattr("crfsdca.trace.atomic_write_text", fail)
+    monkeypatch.setattr("crfsdca.solvers.trace.atomic_write_text", fail)
     trace = make_trace()
     trace.append(TraceRecord(solver="sdca", epoch=3, oracle_calls=12, updates=12, seconds=2))
     with pytest.raises(OSError, match="disk full"):

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 from test_checkpoint import synthetic_conll
 
-from crfsdca.cli import main
+from crfsdca.cli.main import main
 
 pytest.importorskip("matplotlib")
 

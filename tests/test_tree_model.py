@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import crfsdca
-from crfsdca.attributes import make_encoder
 from crfsdca.errors import GraphError, ModelFormatError
-from crfsdca.graphs import Tree, chain_graph
+from crfsdca.estimators.model import SequenceCRF
+from crfsdca.features.attributes import make_encoder
 from crfsdca.io import AttributeCorpus
-from crfsdca.model import SequenceCRF
-from crfsdca.modelfile import load_model, save_model
-from crfsdca.tree_oracle import TreeData, trees_from_parents
+from crfsdca.io.modelfile import load_model, save_model
+from crfsdca.structures.graphs import Tree, chain_graph
+from crfsdca.structures.tree import TreeData, trees_from_parents
 
 WORDS = ["the", "a", "dog", "cat", "barks", "sleeps", "here", "loudly"]
 LABELS = {"the": "DET", "a": "DET", "dog": "NOUN", "cat": "NOUN", "barks": "VERB"}

@@ -10,11 +10,11 @@ import pytest
 from _synthetic import random_sequences
 
 from crfsdca.errors import GraphError
-from crfsdca.features import FeatureMap
-from crfsdca.monitor import Monitor
-from crfsdca.oracle import Oracle
+from crfsdca.features.feature_map import FeatureMap
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
-from crfsdca.tree_oracle import TreeData, TreeOracle, tree_problem, trees_from_parents
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.chain import Oracle
+from crfsdca.structures.tree import TreeData, TreeOracle, tree_problem, trees_from_parents
 
 
 def random_trees(lengths, rng, n_types=2):
@@ -154,7 +154,6 @@ def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     gap <= 1e-6, the dual never above the primal, and P - D = mean block KL (exact gaps)."""
     from crfsdca.kernels import sdca_epoch
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
-    from crfsdca.structures import structure_of
 
     train = tree_data(seed=6, n=30, max_T=6)
     problem = tree_problem(train)
@@ -169,9 +168,9 @@ def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     duals = np.array([r.dual for r in result.trace.records])
     assert np.all(duals <= p_star + 1e-12) and np.all(np.diff(duals) >= -1e-12)
     d = result.state.dual
-    gaps = sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
+    gaps = sdca_epoch.exact_gaps(problem.structure.blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-8, abs=1e-14)
-    from crfsdca.dual import tree_weights_from_dual
+    from crfsdca.solvers.dual import tree_weights_from_dual
 
     np.testing.assert_allclose(
         d.weights, tree_weights_from_dual(problem, d.log_node, d.log_edge), rtol=1e-9, atol=1e-12

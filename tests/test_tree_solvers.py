@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from crfsdca.checkpoint import load_checkpoint, save_checkpoint
-from crfsdca.dual import tree_weights_from_dual
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.features import FeatureMap
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels import sdca_epoch, tree_scaled
-from crfsdca.monitor import Monitor
-from crfsdca.problem import Problem
-from crfsdca.sequences import SequenceData
 from crfsdca.solvers import SOLVERS
-from crfsdca.structures import structure_of
-from crfsdca.tree_oracle import TreeData, TreeOracle, tree_problem, trees_from_parents
+from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
+from crfsdca.solvers.dual import tree_weights_from_dual
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.problem import Problem
+from crfsdca.structures.tree import TreeData, TreeOracle, tree_problem, trees_from_parents
 
 K, A, N_TYPES = 3, 7, 3
 # a single node, stars (centre first, centre inside), forests, a chain, random recursive trees
@@ -222,9 +221,9 @@ def check_dual_identities(problem, dual, last):
     d, _data, _fm = dual, problem.train, problem.feature_map
     w_hat = tree_weights_from_dual(problem, d.log_node, d.log_edge)
     np.testing.assert_allclose(d.weights, w_hat, rtol=1e-9, atol=1e-12)
-    gaps = sdca_epoch.exact_gaps(structure_of(problem).blocks, d.log_edge, d.log_node, d.weights)
+    gaps = sdca_epoch.exact_gaps(problem.structure.blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-7, abs=1e-14)
-    entropies = structure_of(problem).entropies(d.log_node, d.log_edge)
+    entropies = problem.structure.entropies(d.log_node, d.log_edge)
     np.testing.assert_allclose(d.entropies, entropies, rtol=1e-10, atol=1e-12)
 
 

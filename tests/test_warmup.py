@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from crfsdca.cli import main
+from crfsdca.cli.main import main
 from crfsdca.kernels import CACHE_ENV, choose_cache_dir, user_cache_dir
 from crfsdca.warmup import WARMUP_SENTENCES, warm_up
 
@@ -92,7 +92,7 @@ class Count(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", Count())
-from crfsdca.cli import main
+from crfsdca.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit as stop:

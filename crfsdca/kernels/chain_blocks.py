@@ -4,7 +4,7 @@ A chain block (sequence i, T positions, K labels) is laid out edges first: its (
 entries, then its T K node entries (``crfsdca.kernels.sdca.chain_runs``). The oracle is the
 scaled forward-backward of ``crfsdca.kernels.block_oracle`` (probabilities and logs in one
 pass); the primal direction lives on the sequence's distinct attributes (rows ``v_emit``,
-``crfsdca.layout.SequenceLayout``), the bias rows and the transition matrix (``v_rest``).
+``crfsdca.features.layout.SequenceLayout``), the bias rows and the transition matrix (``v_rest``).
 """
 
 from __future__ import annotations
@@ -324,7 +324,8 @@ def chain_run_table(seq_offsets: np.ndarray, K: int) -> P.RunTable:
 
 @njit(cache=True, nogil=True)
 def _expected_features(data, log_node, log_edge, dims, out):
-    """out += sum_i E_{mu_i}[F(x_i, .)] from log-marginals (layout of crfsdca.features)."""
+    """out += sum_i E_{mu_i}[F(x_i, .)] from log-marginals (layout of
+    crfsdca.features.feature_map)."""
     seq_offsets, attr_offsets, attr_ids, attr_values = data
     A, K, n_bias = dims
     trans = A * K + n_bias * K

@@ -1,7 +1,8 @@
 """The sparse primal direction of an SDCA block and its scatter into w.
 
 A step on example i moves w along kappa u_i with u_i = E_{nu_i - mu_i}[F(x_i, .)] (``docs/sdca.md``
-section 3): rows of the example's distinct attributes (``crfsdca.layout.SequenceLayout``), the
+section 3): rows of the example's distinct attributes (``crfsdca.features.layout.SequenceLayout``),
+the
 bias rows and the transition blocks. The chain builds u_i with :func:`primal_direction`; every
 structure scatters it with :func:`add_direction`. Loops are written so that LLVM vectorizes them
 (flat unit-stride indexing, ``add_reassoc`` sums).

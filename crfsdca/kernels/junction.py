@@ -1,6 +1,6 @@
 """Sum-product and max-product on junction trees, in log space, driven by a clique order.
 
-Packed structure ``jt`` (all int64, :class:`crfsdca.junction_oracle.JunctionData` builds it):
+Packed structure ``jt`` (all int64, :class:`crfsdca.structures.junction.JunctionData` builds it):
 
 - ``ex_cliques`` (n + 1,): the cliques of example i are ``ex_cliques[i]`` to ``ex_cliques[i+1]``;
 - ``ex_region`` (n + 1,): example i's tables are entries ``ex_region[i]`` to ``ex_region[i+1]`` of

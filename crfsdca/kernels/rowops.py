@@ -3,7 +3,8 @@
 The node scores gather one row of K emission weights per attribute entry
 (``chain.unary_scores``), the forward pass adds K rows of the transition matrix per position
 (``chain.scaled_forward``), and the primal direction scatters each token's node differences into
-one row per attribute entry (``direction.primal_direction``). K is small (9-26 on the datasets here).
+one row per attribute entry (``direction.primal_direction``). K is small (9-26 on the datasets
+here).
 LLVM vectorizes a loop over one such row 32 doubles at a time (eight lanes, four vectors
 interleaved), so a row of 26 runs through its remainder loops: mostly loop control, and every
 row of a sum waits on the previous one through memory.
@@ -21,7 +22,7 @@ machines):
 
 The results can differ from plain loops in the last bits: fused multiply-adds, and the even/odd
 split of the sums. No bounds checks: the callers own the index arrays (validated attribute ids
-and the slots of ``crfsdca.layout.sequence_layout``).
+and the slots of ``crfsdca.features.layout.sequence_layout``).
 
 Measured on OCR (K = 26, 28 entries per token), in a compiled SDCA epoch: node scores
 1.55 -> 0.9 ns and primal direction 1.24 -> 1.0 ns per pairwise entry, forward pass 1050 -> 890

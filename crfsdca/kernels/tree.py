@@ -2,7 +2,7 @@
 
 Notation: an example has ``n`` nodes and ``K`` labels. ``parents`` (n,) int64 holds each node's
 parent (-1 for a root) and ``order`` (n,) int64 lists the nodes with every parent before its
-children (:class:`crfsdca.graphs.Tree` computes it). The edge of a non-root node v joins
+children (:class:`crfsdca.structures.graphs.Tree` computes it). The edge of a non-root node v joins
 ``parents[v]`` and v; its score table is ``log_pair[types[v]]`` (K, K), indexed
 [label of the parent, label of v]. ``unary`` (n, K) holds the node scores, so that
 

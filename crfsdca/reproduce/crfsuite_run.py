@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from crfsdca.problem import Problem
-from crfsdca.trace import Trace, TraceRecord
+from crfsdca.solvers.trace import Trace, TraceRecord
+from crfsdca.structures.problem import Problem
 
 
 def crfsuite_items(problem: Problem) -> tuple[list[list], list[list[str]]]:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from crfsdca.modelfile import atomic_write_bytes, atomic_write_text
+from crfsdca.io.modelfile import atomic_write_bytes, atomic_write_text
 from crfsdca.reproduce.experiments import Experiment
 from crfsdca.reproduce.plan import FIGURES, X_LABELS, Y_LABELS, Panel
 from crfsdca.reproduce.runner import trace_path
-from crfsdca.trace import Trace, read_trace
+from crfsdca.solvers.trace import Trace, read_trace
 
 FLOOR = 1e-12  # sub-optimality below this is round-off; plotted at the floor
 #: y quantities read off the SDCA counters: (numerator keys, denominator key), run so far

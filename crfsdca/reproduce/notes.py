@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from crfsdca.modelfile import atomic_write_text
-from crfsdca.objectives import dual_value
+from crfsdca.io.modelfile import atomic_write_text
 from crfsdca.reproduce.experiments import OEG_BASE, SHORT, Budget, Experiment, baseline, sdca
 from crfsdca.reproduce.figures import Traces
+from crfsdca.structures.objectives import dual_value
 
 START = """\
 Why the two codes log different step-0 values: the authors' code (sdca4crf) starts the duals at
@@ -52,9 +52,9 @@ def full_ocr_start(folder: Path, data_dir: str | None) -> dict[str, float]:
         if "|w| uniform" in cached:
             return cached
     import data_loaders
-    from crfsdca.features import FeatureMap
-    from crfsdca.problem import Problem
+    from crfsdca.features.feature_map import FeatureMap
     from crfsdca.reproduce.problems import dual_start
+    from crfsdca.structures.problem import Problem
 
     _, train, _ = data_loaders.load_encoded("ocr", data_dir=data_dir)
     problem = Problem(train=train, feature_map=FeatureMap(train.n_attributes, train.n_labels))

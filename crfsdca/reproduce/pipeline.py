@@ -133,7 +133,7 @@ def subset_density(out: Path, budgets: dict[str, Budget], data_dir: str | None) 
     import json
 
     from crfsdca import __version__
-    from crfsdca.modelfile import atomic_write_text
+    from crfsdca.io.modelfile import atomic_write_text
     from crfsdca.reproduce.problems import load_problem, table1_row
 
     path = Path(out) / "subsets.json"

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from crfsdca.features import FeatureMap
-from crfsdca.problem import Problem
-from crfsdca.sequences import SequenceData
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
+from crfsdca.structures.problem import Problem
 
 GIBBS_SCORE = 10.0  # the authors' smoothing of the empirical marginals (sdca4crf)
 
@@ -68,7 +68,7 @@ def restrict_to_training_support(
 def dual_start(problem: Problem, start: str, epsilon: float = 1e-3) -> Any:
     """DualState of a starting point: ``gibbs`` (the authors'), ``epsilon`` (crfsdca's mix) or
     ``uniform`` (the uniform law on every block: egstra's OEG start, App. A.1)."""
-    from crfsdca.dual import smoothed_empirical
+    from crfsdca.solvers.dual import smoothed_empirical
     from crfsdca.solvers.oeg import gibbs_start
 
     if start == "gibbs":

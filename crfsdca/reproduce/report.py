@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from crfsdca import __version__
-from crfsdca.modelfile import atomic_write_text
+from crfsdca.io.modelfile import atomic_write_text
 from crfsdca.reproduce.claims import SMOKE, THRESHOLD, Claim
 from crfsdca.reproduce.experiments import OEG_BASE, SHORT, Budget
 from crfsdca.reproduce.verdicts import __doc__ as RULES_DOC
@@ -222,7 +222,7 @@ def _start_verdict(claims: list[Claim]) -> str:
 
 def table1_cached(out: Path, datasets: list[str], data_dir: str | None) -> dict[str, dict]:
     """Table 1 rows of the full training sets, cached in OUT/table1.json."""
-    from crfsdca.modelfile import atomic_write_text as write
+    from crfsdca.io.modelfile import atomic_write_text as write
     from crfsdca.reproduce.problems import load_problem, table1_row
 
     path = Path(out) / "table1.json"

@@ -36,7 +36,7 @@ def failure_path(out: Path, exp: Experiment) -> Path:
 
 
 def read_p_star(out: Path, exp: Experiment) -> float:
-    from crfsdca.trace import read_trace
+    from crfsdca.solvers.trace import read_trace
 
     return float(read_trace(trace_path(out, exp.reference)).header["p_star"])
 
@@ -65,8 +65,8 @@ def run_experiment(exp: Experiment, out: Path, data_dir: str | None = None) -> P
 
 
 def _reference_trace(exp: Experiment, problem):
-    from crfsdca.reference import reference_optimum
-    from crfsdca.trace import Trace, TraceRecord
+    from crfsdca.solvers.reference import reference_optimum
+    from crfsdca.solvers.trace import Trace, TraceRecord
 
     tol = exp.opts["tol"]
     start = time.perf_counter()
@@ -107,8 +107,8 @@ def _reference_trace(exp: Experiment, problem):
 
 def _solver_trace(exp: Experiment, problem, p_star: float):
     from crfsdca.errors import ConvergenceWarning
-    from crfsdca.monitor import Monitor
     from crfsdca.solvers import SOLVERS
+    from crfsdca.solvers.monitor import Monitor
 
     cls = SOLVERS[exp.solver]
     options = exp.opts
@@ -199,7 +199,7 @@ def run_all(
 
 
 def _record_failure(out: Path, exp: Experiment, error: str) -> None:
-    from crfsdca.modelfile import atomic_write_text
+    from crfsdca.io.modelfile import atomic_write_text
 
     path = failure_path(out, exp)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,21 @@
-"""Solver registry: name -> solver class (also drives the CLI)."""
+"""The solvers, one module each, and what they share: the dual state, samplers, the monitor,
+traces and checkpoints.
 
-from crfsdca.solvers.base import SolverConfig, SolverResult
-from crfsdca.solvers.l2sgd import L2SGD
-from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
-from crfsdca.solvers.oeg import OEG
-from crfsdca.solvers.online import AP, AROW, PA
-from crfsdca.solvers.sag_nus import SAGNUS, SAGNUSSkip
-from crfsdca.solvers.sdca import SDCA, SDCAConfig
+The registry (:data:`SOLVERS`, name -> solver class) is loaded on first use: importing a shared
+module such as :mod:`crfsdca.solvers.trace` does not load the numba kernels.
+"""
 
-SOLVERS = {cls.name: cls for cls in (SDCA, LBFGS, SAGNUS, SAGNUSSkip, OEG, L2SGD, AP, PA, AROW)}
+from importlib import import_module
+
+_REGISTRY = {
+    "AP", "AROW", "L2SGD", "LBFGS", "OEG", "PA", "SAGNUS", "SDCA", "SOLVERS", "LBFGSConfig",
+    "SAGNUSSkip", "SDCAConfig", "SolverConfig", "SolverResult",
+}  # fmt: skip
 
 __all__ = ["LBFGS", "SDCA", "SOLVERS", "LBFGSConfig", "SDCAConfig", "SolverConfig", "SolverResult"]
+
+
+def __getattr__(name: str):
+    if name in _REGISTRY:
+        return getattr(import_module("crfsdca.solvers.registry"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

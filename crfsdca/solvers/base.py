@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.trace import Trace
+from crfsdca.solvers.trace import Trace
 
 
 def option(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002

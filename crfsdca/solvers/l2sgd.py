@@ -29,13 +29,13 @@ import numpy as np
 
 from crfsdca.kernels.crand import crfsuite_shuffle, new_state
 from crfsdca.kernels.sgd import scaled_loss, sgd_epoch
-from crfsdca.oracle import Workspace
 from crfsdca.solvers.base import SolverConfig, SolverResult, option
 from crfsdca.solvers.online import chain_dims, free_mask
+from crfsdca.structures.chain import Workspace
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
-    from crfsdca.problem import Problem
+    from crfsdca.solvers.monitor import Monitor
+    from crfsdca.structures.problem import Problem
 
 __all__ = ["L2SGD", "L2SGDConfig"]
 

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from scipy.optimize import minimize
 
-from crfsdca.problem import Problem
 from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.monitor import Monitor
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,8 @@ shard holding every sequence with ``scale = 1`` (``SDCA.solve`` runs it through 
 evaluation loop); a DisDCA partition is a shard with ``scale = P``, the number of partitions
 whose updates are summed (Yang 2013, practical variant; ``docs/sdca.md`` section 11).
 
-A shard's :class:`~crfsdca.problem.Problem` holds its own sequences, with the regularization
+A shard's :class:`~crfsdca.structures.problem.Problem` holds its own sequences, with the
+regularization
 rescaled so that ``regularization * n_shard`` is the *global* lambda n (:func:`shard_problem`):
 then ``w_hat`` of the shard's marginals is exactly its contribution to the global
 ``w = (1 / (lambda n)) sum_i [F(x_i, y_i) - E_mu_i F]``, and the kernels' line search uses the
@@ -23,13 +24,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels import sdca_epoch
-from crfsdca.objectives import dual_value, lambda_n
-from crfsdca.problem import Problem
-from crfsdca.samplers import TreeSampler
-from crfsdca.structures import structure_of
+from crfsdca.solvers.samplers import TreeSampler
+from crfsdca.structures.objectives import dual_value, lambda_n
+from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.monitor import Monitor
     from crfsdca.solvers.sdca import SDCAConfig, SDCAState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
@@ -62,7 +62,7 @@ class LocalSDCA:
         self.problem, self.cfg, self.state, self.scale = problem, cfg, state, float(scale)
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state.rng_state
-        self.structure = structure_of(problem)
+        self.structure = problem.structure
         self.n = problem.train.n_sequences
         self.lam_n = lambda_n(problem)  # the global lambda n (see shard_problem)
         importance = None

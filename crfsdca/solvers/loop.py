@@ -20,11 +20,11 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.interrupts import deferred_interrupt
 from crfsdca.solvers.base import SolverConfig, SolverResult
+from crfsdca.solvers.interrupts import deferred_interrupt
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.monitor import Monitor
 
 
 def run_loop(solver: Any, runner: Any, monitor: Monitor) -> SolverResult:

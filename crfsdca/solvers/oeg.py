@@ -8,11 +8,12 @@ forward-backward per trial, and accepts the first trial that increases the dual
 
 halving the per-sequence learning rate eta_i after every rejected trial. The dual state (log
 clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
-:class:`crfsdca.dual.DualState`, so OEG reports the dual value and the exact duality gap
+:class:`crfsdca.solvers.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
-compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.tree_oracle.TreeProblem`,
+compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.structures.tree.TreeProblem`,
 ``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts; on a
-:class:`~crfsdca.junction_oracle.JunctionProblem`, ``crfsdca.kernels.junction_oeg`` with junction
+:class:`~crfsdca.structures.junction.JunctionProblem`, ``crfsdca.kernels.junction_oeg`` with
+junction
 SDCA's clique and separator tables and its smoothed start).
 """
 
@@ -24,7 +25,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.dual import (
+from crfsdca.features.layout import sequence_layout
+from crfsdca.kernels import oeg, oeg_epoch, tree_oeg
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.dual import (
     DualState,
     gibbs_start,
     junction_dual_bytes,
@@ -33,20 +37,16 @@ from crfsdca.dual import (
     tree_finish_state,
     tree_smoothed_empirical,
 )
-from crfsdca.junction_oracle import JunctionProblem
-from crfsdca.kernels import oeg, oeg_epoch, tree_oeg
-from crfsdca.layout import sequence_layout
-from crfsdca.objectives import dual_value, lambda_n
-from crfsdca.problem import Problem
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.sag_nus import DRAW_BLOCK
 from crfsdca.solvers.sdca import _check_memory as check_memory
-from crfsdca.structures import structure_of
-from crfsdca.tree_oracle import TreeProblem
+from crfsdca.structures.junction import JunctionProblem
+from crfsdca.structures.objectives import dual_value, lambda_n
+from crfsdca.structures.problem import Problem
+from crfsdca.structures.tree import TreeProblem
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.monitor import Monitor
 
 INITS = ("smoothed", "gibbs", "uniform")
 SAMPLINGS = ("uniform", "permutation")
@@ -197,7 +197,7 @@ class _Runner:
 
     def setup_kernel(self, problem: Problem) -> None:
         """The structure's compiled type and the workspace of the kernel."""
-        self.structure = structure_of(problem)
+        self.structure = problem.structure
         self.workspace = self.structure.oeg_workspace()
 
     def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:

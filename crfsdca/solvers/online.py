@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels.crand import crfsuite_shuffle, new_state
 from crfsdca.kernels.online import ap_epoch, arow_epoch, pa_epoch
-from crfsdca.oracle import Workspace
-from crfsdca.sequences import SequenceData
 from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.structures.chain import Workspace
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
-    from crfsdca.problem import Problem
+    from crfsdca.solvers.monitor import Monitor
+    from crfsdca.structures.problem import Problem
 
 __all__ = [
     "AP",

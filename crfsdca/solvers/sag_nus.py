@@ -36,14 +36,13 @@ from numpy.typing import NDArray
 
 from crfsdca.kernels import sag, sag_epoch
 from crfsdca.kernels.trees import build
-from crfsdca.problem import Problem
-from crfsdca.samplers import tree_capacity
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.loop import chunk_budget, run_loop
-from crfsdca.structures import structure_of
+from crfsdca.solvers.samplers import tree_capacity
+from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.monitor import Monitor
 
 STEP_RULES = ("mixed", "lmax")
 FIRST_VISITS = ("initial", "half-mean")
@@ -138,7 +137,7 @@ class SAGMemory:
         data, K = problem.train, problem.feature_map.n_labels
         n = data.n_sequences
         fm = problem.feature_map
-        sums = structure_of(problem).sag_sums_shape()
+        sums = problem.structure.sag_sums_shape()
         return cls(
             weights=fm.zeros(),
             grad_sum=fm.zeros(),
@@ -215,7 +214,7 @@ class _Runner:
 
     def setup_kernel(self, problem: Problem) -> None:
         """The structure's compiled type and the workspace of the kernel."""
-        self.structure = structure_of(problem)
+        self.structure = problem.structure
         self.workspace = self.structure.sag_workspace()
 
     @property

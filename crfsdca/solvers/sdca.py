@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from crfsdca.dual import (
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.dual import (
     DualState,
     dual_state_bytes,
     gibbs_start,
@@ -27,16 +28,15 @@ from crfsdca.dual import (
     smoothed_empirical,
     tree_smoothed_empirical,
 )
-from crfsdca.junction_oracle import JunctionProblem
-from crfsdca.problem import Problem
-from crfsdca.samplers import SCHEMES, check_scheme
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
 from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
 from crfsdca.solvers.loop import run_loop
-from crfsdca.tree_oracle import TreeProblem
+from crfsdca.solvers.samplers import SCHEMES, check_scheme
+from crfsdca.structures.junction import JunctionProblem
+from crfsdca.structures.problem import Problem
+from crfsdca.structures.tree import TreeProblem
 
 if TYPE_CHECKING:
-    from crfsdca.monitor import Monitor
+    from crfsdca.solvers.monitor import Monitor
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,275 @@
+"""``crfsdca train ... --workers K`` / ``--scheduler tcp://HOST:PORT``: DisDCA on Dask.
+
+The driver loads the data once (for the encoder, the model file and the test scores); every
+partition's worker loads its own shard from a :class:`~crfsdca.distributed.DatasetShard`, so
+only a few strings cross the wire. ``--epochs`` counts passes over the data, as in a serial run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from crfsdca.cli.common import json_value
+
+#: serial options that a distributed run sets itself (rounds, not epochs, are its unit)
+DRIVER_OPTIONS = ("max_epochs", "tol", "eval_every", "seed", "time_limit")
+INSTALL_HINT = "distributed training needs Dask: pip install 'crfsdca[distributed]'"
+
+
+#: seconds to reach the scheduler of --scheduler (apart from --round-timeout, which waits for work)
+CONNECT_TIMEOUT = 10.0
+
+
+def scheduler_address(text: str) -> tuple[str, int]:
+    """(host, port) of ``tcp://HOST:PORT`` (or ``tls://``, or no scheme, as Dask takes);
+    BadParameter naming --scheduler otherwise."""
+    import re
+
+    host = r"\[[0-9A-Fa-f:.]+\]|[^:/\s\[\]]+"
+    match = re.fullmatch(rf"(?:(?:tcp|tls)://)?({host}):([0-9]{{1,5}})/?", text)
+    if match is None or not 0 < int(match[2]) < 65536:
+        raise click.BadParameter(
+            f"expected tcp://HOST:PORT (a Dask scheduler), got {text!r}", param_hint="--scheduler"
+        )
+    return match[1].strip("[]"), int(match[2])
+
+
+def check_scheduler(text: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """OSError in one line unless something accepts a TCP connection at ``text`` within
+    ``timeout`` seconds: a refused or unreachable scheduler fails at once, not after
+    --round-timeout."""
+    import socket
+
+    host, port = scheduler_address(text)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except TimeoutError:
+        raise OSError(
+            f"--scheduler {text}: no answer within {timeout:g} s; is a Dask scheduler running"
+            " there (dask scheduler --port PORT) and reachable?"
+        ) from None
+    except OSError as err:
+        reason = (err.strerror or str(err)).lower()
+        raise OSError(
+            f"--scheduler {text}: cannot connect ({reason}); start a Dask scheduler there"
+            " (dask scheduler --port PORT) or correct the address"
+        ) from None
+
+
+def require_dask() -> None:
+    """Raise ImportError with the install hint when dask.distributed is missing."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as err:
+        raise ImportError(INSTALL_HINT) from err
+
+
+@contextmanager
+def cluster_client(workers: int | None, scheduler: str | None, timeout: float):
+    """A client of a LocalCluster on 127.0.0.1 (``workers`` processes x 1 thread, no
+    dashboard), or of the cluster at ``scheduler`` (waiting for ``workers`` workers)."""
+    import distributed
+
+    if scheduler is None:
+        with (
+            distributed.LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,  # a worker racing the shutdown logs a traceback
+            ) as cluster,
+            distributed.Client(cluster, direct_to_workers=True) as client,
+        ):
+            yield client
+        return
+    check_scheduler(scheduler)
+    with distributed.Client(
+        scheduler, direct_to_workers=True, timeout=min(timeout, CONNECT_TIMEOUT)
+    ) as client:
+        if workers:
+            client.wait_for_workers(workers, timeout=timeout)
+        yield client
+
+
+def train_distributed(
+    run: dict[str, Any],
+    inputs: Any,
+    *,
+    workers: int | None,
+    scheduler: str | None,
+    partitions: int | None,
+    local_updates: int | None,
+    round_timeout: float,
+    checkpoint_dir: str | None,
+    resume: bool,
+    callback_factory: Any,
+) -> tuple[Any, dict[str, Any]]:
+    """Run DisDCA for a ``crfsdca train`` run; returns (result, the summary's extra fields)."""
+    from crfsdca.distributed import DatasetShard, fit
+    from crfsdca.solvers.sdca import SDCAConfig
+
+    options = dict(run["options"])
+    config = SDCAConfig(seed=run["seed"], **options)
+    n = inputs.train.n_sequences
+    with cluster_client(workers, scheduler, round_timeout) as client:
+        n_workers = len(client.scheduler_info()["workers"])
+        P = partitions or n_workers
+        if n < P:
+            raise ValueError(f"--partitions {P} exceeds the {n} training sequences")
+        # default: 1,000 steps (or a pass over the shard, if shorter); longer local passes need
+        # more epochs (BENCHMARKS.md, distributed SDCA)
+        m = local_updates or min(1000, math.ceil(n / P))
+        per_round = P * m / n  # epochs per round
+        max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
+        eval_every = max(1, round(config.eval_every / per_round))
+        spec = DatasetShard(
+            run["dataset"],
+            0,
+            P,
+            fmt=run["fmt"],
+            template=run["template"],
+            data_dir=run["data_dir"],
+            max_sequences=run["max_sequences"],
+            n_bias_rows=run["n_bias_rows"],
+            regularization=run["regularization"],
+            label=run.get("label"),
+        )
+        sdca_options = {k: v for k, v in options.items() if k not in (*DRIVER_OPTIONS, "sampling")}
+        bar, callback = callback_factory(max_rounds)
+        try:
+            result = fit(
+                spec,
+                client,
+                P,
+                local_updates=m,
+                max_rounds=max_rounds,
+                sampling=config.sampling,
+                tol=config.tol,
+                seed=run["seed"],
+                round_timeout=round_timeout,
+                eval_every=eval_every,
+                checkpoint_dir=checkpoint_dir,
+                resume=resume,
+                callback=callback,
+                **sdca_options,
+            )
+        finally:
+            bar.close()
+    extra = {
+        "workers": n_workers,
+        "partitions": P,
+        "local_updates": m,
+        "rounds": result.rounds,
+        "seconds_communication": result.seconds_communication,
+    }
+    return result, extra
+
+
+def progress(total_rounds: int, quiet: bool):
+    """A progress bar per round: rounds done, epochs and the exact gap at evaluations."""
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=total_rounds,
+        unit="round",
+        file=sys.stderr,
+        disable=quiet or not sys.stderr.isatty(),
+        leave=False,
+    )
+
+    def callback(record) -> None:
+        bar.n = min(int(record.extra.get("rounds", 0)), total_rounds)
+        bar.set_postfix({"epoch": f"{record.epoch:.1f}", "gap": f"{record.gap:.2e}"}, refresh=False)
+        bar.refresh()
+
+    return bar, callback
+
+
+def train_on_cluster(
+    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
+) -> None:
+    """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
+    from crfsdca.cli.report import draw_plot, print_summary, summary
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.features.feature_map import FeatureMap
+    from crfsdca.features.sources import load_inputs
+
+    require_dask()
+    if cluster["scheduler"] is not None:
+        check_scheduler(cluster["scheduler"])  # before the data is read
+    inputs = load_inputs(
+        run["dataset"],
+        fmt=run["fmt"],
+        template=run["template"],
+        test=run["test"],
+        data_dir=run["data_dir"],
+        max_sequences=run["max_sequences"],
+        label=run.get("label"),
+    )
+    bias = run["bias"]
+    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+    run = {**run, "fmt": inputs.fmt, "n_bias_rows": n_bias}
+    if resume_dir is not None:
+        checkpoint_dir = resume_dir
+    result, extra = train_distributed(
+        run,
+        inputs,
+        **cluster,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume_dir is not None,
+        callback_factory=lambda total: progress(total, quiet),
+    )
+    train = inputs.train
+    fm = FeatureMap(train.n_attributes, train.n_labels, n_bias)
+    model = SequenceCRF(solver="sdca", regularization=run["regularization"], n_bias_rows=n_bias)
+    model.weights_, model.feature_map_, model.label_names_ = result.weights, fm, train.label_names
+    model.regularization_ = result.trace.header["regularization"]
+    model.encoder = inputs.encoder.to_dict()
+    model.meta = {"dataset": inputs.name, "template": run["template"], "format": inputs.fmt,
+                  "label": run.get("label"), "distributed": extra}  # fmt: skip
+    if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        result.trace.to_jsonl(trace_path)
+    draw_plot(result.trace)
+    if model_path:
+        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
+        model.save(model_path)
+    scores = model.score(inputs.test) if inputs.test is not None else {}
+    report = summary(
+        solver="sdca",
+        dataset=inputs.name,
+        train=train,
+        test=inputs.test,
+        feature_map=fm,
+        regularization=model.regularization_,
+        result=result,
+        scores=scores,
+        model_path=model_path,
+        **extra,
+    )
+    if as_json:
+        click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
+        return
+    print_summary(report)
+    click.echo(
+        f"  {extra['partitions']} partitions on {extra['workers']} workers, {extra['rounds']}"
+        f" rounds of {extra['local_updates']} steps, {extra['seconds_communication']:.1f} s"
+        " communicating"
+    )
+    if result.stop_reason != "tol" and not quiet:
+        click.echo(
+            f"crfsdca: stopped after {result.rounds} rounds ({report['epochs']:.1f} epochs) before"
+            f" reaching --tol (duality gap {report['gap']:.3g}); train longer or raise --tol",
+            err=True,
+        )

@@ -1,0 +1,174 @@
+"""``crfsdca train DATASET --order 2``: second-order chains, trained as junction trees.
+
+Every sequence of T items becomes :func:`~crfsdca.structures.junction_tree.second_order_chain`
+(cliques of three
+consecutive labels, separators of two): its nodes keep their attributes (and bias rows), every
+pair of consecutive labels shares one K x K bigram block (factor type 0) and every triple one
+K x K x K trigram block (factor type 1). The data, templates, test set and summary are those of
+the chain path; the model file is :meth:`crfsdca.estimators.model.SequenceCRF.save`'s (``graph:
+"junction"``, ``order: 2``), so ``crfsdca evaluate`` / ``tag`` and ``SequenceCRF.load`` read it.
+
+SDCA stores one log-table per clique and separator: (T - 2) K^3 + (T - 3) K^2 entries per
+sequence, 2.15e9 on CoNLL-2000's training set (16.06 GiB in float64). The solver's memory
+guard refuses before allocating and names the fixes (``--dual-dtype float32``,
+``--max-sequences``); L-BFGS keeps no dual.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+#: solvers that train junction-tree problems
+#: solver options junction trees do not take: (option, refused values, what to use instead)
+ORDER2_REFUSED = (
+    ("init", ("gibbs",), "smoothed (or uniform for oeg)"),
+    ("sampling", ("importance", "gap-importance", "gap_importance"), "uniform, gap or max"),
+)
+
+
+def check_order(order: int, run: dict[str, Any], *, graph, cluster, checkpoint, resume) -> None:
+    """Usage errors of ``--order 2``, before any data is read."""
+    if order == 1:
+        return
+    if graph is not None:
+        raise click.UsageError(
+            f"--order 2 trains second-order chains of DATASET's sequences; drop --graph {graph}"
+            " (CoNLL-U files train as chains without it)"
+        )
+    if cluster or checkpoint or resume:
+        raise click.UsageError(
+            "--order 2 runs in one process without checkpoints (no --workers, --scheduler,"
+            " --checkpoint or --resume)"
+        )
+    options = run["options"]
+    for name, refused, instead in ORDER2_REFUSED:
+        if str(options.get(name, "")) in refused:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"--order 2 takes {flag} {instead}; got {options[name]}")
+    if run["solver"] == "sdca" and options.get("fixed_step", 0) > 0:
+        raise click.UsageError("--order 2 runs SDCA with its line search; drop --fixed-step")
+
+
+def second_order_problem(inputs, run: dict[str, Any]):
+    """The JunctionProblem of encoded train (and test) data as second-order chains."""
+    from crfsdca.structures.junction import junction_problem, second_order_data
+
+    bias = run["bias"]
+    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+    test = second_order_data(inputs.test) if inputs.test is not None else None
+    return junction_problem(
+        second_order_data(inputs.train),
+        n_bias_rows=n_bias,
+        regularization=run["regularization"],
+        test=test,
+        name=inputs.name,
+    )
+
+
+def train_second_order(run: dict[str, Any], *, model_path, trace_path, as_json, quiet) -> None:
+    """``train --order 2``: load, train, save, print the summary as the chain path does."""
+    from crfsdca.cli.common import json_value
+    from crfsdca.cli.predict import check_labels
+    from crfsdca.cli.report import draw_plot, print_summary, progress
+    from crfsdca.features.sources import load_inputs
+
+    inputs = load_inputs(
+        run["dataset"],
+        fmt=run["fmt"],
+        template=run["template"],
+        test=run["test"],
+        data_dir=run["data_dir"],
+        max_sequences=run["max_sequences"],
+        label=run.get("label"),
+    )
+    if run["test"] is not None and inputs.test is not None:
+        check_labels(inputs.test, f"--test {run['test']}", inputs.train.label_names, quiet)
+    problem = second_order_problem(inputs, run)
+    bar, callback = progress(_max_epochs(run), quiet)
+    try:
+        result, scores = _solve(problem, run, callback)
+    finally:
+        bar.close()
+    if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        result.trace.to_jsonl(trace_path)
+    draw_plot(result.trace)
+    if model_path:
+        save_second_order(model_path, problem, result, inputs, run)
+    report = _report(problem, result, inputs, run, model_path, scores)
+    if as_json:
+        click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
+    else:
+        print_summary(report)
+    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
+        gap = report["gap"]
+        measure = f" (duality gap {gap:.3g})" if gap is not None and math.isfinite(gap) else ""
+        click.echo(
+            f"crfsdca: stopped by {result.stop_reason} before reaching --tol{measure};"
+            " train longer or raise --tol",
+            err=True,
+        )
+
+
+def _max_epochs(run: dict[str, Any]) -> float:
+    from crfsdca.solvers import SOLVERS
+
+    return SOLVERS[run["solver"]].config_class(seed=run["seed"], **run["options"]).max_epochs
+
+
+def _solve(problem, run: dict[str, Any], callback):
+    """(result, test scores of the returned weights): the monitor's last record is the
+    returned state, so its test evaluation is reused (a second-order Viterbi pass is costly)."""
+    from crfsdca.solvers import SOLVERS
+    from crfsdca.solvers.monitor import Monitor
+
+    cls = SOLVERS[run["solver"]]
+    config = cls.config_class(seed=run["seed"], **run["options"])
+    monitor = Monitor(problem, run["solver"], config, callback=callback, header={"order": 2})
+    result = cls(config).solve(problem, monitor)
+    return result, monitor.last_test
+
+
+def save_second_order(model_path: str, problem, result, inputs, run: dict[str, Any]) -> None:
+    """The model file, written by :meth:`SequenceCRF.save`: weights and a header recording
+    the order and the factor blocks."""
+    from crfsdca.estimators.model import SequenceCRF
+
+    Path(model_path).parent.mkdir(parents=True, exist_ok=True)
+    model = SequenceCRF(
+        solver=run["solver"],
+        regularization=problem.regularization,
+        n_bias_rows=problem.feature_map.n_bias_rows,
+        order=2,
+        **run["options"],
+    )
+    model.adopt(problem, result, encoder=inputs.encoder.to_dict())
+    model.meta = {
+        "dataset": inputs.name,
+        "template": run["template"],
+        "format": inputs.fmt,
+        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
+    }
+    model.save(model_path)
+
+
+def _report(problem, result, inputs, run: dict[str, Any], model_path, scores) -> dict[str, Any]:
+    from crfsdca.cli.report import summary
+
+    return summary(
+        solver=run["solver"],
+        dataset=inputs.name,
+        train=problem.train,
+        test=problem.test,
+        feature_map=problem.feature_map,
+        regularization=problem.regularization,
+        result=result,
+        scores=scores,
+        model_path=model_path,
+        order=2,
+    )

@@ -1,0 +1,575 @@
+"""``crfsdca train``: fit a CRF with one of the registered solvers, checkpoint and resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+
+from crfsdca.cli.common import (
+    EXIT_INTERRUPTED,
+    check_output_path,
+    errors_to_exit,
+    json_value,
+    plain_warnings,
+)
+from crfsdca.cli.distributed import train_on_cluster
+from crfsdca.cli.graph import train_on_graph
+from crfsdca.cli.junction import check_order, train_second_order
+from crfsdca.cli.options import config_options, flag_text, solver_options
+from crfsdca.cli.report import draw_plot, print_summary, progress, summary
+from crfsdca.errors import ConvergenceWarning
+from crfsdca.features.sources import FORMATS, TEMPLATES
+from crfsdca.solvers import SOLVERS
+
+EXAMPLE = "Example: crfsdca train conll2000 --solver sdca --sampling gap --epochs 30"
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"expected a finite number > 0, got {value}")
+    return value
+
+
+@click.command(epilog=EXAMPLE)
+@click.argument("dataset", required=False)
+@click.option(
+    "--solver",
+    default="sdca",
+    show_default=True,
+    type=click.Choice(sorted(SOLVERS)),
+    help="training algorithm",
+)
+@click.option("--test", "test", default=None, help="test set: registered name or file path")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    type=click.Choice(FORMATS),
+    help="format of DATASET and --test files [from the name: .conll, .conllu, .attr,"
+    " .crfsuite, .data; else conll with a token --template]",
+)
+@click.option(
+    "--label",
+    default=None,
+    type=click.Choice(["xpos", "upos"]),
+    help="CoNLL-U column to learn [xpos]",
+)
+@click.option(
+    "--template",
+    default=None,
+    type=click.Choice(TEMPLATES),
+    help="attribute template [the dataset's; none for .attr and .data files]",
+)
+@click.option(
+    "--lambda",
+    "regularization",
+    type=float,
+    default=None,
+    callback=_finite,
+    help="regularization > 0 [1/n]",
+)
+@click.option(
+    "--bias/--no-bias", default=None, help="count/first/last bias rows [on for templates]"
+)
+@click.option(
+    "--max-sequences",
+    type=click.IntRange(min=1),
+    default=None,
+    help="train on the first N sequences only",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="random seed"
+)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="numba threads [all]")
+@click.option(
+    "--data-dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="folder with the corpora [$CRFSDCA_DATA_DIR]",
+)
+@click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
+@click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
+@click.option(
+    "--score-test",
+    type=click.Choice(["end", "every"]),
+    default=None,
+    help="score the test set at the end, or at every evaluation as well (the default with"
+    " --trace) [end]",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    default=None,
+    help="draw the duality gap against epochs here (.png, .svg, .pdf; needs matplotlib)",
+)
+@click.option(
+    "--checkpoint",
+    "checkpoint_dir",
+    default=None,
+    help="save the run's state here every --checkpoint-every epochs and on Ctrl-C",
+)
+@click.option(
+    "--checkpoint-every",
+    type=float,
+    callback=_finite,
+    default=1.0,
+    show_default=True,
+    help="epochs between checkpoints",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    default=None,
+    help="continue the run saved in this checkpoint folder: the same command with --resume DIR"
+    " appended, or --resume DIR alone",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="distributed SDCA (DisDCA) on a local Dask cluster of this many processes x 1 thread"
+    " (with --scheduler: wait for this many workers)",
+)
+@click.option(
+    "--scheduler", default=None, help="distributed SDCA on the Dask cluster at tcp://HOST:PORT"
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="distributed: number of partitions [one per worker]",
+)
+@click.option(
+    "--local-updates",
+    type=click.IntRange(min=1),
+    default=None,
+    help="distributed: SDCA steps per partition and round [1000, or one pass over the shard]",
+)
+@click.option(
+    "--round-timeout",
+    type=float,
+    callback=_finite,
+    default=600.0,
+    show_default=True,
+    help="distributed: seconds to wait for a partition before calling it lost",
+)
+@click.option(
+    "--graph",
+    default=None,
+    type=click.Choice(["chain", "tree"]),
+    help="CoNLL-U data: link each word to its syntactic head (tree) or to the next word"
+    " (chain); every --solver trains either",
+)
+@click.option(
+    "--order",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="chain order: 2 adds a K x K x K block on every three consecutive labels"
+    " (second-order chains as junction trees; every --solver)",
+)
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")
+@click.option("--verbose", "-v", count=True, help="tracebacks on errors")
+@solver_options
+@click.pass_context
+def train(
+    ctx: click.Context,
+    dataset: str | None,
+    solver: str,
+    test: str | None,
+    fmt: str | None,
+    label: str | None,
+    template: str | None,
+    regularization: float | None,
+    bias: bool | None,
+    max_sequences: int | None,
+    seed: int,
+    threads: int | None,
+    data_dir: str | None,
+    model_path: str | None,
+    trace_path: str | None,
+    score_test: str | None,
+    plot_path: str | None,
+    checkpoint_dir: str | None,
+    checkpoint_every: float,
+    resume_dir: str | None,
+    workers: int | None,
+    scheduler: str | None,
+    partitions: int | None,
+    local_updates: int | None,
+    round_timeout: float,
+    graph: str | None,
+    order: int,
+    as_json: bool,
+    quiet: bool,
+    verbose: int,
+    **given: Any,
+) -> None:
+    """Train a CRF on DATASET (a registered name or a file) and report test scores."""
+    run = {
+        "dataset": dataset,
+        "solver": solver,
+        "options": config_options(solver, given),
+        "test": test,
+        "fmt": fmt,
+        "label": label,
+        "template": template,
+        "regularization": regularization,
+        "bias": bias,
+        "max_sequences": max_sequences,
+        "seed": seed,
+        "data_dir": data_dir,
+    }
+    if resume_dir is None and dataset is None:
+        raise click.UsageError("missing argument DATASET (or give --resume DIR)")
+    if checkpoint_dir and solver != "sdca" and resume_dir is None:
+        raise click.UsageError("--checkpoint is supported by --solver sdca")
+    _check_paths(model_path, trace_path, checkpoint_dir, resume_dir)
+    if plot_path is not None:
+        _check_plot(plot_path)
+    ctx.meta["crfsdca.plot"] = plot_path
+    cluster = {
+        "workers": workers,
+        "scheduler": scheduler,
+        "partitions": partitions,
+        "local_updates": local_updates,
+        "round_timeout": round_timeout,
+    }
+    check_order(
+        order, run, graph=graph, cluster=workers or scheduler, checkpoint=checkpoint_dir,
+        resume=resume_dir,
+    )  # fmt: skip
+    if graph is not None:
+        if workers or scheduler or checkpoint_dir or resume_dir:
+            raise click.UsageError(
+                "--graph runs in one process without checkpoints (no --workers, --scheduler,"
+                " --checkpoint or --resume)"
+            )
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
+        return
+    if scheduler is not None:
+        from crfsdca.cli.distributed import scheduler_address
+
+        scheduler_address(scheduler)
+    if workers or scheduler:
+        if solver != "sdca":
+            raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                train_on_cluster(
+                    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
+                )
+        return
+    for name in ("partitions", "local_updates"):
+        if cluster[name] is not None:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} applies to distributed runs (--workers or --scheduler)")
+    if threads:
+        _set_threads(threads)
+    if order == 2:
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                train_second_order(
+                    run, model_path=model_path, trace_path=trace_path, as_json=as_json, quiet=quiet
+                )
+        return
+    with errors_to_exit(verbose, flag_text):
+        resume = None
+        if resume_dir is not None:
+            resume = _load_resume(resume_dir, run, _typed(ctx, run))
+            run = resume["run"]
+            checkpoint_dir = checkpoint_dir or resume_dir
+        _check_config(run)
+        with plain_warnings(quiet):
+            warnings.simplefilter("ignore", ConvergenceWarning)  # said in plain words below
+            _train(
+                run,
+                resume,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=checkpoint_every,
+                model_path=model_path,
+                trace_path=trace_path,
+                score_test=score_test or ("every" if trace_path else "end"),
+                as_json=as_json,
+                quiet=quiet,
+            )
+
+
+#: solver options a resumed run may change
+RESUME_OVERRIDES = ("max_epochs", "time_limit", "tol", "eval_every")
+_RUN_FLAGS = {
+    "dataset": "DATASET",
+    "fmt": "--format",
+    "regularization": "--lambda",
+    "bias": "--bias/--no-bias",
+}
+
+
+def _typed(ctx: click.Context, run: dict[str, Any]) -> set[str]:
+    """The run keys and solver options the user typed (not left at their defaults)."""
+    typed = {
+        name
+        for name in run
+        if name != "options"
+        and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    }
+    return typed | set(run["options"])
+
+
+def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
+    """Usage errors for paths that cannot be written or resumed, before any work."""
+    check_output_path(model_path, "--model")
+    check_output_path(trace_path, "--trace")
+    check_output_path(checkpoint_dir, "--checkpoint", folder=True)
+    if checkpoint_dir is not None:  # the file it writes there every epoch
+        from crfsdca.solvers.checkpoint import checkpoint_path
+
+        check_output_path(str(checkpoint_path(checkpoint_dir)), "--checkpoint")
+    if resume_dir is not None and os.path.isfile(resume_dir):
+        raise click.BadParameter(
+            f"{resume_dir} is a file; expected the folder given to --checkpoint",
+            param_hint="--resume",
+        )
+
+
+def _set_threads(threads: int) -> None:
+    from crfsdca.kernels.batch import set_threads
+
+    try:
+        set_threads(threads)
+    except ValueError as err:
+        raise click.BadParameter(
+            str(err).replace("n_threads ", ""), param_hint="--threads"
+        ) from None
+
+
+def _check_config(run: dict[str, Any]) -> None:
+    """Build the solver config now, so that a bad value fails before any data is read."""
+    try:
+        SOLVERS[run["solver"]].config_class(seed=run["seed"], **run["options"])
+    except (TypeError, ValueError) as err:
+        raise click.UsageError(flag_text(str(err))) from None
+
+
+def _same(key: str, saved: Any, given: Any) -> bool:
+    if saved == given:
+        return True
+    paths = key in ("dataset", "test", "data_dir") and isinstance(saved, str)
+    if paths and isinstance(given, str) and os.path.exists(saved) and os.path.exists(given):
+        return os.path.samefile(saved, given)
+    return False
+
+
+def _load_resume(resume_dir: str, run: dict[str, Any], typed: set[str]) -> dict[str, Any]:
+    """The saved run (with allowed overrides), solver state and trace records.
+
+    What the user typed must equal the saved run, except the options in RESUME_OVERRIDES.
+    """
+    from crfsdca.solvers.checkpoint import load_checkpoint
+    from crfsdca.solvers.sdca import SDCAState
+
+    arrays, header = load_checkpoint(resume_dir)
+    saved = dict(header["run"])
+    for key in sorted(typed):
+        option = key in run["options"]
+        if option:
+            old = saved.get("options", {}).get(key, _default(saved["solver"], key))
+        else:
+            old = saved.get(key)
+        new = run["options"][key] if option else run[key]
+        if option and key in RESUME_OVERRIDES or _same(key, old, new):
+            continue
+        flag = flag_text(key) if option else _RUN_FLAGS.get(key, "--" + key.replace("_", "-"))
+        raise click.UsageError(
+            f"{flag}: the run saved in {resume_dir} has {_shown(old)}, this command"
+            f" {_shown(new)}; --resume continues the saved run: only --epochs, --time-limit,"
+            " --tol and --eval-every may change"
+        )
+    overrides = {k: v for k, v in run["options"].items() if k in RESUME_OVERRIDES}
+    saved["options"] = {**saved["options"], **overrides}
+    state = SDCAState.from_checkpoint(arrays, header["state"])
+    return {"run": saved, "state": state, "records": header["records"]}
+
+
+def _shown(value: Any) -> str:
+    return "(not set)" if value is None else str(value)
+
+
+def _train(
+    run: dict[str, Any],
+    resume: dict[str, Any] | None,
+    *,
+    checkpoint_dir,
+    checkpoint_every,
+    model_path,
+    trace_path,
+    score_test="end",
+    as_json,
+    quiet,
+) -> None:
+    from crfsdca.cli.predict import check_labels
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.features.sources import load_inputs, train_fingerprint
+    from crfsdca.solvers.checkpoint import save_checkpoint
+
+    inputs = load_inputs(
+        run["dataset"],
+        fmt=run["fmt"],
+        template=run["template"],
+        test=run["test"],
+        data_dir=run["data_dir"],
+        max_sequences=run["max_sequences"],
+        label=run.get("label"),
+    )
+    if run["test"] is not None and inputs.test is not None:
+        check_labels(inputs.test, f"--test {run['test']}", inputs.train.label_names, quiet)
+    fingerprint = train_fingerprint(inputs.train)
+    if resume is not None and resume["run"].get("fingerprint") != fingerprint:
+        raise ValueError("the training data differs from the checkpointed run's; cannot resume")
+    # what a checkpoint records: the resolved format, and files by absolute path so that the
+    # run can be resumed from another folder
+    files = {k: os.path.abspath(run[k]) for k in ("dataset", "test") if _is_file(run[k])}
+    run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
+    bias = run["bias"]
+    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+    model = SequenceCRF(
+        solver=run["solver"],
+        regularization=run["regularization"],
+        n_bias_rows=n_bias,
+        seed=run["seed"],
+        **run["options"],
+    )
+    max_epochs = model.solver_options.get("max_epochs") or _default(run["solver"], "max_epochs")
+    checkpointer = None
+    if checkpoint_dir:
+
+        def checkpointer(state, trace):
+            save_checkpoint(checkpoint_dir, state, trace, run)
+
+    bar, callback = progress(max_epochs, quiet)
+    try:
+        model.fit(
+            inputs.train,
+            inputs.test,
+            encoder=inputs.encoder.to_dict(),
+            name=inputs.name,
+            callback=callback,
+            checkpointer=checkpointer,
+            checkpoint_every=checkpoint_every,
+            state=resume["state"] if resume else None,
+            records=resume["records"] if resume else None,
+            score_test=score_test,
+        )
+    finally:
+        bar.close()
+    model.meta = {
+        "dataset": inputs.name,
+        "template": run["template"],
+        "format": inputs.fmt,
+        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
+    }
+    result = model.result_
+    if result.stop_reason == "interrupted" and checkpointer is not None:
+        checkpointer(result.state, result.trace)
+    if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        result.trace.to_jsonl(trace_path)
+    draw_plot(result.trace)
+    if model_path:
+        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
+        model.save(model_path)
+    summary = _summary(model, inputs, model_path)
+    if as_json:
+        click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
+    else:
+        print_summary(summary)
+    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
+        click.echo(f"crfsdca: {_stopped_early(model)}", err=True)
+    if result.stop_reason == "interrupted":
+        saved = [f"checkpoint in {checkpoint_dir}"] if checkpointer is not None else []
+        saved += [f"model in {model_path}"] if model_path else []
+        what = f"; the last complete epoch's {' and '.join(saved)}" if saved else ""
+        click.echo(f"crfsdca: interrupted{what}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _is_file(text: str | None) -> bool:
+    return text is not None and text != "-" and os.path.isfile(text)
+
+
+def _stopped_early(model) -> str:
+    """One line: the run ended at --epochs or --time-limit, above --tol."""
+    result = model.result_
+    last = result.trace.records[-1]
+    config = _config(model)
+    if result.stop_reason == "max_epochs":
+        where = f"--epochs {config.max_epochs:g}"
+    else:
+        where = f"--time-limit {config.time_limit:g} s ({last.epoch:.1f} epochs)"
+    gap = last.gap if math.isfinite(last.gap) else last.gap_estimate
+    measure = f" (duality gap {gap:.3g})" if math.isfinite(gap) else ""
+    return (
+        f"stopped at {where} before reaching --tol {config.tol:g}{measure};"
+        " train longer or raise --tol"
+    )
+
+
+def _config(model):
+    """The solver config ``model`` was trained with."""
+    return SOLVERS[model.solver].config_class(**model.solver_options)
+
+
+def _default(solver: str, field_name: str) -> Any:
+    import dataclasses
+
+    from crfsdca.solvers import SOLVERS
+
+    fields = dataclasses.fields(SOLVERS[solver].config_class)
+    return next((f.default for f in fields if f.name == field_name), None)
+
+
+def _summary(model, inputs, model_path) -> dict[str, Any]:
+    scores = model.score(inputs.test) if inputs.test is not None else {}
+    return summary(
+        solver=model.solver,
+        dataset=inputs.name,
+        train=inputs.train,
+        test=inputs.test,
+        feature_map=model.feature_map_,
+        regularization=model.regularization_,
+        result=model.result_,
+        scores=scores,
+        model_path=model_path,
+    )
+
+
+def _check_plot(plot_path: str) -> None:
+    """Usage errors for --plot before any work: the extension, matplotlib, the folder."""
+    from crfsdca.plotting import output_format
+
+    try:
+        output_format(plot_path)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--plot") from None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise click.BadParameter(
+            "plotting needs matplotlib: pip install 'crfsdca[plot]'", param_hint="--plot"
+        ) from None
+    check_output_path(plot_path, "--plot")

@@ -1,0 +1,362 @@
+"""Distributed SDCA (practical DisDCA, Yang 2013) on Dask: one actor per partition.
+
+Each round the driver sends the global ``w`` to every partition; each runs ``local_updates``
+SDCA steps on its own shard with the scale P (the number of partitions) and the global lambda
+n, on a local copy of ``w`` (:meth:`LocalSDCA.local_round`), and returns its Delta w. The driver
+sums them in partition order (bitwise reproducible) into a new ``w``, so ``w = w_hat(mu)`` holds
+throughout. Every ``eval_every`` rounds it reduces the partitions' scalar sums into the exact
+primal, dual and gap (one trace record in the common format) and stops when the gap <= tol.
+
+The dual state never leaves the workers: a partition's marginals, gap estimates and RNG live in
+its actor (``crfsdca.distributed.partition.PartitionSolver``). :func:`simulate` runs the same
+partition
+objects in this process, one after the other; a cluster run equals it bit for bit.
+
+Dask is imported lazily: ``pip install 'crfsdca[distributed]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.distributed.partition import ArrayShard, DatasetShard, PartitionSolver, shard_indices
+from crfsdca.errors import WorkerLostError
+from crfsdca.io.modelfile import atomic_write_text
+from crfsdca.solvers.base import record_summary
+from crfsdca.solvers.local import VARIANTS
+from crfsdca.solvers.sdca import SDCAConfig
+from crfsdca.solvers.trace import Trace, TraceRecord
+from crfsdca.structures.objectives import dual_value, primal_value
+from crfsdca.structures.problem import Problem
+
+__all__ = ["DatasetShard", "DistributedResult", "WorkerLostError", "fit", "simulate"]
+
+
+@dataclass
+class DistributedResult:
+    """Final weights, the trace (one record per evaluation), and how the run ended."""
+
+    weights: NDArray[np.float64]
+    trace: Trace
+    stop_reason: str
+    rounds: int
+    n_partitions: int
+    seconds_communication: float = 0.0
+    info: list[dict[str, Any]] = field(default_factory=list)
+    partitions: list[PartitionSolver] | None = None  # simulate(..., keep_partitions=True)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **record_summary(self.trace.records[-1], self.stop_reason),
+            "rounds": self.rounds,
+            "partitions": self.n_partitions,
+            "seconds_communication": self.seconds_communication,
+        }
+
+
+def fit(
+    data: Problem | DatasetShard,
+    client: Any,
+    n_partitions: int | None = None,
+    *,
+    local_updates: int = 1000,
+    max_rounds: int = 100,
+    sampling: str = "gap",
+    tol: float = 1e-3,
+    seed: int = 0,
+    round_timeout: float = 600.0,
+    eval_every: int = 1,
+    checkpoint_dir: str | None = None,
+    resume: bool = False,
+    variant: str = "practical",
+    callback: Callable[[TraceRecord], None] | None = None,
+    **sdca_options: Any,
+) -> DistributedResult:
+    """Train on a Dask cluster: one :class:`PartitionSolver` actor per partition.
+
+    ``data`` is a :class:`~crfsdca.structures.problem.Problem` (each shard's arrays are sent to its
+    worker) or a :class:`DatasetShard` template (each worker loads its own shard; ``index`` and
+    ``n_partitions`` are filled in). ``n_partitions`` defaults to the number of workers.
+    ``sdca_options`` are fields of :class:`SDCAConfig` (``non_uniformity``,
+    ``line_search_tol``, ...). With ``checkpoint_dir`` every partition saves its state at each
+    evaluation; ``resume=True`` starts each partition from its checkpoint (or afresh where it
+    has none) and rebuilds w as the sum of the partitions' contributions.
+    """
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise ValueError("the Dask cluster has no workers")
+    P = n_partitions or len(workers)
+    client.get_versions(check=True)
+    _check(P, local_updates, max_rounds, variant, eval_every, round_timeout)
+    specs, kwargs = _partition_args(data, P, seed, sampling, tol, variant, sdca_options)
+    futures = [
+        client.submit(
+            PartitionSolver,
+            specs[k],
+            **kwargs[k],
+            checkpoint_dir=checkpoint_dir,
+            resume=resume,
+            actor=True,
+            workers=[workers[k % len(workers)]],
+            pure=False,
+        )
+        for k in range(P)
+    ]
+    try:
+        actors = [_result(f, k, round_timeout) for k, f in enumerate(futures)]
+        handles = [_Remote(a, k, round_timeout) for k, a in enumerate(actors)]
+        return _drive(handles, _driver_options(locals()))
+    finally:
+        client.cancel(futures)  # frees the actors and their state
+
+
+def simulate(
+    data: Problem | DatasetShard,
+    n_partitions: int,
+    *,
+    local_updates: int = 1000,
+    max_rounds: int = 100,
+    sampling: str = "gap",
+    tol: float = 1e-3,
+    seed: int = 0,
+    eval_every: int = 1,
+    checkpoint_dir: str | None = None,
+    resume: bool = False,
+    variant: str = "practical",
+    callback: Callable[[TraceRecord], None] | None = None,
+    keep_partitions: bool = False,
+    **sdca_options: Any,
+) -> DistributedResult:
+    """:func:`fit` with the partitions in this process, run one after the other."""
+    P = n_partitions
+    _check(P, local_updates, max_rounds, variant, eval_every, 1.0)
+    specs, kwargs = _partition_args(data, P, seed, sampling, tol, variant, sdca_options)
+    handles = [
+        _Local(PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=resume))
+        for k in range(P)
+    ]
+    result = _drive(handles, _driver_options(locals()))
+    if keep_partitions:
+        result.partitions = [h.solver for h in handles]
+    return result
+
+
+# -- the driver loop ---------------------------------------------------------------------------
+def _driver_options(scope: dict[str, Any]) -> dict[str, Any]:
+    keys = ("n_partitions", "local_updates", "max_rounds", "tol", "eval_every", "seed")
+    out = {k: scope[k] for k in keys if k in scope}
+    out.update(
+        n_partitions=scope["P"],
+        checkpoint_dir=scope["checkpoint_dir"],
+        resume=scope["resume"],
+        callback=scope["callback"],
+        variant=scope["variant"],
+        sampling=scope["sampling"],
+    )
+    return out
+
+
+def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
+    P, m = opts["n_partitions"], opts["local_updates"]
+    info = [h.call("info") for h in handles]
+    n = sum(i["n"] for i in info)
+    lam_n = info[0]["lambda_n"]
+    lam = lam_n / n
+    contributions = [h.call("primal_contribution") for h in handles]
+    w = np.add.reduce(contributions) if P > 1 else contributions[0].copy()
+    trace = Trace(
+        header={
+            "solver": "disdca",
+            "config": {k: v for k, v in opts.items() if k != "callback"},
+            "regularization": lam,
+            "dataset": "",
+            "n_sequences": n,
+            "n_features": int(w.size),
+            "seed": opts["seed"],
+            "partitions": P,
+        }
+    )
+    state_path = None if opts["checkpoint_dir"] is None else Path(opts["checkpoint_dir"])
+    rounds, spent, communication = 0, 0.0, 0.0  # spent: round time, evaluations excluded
+    if opts["resume"] and state_path is not None and (state_path / "driver.json").exists():
+        saved = json.loads((state_path / "driver.json").read_text())
+        rounds, spent = saved["round"], saved["seconds"]
+        communication = saved["seconds_communication"]
+        trace.records[:] = [TraceRecord.from_json(r) for r in saved["records"]]
+
+    def evaluate() -> TraceRecord:
+        terms = [h.call("objective_terms", w) for h in handles]
+        total = {k: sum(t[k] for t in terms) for k in terms[0]}
+        wsq = float(w @ w)
+        primal = primal_value(lam, wsq, total["loss"], n)
+        dual = dual_value(lam, wsq, total["entropy"], n)
+        record = TraceRecord(
+            solver="disdca",
+            epoch=total["oracle_calls"] / n,
+            oracle_calls=int(total["oracle_calls"]),
+            updates=int(total["updates"]),
+            seconds=spent,
+            primal=primal,
+            dual=dual,
+            gap=primal - dual,
+            gap_estimate=total["gap_estimate"] / n,
+            extra={"rounds": rounds, "seconds_communication": communication},
+        )
+        last = trace.records[-1] if trace.records else None
+        if last is not None and (last.oracle_calls, last.updates) == (
+            record.oracle_calls,
+            record.updates,
+        ):
+            return last  # resumed exactly where the saved trace ends
+        trace.append(record)
+        if opts["callback"] is not None:
+            opts["callback"](record)
+        if state_path is not None:
+            for h in handles:
+                h.call("checkpoint")
+            saved = {
+                "round": rounds,
+                "seconds": spent,
+                "seconds_communication": communication,
+                "records": [r.to_json() for r in trace.records],
+            }
+            atomic_write_text(state_path / "driver.json", json.dumps(saved))
+        return record
+
+    record = evaluate()  # also after a resume: w was rebuilt from the partitions' duals
+    reason = "tol" if record.gap <= opts["tol"] else "max_rounds"
+    while reason != "tol" and rounds < opts["max_rounds"]:
+        began = time.perf_counter()
+        sent = [h.send("local_round", w, m) for h in handles]
+        results = [s.result() for s in sent]  # partition order: bitwise reproducible
+        w = w + np.add.reduce([r[0] for r in results])  # a new array: never written in place
+        rounds += 1
+        took = time.perf_counter() - began
+        spent += took
+        communication += max(0.0, took - max(r[1] for r in results))
+        if rounds % opts["eval_every"] == 0 or rounds == opts["max_rounds"]:
+            record = evaluate()
+            if math.isfinite(record.gap) and record.gap <= opts["tol"]:
+                reason = "tol"
+    return DistributedResult(
+        weights=w,
+        trace=trace,
+        stop_reason=reason,
+        rounds=rounds,
+        n_partitions=P,
+        seconds_communication=communication,
+        info=info,
+    )
+
+
+# -- partition handles -------------------------------------------------------------------------
+class _Done:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+class _Local:
+    """A partition in this process."""
+
+    def __init__(self, solver: PartitionSolver) -> None:
+        self.solver = solver
+
+    def send(self, method: str, *args: Any) -> _Done:
+        return _Done(getattr(self.solver, method)(*args))
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.solver, method)(*args)
+
+
+class _Remote:
+    """A partition's Dask actor; every wait has a timeout and names the partition on failure."""
+
+    def __init__(self, actor: Any, index: int, timeout: float) -> None:
+        self.actor, self.index, self.timeout = actor, index, timeout
+
+    def send(self, method: str, *args: Any) -> _Pending:
+        try:
+            return _Pending(getattr(self.actor, method)(*args), self.index, self.timeout)
+        except Exception as err:  # noqa: BLE001 - a dead actor fails here or in result()
+            raise _lost(self.index, err) from err
+
+    def call(self, method: str, *args: Any) -> Any:
+        return self.send(method, *args).result()
+
+
+class _Pending:
+    def __init__(self, future: Any, index: int, timeout: float) -> None:
+        self.future, self.index, self.timeout = future, index, timeout
+
+    def result(self) -> Any:
+        return _result(self.future, self.index, self.timeout)
+
+
+def _result(future: Any, index: int, timeout: float) -> Any:
+    try:
+        return future.result(timeout=timeout)
+    except (OSError, TimeoutError) as err:  # dask: a dead actor's worker is an OSError
+        raise _lost(index, err) from err
+    except Exception as err:
+        if type(err).__name__ in ("CancelledError", "KilledWorker", "FutureCancelledError"):
+            raise _lost(index, err) from err
+        raise
+
+
+def _lost(index: int, err: BaseException) -> WorkerLostError:
+    detail = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    return WorkerLostError(index, detail)
+
+
+# -- arguments ---------------------------------------------------------------------------------
+def _check(P, local_updates, max_rounds, variant, eval_every, round_timeout) -> None:
+    if P < 1:
+        raise ValueError(f"n_partitions must be >= 1; got {P}")
+    if local_updates < 1:
+        raise ValueError(f"local_updates must be >= 1; got {local_updates}")
+    if max_rounds < 0:
+        raise ValueError(f"max_rounds must be >= 0; got {max_rounds}")
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be >= 1; got {eval_every}")
+    if not round_timeout > 0:
+        raise ValueError(f"round_timeout must be > 0; got {round_timeout}")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+
+
+def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
+    """(shard specs, per-partition keyword arguments) of P partitions."""
+    config = SDCAConfig(sampling=sampling, tol=tol, seed=seed, **sdca_options).as_dict()
+    seeds = np.random.SeedSequence(seed).spawn(P)  # by partition index, never by worker
+    if isinstance(data, Problem):
+        n, lam = data.n_sequences, data.regularization
+        if n < P:
+            raise ValueError(f"n_partitions ({P}) exceeds the number of sequences ({n})")
+        bias = data.feature_map.n_bias_rows
+        specs = [
+            ArrayShard(data.train.subset(shard_indices(n, P, k)), bias, n, lam, data.name)
+            for k in range(P)
+        ]
+    elif isinstance(data, DatasetShard):
+        from dataclasses import replace
+
+        specs = [replace(data, index=k, n_partitions=P) for k in range(P)]
+    else:
+        raise TypeError(f"data must be a Problem or a DatasetShard; got {type(data).__name__}")
+    kwargs = [
+        {"index": k, "n_partitions": P, "config": config, "seed": seeds[k], "variant": variant}
+        for k in range(P)
+    ]
+    return specs, kwargs

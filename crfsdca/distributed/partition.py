@@ -1,0 +1,165 @@
+"""Worker side of distributed SDCA: one partition's shard and its :class:`LocalSDCA`.
+
+This module never imports dask: a :class:`PartitionSolver` is a plain object that the driver
+(``crfsdca.distributed``) runs as a Dask actor on a worker, or in-process for the simulation
+that the tests compare with. It lives in an importable module so that numba's cache and the
+scheduler's unpickling work on every worker.
+
+A shard comes from a small spec: :class:`ArrayShard` carries the shard's arrays (the Python
+API with data in memory), :class:`DatasetShard` names a dataset that the worker loads and
+encodes itself (the CLI), so only a few strings cross the wire. Either way feature numbering is
+global: the encoder is fitted on the whole training set, and block ``index`` of
+``np.array_split(range(n), n_partitions)`` is the partition's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.sequences import SequenceData
+from crfsdca.io.modelfile import load_model, save_model
+from crfsdca.solvers.local import LocalSDCA, shard_problem
+from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
+from crfsdca.structures.problem import Problem
+
+
+def shard_indices(n: int, n_partitions: int, index: int) -> NDArray[np.int64]:
+    """The sequences of partition ``index``: contiguous, sizes differing by at most one."""
+    return np.array_split(np.arange(n), n_partitions)[index]
+
+
+@dataclass(frozen=True)
+class ArrayShard:
+    """A shard shipped as arrays: its sequences and the global n and lambda."""
+
+    train: SequenceData
+    n_bias_rows: int
+    n_total: int
+    regularization: float
+    name: str = ""
+
+    def load(self) -> Problem:
+        fm = FeatureMap(self.train.n_attributes, self.train.n_labels, self.n_bias_rows)
+        lam_n = self.regularization * self.n_total
+        return Problem(
+            train=self.train,
+            feature_map=fm,
+            regularization=lam_n / self.train.n_sequences,
+            name=self.name,
+        )
+
+
+@dataclass(frozen=True)
+class DatasetShard:
+    """A shard named by a dataset (registered name or file), loaded on the worker."""
+
+    dataset: str
+    index: int
+    n_partitions: int
+    fmt: str | None = None
+    template: str | None = None
+    data_dir: str | None = None
+    max_sequences: int | None = None
+    n_bias_rows: int | None = None
+    regularization: float | None = None  # None: 1/n
+    label: str | None = None  # CoNLL-U column (xpos, upos)
+
+    def load(self) -> Problem:
+        from crfsdca.features.sources import load_inputs
+
+        inputs = load_inputs(
+            self.dataset,
+            fmt=self.fmt,
+            template=self.template,
+            test=None,
+            data_dir=self.data_dir,
+            max_sequences=self.max_sequences,
+            label=self.label,
+            with_test=False,
+        )
+        train = inputs.train
+        bias = inputs.encoder.default_bias_rows if self.n_bias_rows is None else self.n_bias_rows
+        fm = FeatureMap(train.n_attributes, train.n_labels, bias)
+        whole = Problem(
+            train=train, feature_map=fm, regularization=self.regularization, name=inputs.name
+        )
+        return shard_problem(whole, shard_indices(train.n_sequences, self.n_partitions, self.index))
+
+
+class PartitionSolver:
+    """One partition: its shard, dual state, gap estimates and RNG (see the module docstring)."""
+
+    def __init__(
+        self,
+        spec: ArrayShard | DatasetShard,
+        *,
+        index: int,
+        n_partitions: int,
+        config: dict[str, Any],
+        seed: np.random.SeedSequence,
+        variant: str = "practical",
+        checkpoint_dir: str | None = None,
+        resume: bool = False,
+    ) -> None:
+        self.index, self.variant = index, variant
+        self.problem = spec.load()
+        self.config = SDCAConfig(**config)
+        path = None if checkpoint_dir is None else Path(checkpoint_dir, f"partition-{index}.npz")
+        self.checkpoint_path = path
+        if resume and path is not None and path.exists():
+            arrays, header = load_model(str(path))
+            state = SDCAState.from_checkpoint(arrays, header["state"])
+        else:
+            state = SDCA(self.config).initial_state(self.problem)
+            state.rng_state = np.random.default_rng(seed).bit_generator.state
+        self.local = LocalSDCA(self.problem, self.config, state, scale=n_partitions)
+
+    def info(self) -> dict[str, Any]:
+        fm = self.problem.feature_map
+        return {
+            "n": self.problem.n_sequences,
+            "n_items": self.problem.train.n_items,
+            "n_features": fm.n_features,
+            "lambda_n": self.local.lam_n,
+            "pid": os.getpid(),
+            "dual_bytes": self.local.state.dual.nbytes,
+        }
+
+    def local_round(self, w: NDArray[np.float64], n_steps: int) -> tuple[np.ndarray, float]:
+        """(Delta w of this partition, seconds spent computing it)."""
+        start = _clock()
+        delta = self.local.local_round(w, n_steps, self.variant)
+        return delta, _clock() - start
+
+    def objective_terms(self, w: NDArray[np.float64]) -> dict[str, float]:
+        st = self.local.state
+        return {
+            **self.local.objective_terms(w),
+            "oracle_calls": float(st.oracle_calls),
+            "updates": float(st.updates),
+        }
+
+    def primal_contribution(self) -> NDArray[np.float64]:
+        return self.local.primal_contribution()
+
+    def checkpoint(self) -> None:
+        """Write this partition's state atomically (.npz + JSON, no pickle)."""
+        if self.checkpoint_path is None:
+            return
+        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
+        self.local.state.counters = dict(self.local.counters)
+        arrays, header = self.local.state.to_checkpoint()
+        save_model(str(self.checkpoint_path), arrays, {"state": header, "index": self.index})
+
+
+def _clock() -> float:
+    import time
+
+    return time.perf_counter()

@@ -1,0 +1,228 @@
+"""Dual state of SDCA: the clique marginals mu_i of every sequence, kept as logs.
+
+Packed arrays (no per-sequence objects): ``log_node`` (N, K) for every token and ``log_edge``
+(N - n, K, K) for every edge; the edges of sequence i start at ``seq_offsets[i] - i``. Alongside:
+the cached junction-tree entropies H~(mu_i), the gap estimates g_i, and w = w_hat(mu) with
+w_hat(mu) = (1 / (lambda n)) sum_i [F(x_i, y_i) - E_{mu_i} F(x_i, .)]
+(Le Priol et al. 2018, eq. 16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca.kernels import junction_batch, oeg
+from crfsdca.solvers.samplers import INITIAL_GAP
+from crfsdca.structures.chain import ChainStructure
+from crfsdca.structures.junction import JunctionStructure, check_labels
+from crfsdca.structures.tree import TreeStructure
+
+if TYPE_CHECKING:
+    from crfsdca.structures.junction import JunctionData, JunctionProblem
+    from crfsdca.structures.tree import TreeProblem
+
+
+@dataclass
+class DualState:
+    """Plain arrays, cheap to checkpoint and to warm-start from."""
+
+    log_node: NDArray[np.floating]
+    log_edge: NDArray[np.floating]
+    entropies: NDArray[np.float64]
+    gap_estimates: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    step_sizes: NDArray[np.float64]
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            sum(
+                a.nbytes
+                for a in (
+                    self.log_node,
+                    self.log_edge,
+                    self.entropies,
+                    self.gap_estimates,
+                    self.weights,
+                    self.step_sizes,
+                )
+            )
+        )
+
+    def copy(self) -> DualState:
+        return DualState(
+            *(
+                np.array(a, copy=True)
+                for a in (
+                    self.log_node,
+                    self.log_edge,
+                    self.entropies,
+                    self.gap_estimates,
+                    self.weights,
+                    self.step_sizes,
+                )
+            )
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "log_node": self.log_node,
+            "log_edge": self.log_edge,
+            "entropies": self.entropies,
+            "gap_estimates": self.gap_estimates,
+            "weights": self.weights,
+            "step_sizes": self.step_sizes,
+        }
+
+
+def dual_state_bytes(
+    n_items: int,
+    n_sequences: int,
+    n_labels: int,
+    n_features: int,
+    dtype: np.dtype | type = np.float64,
+) -> int:
+    """Bytes needed by a DualState (log-marginals dominate: (N - n) K^2 entries)."""
+    item = np.dtype(dtype).itemsize
+    K = n_labels
+    return item * (n_items * K + (n_items - n_sequences) * K * K) + 8 * (
+        3 * n_sequences + n_features
+    )
+
+
+def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
+    """mu_c = epsilon / K^|c| + (1 - epsilon) 1[y_c = gold] (eq. 21/26), w = w_hat(mu) exactly."""
+    if not 0.0 < epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    data, K = problem.train, problem.feature_map.n_labels
+    n, N = data.n_sequences, data.n_items
+    labels = data.labels
+    off = np.log(epsilon / K) if epsilon < 1 else -np.log(K)
+    on = np.log(epsilon / K + (1.0 - epsilon))
+    log_node = np.full((N, K), off, dtype=dtype)
+    log_node[np.arange(N), labels] = on
+    off2 = np.log(epsilon / K**2)
+    on2 = np.log(epsilon / K**2 + (1.0 - epsilon))
+    log_edge = np.full((N - n, K, K), off2, dtype=dtype)
+    is_edge = np.ones(N, bool)
+    is_edge[data.seq_offsets[1:] - 1] = False  # last token of a sequence starts no edge
+    src = np.flatnonzero(is_edge)
+    log_edge[np.arange(N - n), labels[src], labels[src + 1]] = on2
+    return finish_state(problem, log_node, log_edge)
+
+
+def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
+    """Dual state at the marginals of exp(score (#gold labels + #gold transitions)), per
+    sequence: the authors' start (sdca4crf), the empirical point up to ~exp(-2 score), so that
+    w_hat(mu) ~ 0 and the first primal is about P(0) = (N / n) log K."""
+    if not np.isfinite(score):
+        raise ValueError(f"gibbs_score must be finite; got {score}")
+    data, K = problem.train, problem.feature_map.n_labels
+    log_node = np.empty((data.n_items, K))
+    log_edge = np.empty((data.n_items - data.n_sequences, K, K))
+    oeg.gibbs_marginals(
+        data.seq_offsets, data.labels, K, score, log_node, log_edge, max(data.max_length, 1)
+    )
+    if np.dtype(dtype) != np.float64:
+        log_node, log_edge = log_node.astype(dtype), log_edge.astype(dtype)
+    return finish_state(problem, log_node, log_edge)
+
+
+def finish_state(problem, log_node, log_edge, gap_estimates=None) -> DualState:
+    """Entropies and w_hat(mu) of given log-marginals; gap estimates default to 100."""
+    n = problem.n_sequences
+    structure = ChainStructure(problem)
+    entropies = structure.entropies(log_node, log_edge)
+    weights = structure.weights_from_dual(log_node, log_edge)
+    if gap_estimates is None:
+        gap_estimates = np.full(n, INITIAL_GAP)
+    return DualState(
+        log_node=log_node,
+        log_edge=log_edge,
+        entropies=entropies,
+        gap_estimates=np.asarray(gap_estimates, float),
+        weights=weights,
+        step_sizes=np.full(n, 0.5),
+    )
+
+
+def weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
+    """w_hat(mu) = (F_gold_sum - sum_i E_{mu_i} F) / (lambda n) of chain marginals."""
+    return ChainStructure(problem).weights_from_dual(log_node, log_edge)
+
+
+# -- trees and junction trees ---------------------------------------------------------------------
+def tree_smoothed_empirical(problem: TreeProblem, epsilon: float) -> DualState:
+    """mu_c = epsilon / K^|c| + (1 - epsilon) 1[y_c = gold] on every node and edge."""
+    if not 0.0 < epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    data, K = problem.train, problem.feature_map.n_labels
+    N, labels = data.n_items, data.labels
+    parents = data.packed[0]
+    starts = np.repeat(data.seq_offsets[:-1], data.lengths)  # first node of each node's example
+    log_node = np.full((N, K), np.log(epsilon / K) if epsilon < 1 else -np.log(K))
+    log_node[np.arange(N), labels] = np.log(epsilon / K + 1.0 - epsilon)
+    log_edge = np.full((N, K, K), np.log(epsilon / K**2))
+    child = np.flatnonzero(parents >= 0)
+    parent_labels = labels[starts[child] + parents[child]]
+    log_edge[child, parent_labels, labels[child]] = np.log(epsilon / K**2 + 1.0 - epsilon)
+    return tree_finish_state(problem, log_node, log_edge)
+
+
+def tree_finish_state(problem: TreeProblem, log_node, log_edge) -> DualState:
+    data, structure = problem.train, TreeStructure(problem)
+    entropies = structure.entropies(log_node, log_edge)
+    return DualState(
+        log_node=log_node,
+        log_edge=log_edge,
+        entropies=entropies,
+        gap_estimates=np.full(data.n_sequences, INITIAL_GAP),
+        weights=structure.weights_from_dual(log_node, log_edge),
+        step_sizes=np.full(data.n_sequences, 0.5),
+    )
+
+
+def tree_weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
+    """w_hat(mu) of tree marginals stored like the dual state."""
+    return TreeStructure(problem).weights_from_dual(log_node, log_edge)
+
+
+def junction_dual_bytes(data: JunctionData, n_features: int, dtype=np.float64) -> int:
+    """Bytes of the junction dual state: the tables, three per-example arrays and w."""
+    return np.dtype(dtype).itemsize * data.n_table_entries + 8 * (3 * data.n_sequences + n_features)
+
+
+def junction_smoothed_empirical(problem: JunctionProblem, epsilon: float, dtype) -> DualState:
+    """mu_t = epsilon / K^|t| + (1 - epsilon) 1[y_t = gold] on every clique and separator
+    table t (consistent: a clique's projection is its separator's table)."""
+    if not 0.0 < epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    data, oracle = problem.train, problem.oracle
+    check_labels(data)
+    tables = np.empty(data.n_table_entries, dtype)
+    junction_batch.empirical_tables(
+        oracle._data, oracle._jt, problem.feature_map.n_labels, epsilon, tables
+    )
+    return junction_finish_state(problem, tables)
+
+
+def junction_finish_state(problem: JunctionProblem, tables) -> DualState:
+    n, structure = problem.n_sequences, JunctionStructure(problem)
+    empty = np.empty(0, tables.dtype)
+    return DualState(
+        log_node=np.empty((0, problem.feature_map.n_labels), tables.dtype),
+        log_edge=tables,
+        entropies=structure.entropies(empty, tables),
+        gap_estimates=np.full(n, INITIAL_GAP),
+        weights=structure.weights_from_dual(empty, tables),
+        step_sizes=np.full(n, 0.5),
+    )
+
+
+def junction_weights_from_dual(problem, tables) -> NDArray[np.float64]:
+    """w_hat(mu) of clique and separator tables packed like the dual state."""
+    return JunctionStructure(problem).weights_from_dual(np.empty(0), tables)

@@ -1,0 +1,293 @@
+"""Tree-structured CRFs: examples with their own tree or forest, the oracle, the problem.
+
+A :class:`TreeData` pairs a :class:`~crfsdca.features.sequences.SequenceData` (an example's nodes
+are its
+items: per-node sparse attributes from the same templates and encoders as chains, one label per
+node) with one :class:`~crfsdca.structures.graphs.Tree` per example (parent array, per-edge types).
+The
+weights follow :class:`~crfsdca.features.FeatureMap` with one K x K transition block per edge
+type, tied across examples, and bias rows read as (count, root, leaf).
+
+:class:`TreeOracle` computes log Z, clique marginals (nodes and parent-child edges), the batch
+value and gradient and MAP labels with the kernels of :mod:`crfsdca.kernels.tree`;
+:class:`TreeProblem` is a :class:`~crfsdca.structures.problem.Problem` whose oracle is a
+TreeOracle, so
+the primal solvers (L-BFGS) and the monitor run on trees unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crfsdca._dtypes import FLOAT, INDEX
+from crfsdca.errors import GraphError
+from crfsdca.features.feature_map import FeatureMap
+from crfsdca.features.layout import max_unique
+from crfsdca.features.sequences import SequenceData
+from crfsdca.kernels import sag_epoch, tree_blocks, tree_oeg, tree_scaled
+from crfsdca.kernels import tree as kernels
+from crfsdca.kernels.primitives import RunTable
+from crfsdca.structures.chain import ChainStructure
+from crfsdca.structures.graphs import Tree
+from crfsdca.structures.objectives import lambda_n, weights_from_expectations
+from crfsdca.structures.problem import Problem
+
+__all__ = ["TreeData", "TreeOracle", "TreeProblem"]
+
+
+@dataclass(frozen=True, eq=False)
+class TreeData:
+    """Nodes (as a SequenceData) and one tree per example, packed for the kernels."""
+
+    nodes: SequenceData
+    graphs: tuple[Tree, ...]
+
+    def __post_init__(self) -> None:
+        graphs = tuple(self.graphs)
+        object.__setattr__(self, "graphs", graphs)
+        lengths = self.nodes.lengths.tolist()
+        if len(graphs) != len(lengths):
+            raise GraphError(f"{len(graphs)} trees for {len(lengths)} examples; expected one each")
+        for i, (tree, n) in enumerate(zip(graphs, lengths, strict=True)):
+            if tree.n_nodes != n:
+                raise GraphError(
+                    f"example {i}: the tree has {tree.n_nodes} nodes but the example {n} items"
+                )
+
+    @cached_property
+    def packed(self) -> tuple[np.ndarray, ...]:
+        """(parents, types, order, child_start, children) over all nodes (see kernels.tree)."""
+        g = self.graphs
+        parents = np.concatenate([t.parents for t in g]).astype(INDEX)
+        types = np.concatenate([np.where(t.parents >= 0, t.edge_types, 0) for t in g])
+        order = np.concatenate([t.order for t in g]).astype(INDEX)
+        counts = np.concatenate([np.diff(t.children_start) for t in g])
+        child_start = np.zeros(parents.size + 1, INDEX)
+        np.cumsum(counts, out=child_start[1:])
+        children = np.concatenate([t.children for t in g] or [np.zeros(0, INDEX)]).astype(INDEX)
+        return parents, types.astype(INDEX), order, child_start, children
+
+    @property
+    def n_edge_types(self) -> int:
+        return max((t.n_edge_types for t in self.graphs), default=0) or 1
+
+    # the SequenceData interface the problem and the monitor read
+    def __getattr__(self, name: str):
+        if name in ("nodes", "graphs", "packed"):
+            raise AttributeError(name)
+        return getattr(self.nodes, name)
+
+
+class TreeOracle:
+    """log Z, marginals, value and gradient, MAP of tree-structured examples."""
+
+    def __init__(self, data: TreeData, feature_map: FeatureMap) -> None:
+        if data.n_labels != feature_map.n_labels:
+            raise ValueError(
+                f"data has {data.n_labels} labels but the feature map {feature_map.n_labels}"
+            )
+        if data.n_edge_types > feature_map.n_edge_types:
+            raise GraphError(
+                f"the trees use {data.n_edge_types} edge types; the feature map has"
+                f" {feature_map.n_edge_types} transition blocks"
+            )
+        self.data, self.feature_map = data, feature_map
+        fm, n = feature_map, max(data.max_length, 1)
+        K = fm.n_labels
+        self._data = data.nodes.arrays()
+        self._graph = data.packed
+        self._dims = (fm.n_attributes, K, fm.n_bias_rows, fm.n_edge_types)
+        self._ws = tuple(np.empty((n, K)) for _ in range(4)) + (np.empty(K), np.empty((n, K)))
+        self._log_node, self._log_edge = np.empty((n, K)), np.empty((n, K, K))
+        self._root_z = np.empty(n)
+        self._sws = tuple(np.empty((n, K)) for _ in range(4)) + (np.empty(n),)
+
+    @property
+    def n_sequences(self) -> int:
+        return self.data.n_sequences
+
+    def _weights(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self.feature_map.check_weights(w)
+
+    def marginals(
+        self, i: int, w: NDArray[np.float64]
+    ) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
+        """(log Z_i, log node marginals (n, K), log edge marginals (n, K, K)) of example i;
+        row v of the edges is the edge parent(v)-v, [parent label, v's label] (-inf at roots)."""
+        if not 0 <= i < self.n_sequences:
+            raise IndexError(f"example index {i} out of range [0, {self.n_sequences})")
+        w = self._weights(w)
+        log_z, _, _ = kernels._example(
+            self._data, self._graph, i, w, self._dims, self._ws, self._log_node,
+            self._log_edge, self._root_z,
+        )  # fmt: skip
+        n = int(self.data.lengths[i])
+        edge = self._log_edge[:n].copy()
+        edge[self.data.graphs[i].parents < 0] = -np.inf
+        return float(log_z), self._log_node[:n].copy(), edge
+
+    def log_partition(self, i: int, w: NDArray[np.float64]) -> float:
+        return self.marginals(i, w)[0]
+
+    def value_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
+        w = self._weights(w)
+        grad = np.empty(self.feature_map.n_features, FLOAT)
+        loss, bad = tree_scaled.batch_value_and_gradient(
+            self._data, self._graph, w, self._dims, self._ws, self._sws, self._log_node,
+            self._log_edge, self._root_z, grad,
+        )  # fmt: skip
+        if bad >= 0 or not math.isfinite(loss):
+            raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
+        return float(loss), grad
+
+    def gold_features(self) -> NDArray[np.float64]:
+        """Read-only sum_i F(x_i, y_i): the expected features of the gold labelling."""
+        if getattr(self, "_gold", None) is None:
+            from crfsdca.kernels.tree_blocks import expected_features
+
+            N, K = self.data.n_items, self.feature_map.n_labels
+            labels = self.data.labels
+            parents = self._graph[0]
+            starts = np.repeat(self.data.seq_offsets[:-1], self.data.lengths)
+            log_node = np.full((N, K), -np.inf)
+            log_node[np.arange(N), labels] = 0.0
+            log_edge = np.full((N, K, K), -np.inf)
+            child = np.flatnonzero(parents >= 0)
+            log_edge[child, labels[starts[child] + parents[child]], labels[child]] = 0.0
+            gold = self.feature_map.zeros()
+            expected_features(self._data, self._graph, log_node, log_edge, self._dims, gold)
+            gold.setflags(write=False)
+            self._gold = gold
+        return self._gold
+
+    def predict(self, w: NDArray[np.float64]) -> NDArray[np.int64]:
+        """MAP label of every node, packed like the data's labels."""
+        w = self._weights(w)
+        out = np.empty(self.data.n_items, INDEX)
+        n, K = max(self.data.max_length, 1), self.feature_map.n_labels
+        backptr = np.empty((n, K), INDEX)
+        kernels.tree_predict(self._data, self._graph, w, self._dims, self._ws, backptr, out)
+        return out
+
+
+@dataclass(eq=False)
+class TreeProblem(Problem):
+    """A :class:`Problem` on tree-structured examples (``train``/``test`` are TreeData)."""
+
+    @cached_property
+    def structure(self) -> TreeStructure:
+        return TreeStructure(self)
+
+    @cached_property
+    def oracle(self) -> TreeOracle:  # type: ignore[override]
+        return TreeOracle(self.train, self.feature_map)
+
+    @cached_property
+    def test_oracle(self) -> TreeOracle | None:  # type: ignore[override]
+        return None if self.test is None else TreeOracle(self.test, self.feature_map)
+
+
+def tree_problem(
+    train: TreeData,
+    *,
+    n_bias_rows: int = 3,
+    regularization: float | None = None,
+    test: TreeData | None = None,
+    name: str = "",
+) -> TreeProblem:
+    """A TreeProblem with one transition block per edge type used in train (or test)."""
+    _check_labels(train)
+    types = max(train.n_edge_types, test.n_edge_types if test is not None else 1)
+    fm = FeatureMap(train.n_attributes, train.n_labels, n_bias_rows, types)
+    return TreeProblem(
+        train=train, feature_map=fm, regularization=regularization, test=test, name=name
+    )
+
+
+def _check_labels(data: TreeData) -> None:
+    """GraphError naming the example and node of the first training label outside [0, K)."""
+    labels, K = data.nodes.labels, data.nodes.n_labels
+    bad = np.flatnonzero((labels < 0) | (labels >= K))
+    if bad.size:
+        t = int(bad[0])
+        offsets = data.nodes.seq_offsets
+        i = int(np.searchsorted(offsets, t, side="right")) - 1
+        raise GraphError(
+            f"example {i}: node {t - int(offsets[i])}: label {int(labels[t])} is out of range;"
+            f" expected a known label in [0, {K})"
+        )
+
+
+def trees_from_parents(parents: Sequence[Sequence[int]], edge_types=None) -> tuple[Tree, ...]:
+    """One Tree per example from lists of parent indices (errors name the example)."""
+    types = [None] * len(parents) if edge_types is None else list(edge_types)
+    return tuple(
+        Tree(np.asarray(p, INDEX), None if t is None else np.asarray(t, INDEX), example=i)
+        for i, (p, t) in enumerate(zip(parents, types, strict=True))
+    )
+
+
+class TreeStructure(ChainStructure):
+    """Trees and forests (:class:`~crfsdca.structures.tree.TreeProblem`)."""
+
+    kind = "tree"
+
+    @cached_property
+    def dims(self) -> tuple[int, int, int, int]:
+        fm = self.problem.feature_map
+        return (fm.n_attributes, fm.n_labels, fm.n_bias_rows, fm.n_edge_types)
+
+    @cached_property
+    def runs(self) -> RunTable:
+        data = self.problem.train
+        parents, _, _, child_start, _ = data.packed
+        degrees = np.diff(child_start) + (parents >= 0)
+        return tree_blocks.tree_run_table(data.seq_offsets, parents, degrees, self.dims[1])
+
+    @cached_property
+    def blocks(self) -> tree_blocks.TreeBlocks:
+        data = self.problem.train
+        return tree_blocks.TreeBlocks(
+            layout=self.layout,
+            graph=data.packed,
+            dims=self.dims,
+            runs=self.runs,
+            max_n=max(int(data.max_length), 1),
+            max_U=max_unique(self.layout),
+            max_block=int(self.runs.hi.max(initial=1)),
+        )
+
+    def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:
+        problem = self.problem
+        expected = problem.feature_map.zeros()
+        data = problem.train
+        tree_blocks.expected_features(
+            data.nodes.arrays(), data.packed, log_node, log_edge, self.dims, expected
+        )
+        gold = problem.oracle.gold_features()
+        return weights_from_expectations(gold, expected, lambda_n(problem))
+
+    def loss(self, w: NDArray[np.float64]) -> float:
+        return float(self.problem.oracle.value_and_gradient(w)[0])
+
+    def importance_weights(self) -> NDArray[np.float64]:
+        raise ValueError("importance sampling needs the radii of chains; not available for trees")
+
+    def sag_sums_shape(self) -> tuple[int, ...]:
+        K, n_types = self.dims[1], self.dims[3]
+        return (n_types, K, K)
+
+    def sag_workspace(self) -> tuple:
+        A, K, nb, n_types = self.dims
+        sws = tree_blocks.sag_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
+        return sag_epoch.make_workspace(A + nb + n_types * K, sws)
+
+    def oeg_workspace(self) -> tuple:
+        return tree_oeg.make_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
