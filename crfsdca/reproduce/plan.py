@@ -53,207 +53,130 @@ class Panel:
     curves: tuple[Experiment, ...]
 
 
+ALL4 = ("ocr", "conll2000", "conll2002-ned", "ewt-pos")
+BY_CALLS = ("updates", "oracle_calls")
+
+
+def _panels(title, datasets, xs, ys, curves) -> list[Panel]:
+    """One panel per (dataset, x, y): ``title`` after the dataset's short name, the x-axis's name
+    in place of ``{x}``; ``curves(d)`` gives the dataset's experiments."""
+    return [
+        Panel(f"({SHORT[d]}) {title.format(x=x.replace('_', ' '))}", d, x, y, tuple(curves(d)))
+        for d in datasets
+        for x in xs
+        for y in ys
+    ]
+
+
 def _fig2(b: dict[str, Budget]) -> list[Panel]:
-    d = "ocr"
-    curves = tuple(fig2_runs(d, b[d]).values())
-    return [Panel("(OCR) sampling schemes, 80% non-uniform", d, "updates", "subopt", curves)]
+    runs = lambda d: fig2_runs(d, b[d]).values()  # noqa: E731
+    return _panels("sampling schemes, 80% non-uniform", ("ocr",), ("updates",), ("subopt",), runs)
 
 
 def _fig3(b: dict[str, Budget]) -> list[Panel]:
     """NER first (the paper's figure), then the other datasets ("on all datasets")."""
-    return [
-        Panel(
-            f"({SHORT[d]}) gap sampling, fraction of non-uniform draws",
-            d,
-            "updates",
-            "subopt",
-            tuple(nonuniformity_runs(d, b[d]).values()),
-        )
-        for d in ("conll2002-ned", "ocr", "conll2000", "ewt-pos")
-    ]
+    runs = lambda d: nonuniformity_runs(d, b[d]).values()  # noqa: E731
+    datasets = ("conll2002-ned", "ocr", "conll2000", "ewt-pos")
+    title = "gap sampling, fraction of non-uniform draws"
+    return _panels(title, datasets, ("updates",), ("subopt",), runs)
 
 
 def _fig4(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(f"({SHORT[d]}) by {x.replace('_', ' ')}", d, x, "subopt", tuple(fig4_runs(d, b[d])))
-        for d in b
-        for x in ("oracle_calls", "updates")
-    ]
+    xs = ("oracle_calls", "updates")
+    return _panels("by {x}", b, xs, ("subopt",), lambda d: fig4_runs(d, b[d]))
 
 
 def _fig6(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(
-            f"({SHORT[d]}) by oracle calls", d, "oracle_calls", "subopt", tuple(fig4_runs(d, b[d]))
-        )
-        for d in ("conll2000", "ewt-pos")
-    ]
+    runs = lambda d: fig4_runs(d, b[d])  # noqa: E731
+    return _panels("by {x}", ("conll2000", "ewt-pos"), ("oracle_calls",), ("subopt",), runs)
 
 
 def _fig7(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(f"({SHORT[d]}) test error", d, "epoch", "test_error", tuple(fig4_runs(d, b[d])))
-        for d in b
-    ]
+    return _panels("test error", b, ("epoch",), ("test_error",), lambda d: fig4_runs(d, b[d]))
 
 
 def _fig8(b: dict[str, Budget]) -> list[Panel]:
     """NER and POS (the paper's figure), then OCR and CONLL (the text's claim)."""
-    return [
-        Panel(
-            f"({SHORT[d]}) line-search sub-precision",
-            d,
-            "updates",
-            "subopt",
-            tuple(fig8_runs(d, b[d]).values()),
-        )
-        for d in ("conll2002-ned", "ewt-pos", "ocr", "conll2000")
-    ]
+    runs = lambda d: fig8_runs(d, b[d]).values()  # noqa: E731
+    datasets = ("conll2002-ned", "ewt-pos", "ocr", "conll2000")
+    return _panels("line-search sub-precision", datasets, ("updates",), ("subopt",), runs)
 
 
 def _fig9(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(
-            f"({SHORT[d]}) gap estimate / true gap",
-            d,
-            "epoch",
-            "gap_ratio",
-            tuple(sdca(d, b[d], "gap", f, label=f"non-uniformity {f:g}") for f in (0.0, 0.8, 1.0)),
-        )
-        for d in ("conll2000", "ocr")
-    ]
+    def runs(d):
+        return (sdca(d, b[d], "gap", f, label=f"non-uniformity {f:g}") for f in (0.0, 0.8, 1.0))
+
+    title = "gap estimate / true gap"
+    return _panels(title, ("conll2000", "ocr"), ("epoch",), ("gap_ratio",), runs)
 
 
 def _time(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(
-            f"({SHORT[d]}) by wall time",
-            d,
-            "seconds",
-            "subopt",
-            (
-                *fig4_runs(d, b[d]),
-                baseline(d, b[d], "lbfgs", "L-BFGS (crfsdca)"),
-                baseline(d, b[d], "crfsuite", "CRFsuite L-BFGS"),
-            ),
-        )
-        for d in b
-    ]
+    def runs(d):
+        yield from fig4_runs(d, b[d])
+        yield baseline(d, b[d], "lbfgs", "L-BFGS (crfsdca)")
+        yield baseline(d, b[d], "crfsuite", "CRFsuite L-BFGS")
+
+    return _panels("by wall time", b, ("seconds",), ("subopt",), runs)
 
 
 def _start(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(
-            f"({SHORT[d]}) SDCA-GAP from three starting points",
-            d,
-            "updates",
-            "subopt",
-            tuple(start_runs(d, b[d]).values()),
-        )
-        for d in ("ocr", "conll2000", "conll2002-ned")
-    ]
+    runs = lambda d: start_runs(d, b[d]).values()  # noqa: E731
+    datasets = ("ocr", "conll2000", "conll2002-ned")
+    title = "SDCA-GAP from three starting points"
+    return _panels(title, datasets, ("updates",), ("subopt",), runs)
 
 
 def _linesearch(b: dict[str, Budget]) -> list[Panel]:
     """Newton evaluations per search and the search's time share of SDCA-GAP (§6.2)."""
-    return [
-        Panel(
-            f"({SHORT[d]}) line-search cost",
-            d,
-            "epoch",
-            y,
-            (
-                sdca(d, b[d], "gap", 0.8, label="SDCA-GAP"),
-                *(
-                    line_search_start_runs(d, b[d])[k]
-                    for k in ("half", "previous")
-                    if d in LS_START_DATASETS
-                ),
-            ),
-        )
-        for d in ("ocr", "conll2000", "conll2002-ned", "ewt-pos")
-        for y in ("newton_per_search", "line_search_share")
-    ]
+
+    def runs(d):
+        yield sdca(d, b[d], "gap", 0.8, label="SDCA-GAP")
+        if d in LS_START_DATASETS:
+            starts = line_search_start_runs(d, b[d])
+            yield from (starts[k] for k in ("half", "previous"))
+
+    ys = ("newton_per_search", "line_search_share")
+    return _panels("line-search cost", ALL4, ("epoch",), ys, runs)
 
 
 def _fn4(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(
-            f"({SHORT[d]}) where the Newton search starts",
-            d,
-            "updates",
-            "subopt",
-            tuple(line_search_start_runs(d, b[d]).values()),
-        )
-        for d in LS_START_DATASETS
-    ]
+    runs = lambda d: line_search_start_runs(d, b[d]).values()  # noqa: E731
+    title = "where the Newton search starts"
+    return _panels(title, LS_START_DATASETS, ("updates",), ("subopt",), runs)
 
 
 def _refresh(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(
-            f"({SHORT[d]}) periodic exact refresh of the gaps, by {x.replace('_', ' ')}",
-            d,
-            x,
-            "subopt",
-            tuple(refresh_runs(d, b[d]).values()),
-        )
-        for d in ("ocr", "conll2000", "conll2002-ned", "ewt-pos")
-        for x in ("updates", "oracle_calls")
-    ]
+    runs = lambda d: refresh_runs(d, b[d]).values()  # noqa: E731
+    title = "periodic exact refresh of the gaps, by {x}"
+    return _panels(title, ALL4, BY_CALLS, ("subopt",), runs)
 
 
 def _seeds(b: dict[str, Budget]) -> list[Panel]:
-    d = "ocr"
-    curves = tuple(fig2_runs(d, b[d], seed)[k] for k in ("Gap", "GapxImp") for seed in SEEDS)
-    return [Panel("(OCR) Gap vs Gap x Importance, seeds 0, 1, 2", d, "updates", "subopt", curves)]
+    def runs(d):
+        return (fig2_runs(d, b[d], seed)[k] for k in ("Gap", "GapxImp") for seed in SEEDS)
+
+    title = "Gap vs Gap x Importance, seeds 0, 1, 2"
+    return _panels(title, ("ocr",), ("updates",), ("subopt",), runs)
 
 
 def _sag(b: dict[str, Budget]) -> list[Panel]:
-    panels = []
-    for d in SAG_DATASETS:
+    def runs(d):
         base = {e.label: e for e in fig4_runs(d, b[d])}
-        variants = sag_variant_runs(d, b[d])
-        for x in ("updates", "oracle_calls"):
-            curves = (
-                base["SDCA-GAP"],
-                base["SAG-NUS"],
-                base["SAG-NUS*"],
-                *variants.values(),
-            )
-            panels.append(
-                Panel(
-                    f"({SHORT[d]}) SAG-NUS constants, by {x.replace('_', ' ')}",
-                    d,
-                    x,
-                    "subopt",
-                    curves,
-                )
-            )
-    return panels
+        yield from (base[k] for k in ("SDCA-GAP", "SAG-NUS", "SAG-NUS*"))
+        yield from sag_variant_runs(d, b[d]).values()
+
+    return _panels("SAG-NUS constants, by {x}", SAG_DATASETS, BY_CALLS, ("subopt",), runs)
 
 
 def _oeg(b: dict[str, Budget]) -> list[Panel]:
-    return [
-        Panel(
-            f"({SHORT[d]}) OEG learning-rate rules",
-            d,
-            "updates",
-            "subopt",
-            (
-                sdca(d, b[d], "uniform", label="SDCA (uniform)"),
-                baseline(d, b[d], "oeg", "OEG, halve on failure, x1.05 on success"),
-                Experiment.make(
-                    d,
-                    "oeg",
-                    b[d],
-                    label="OEG, halve only (crfsdca default)",
-                    **{**OEG_BASE, "learning_rate_growth": 1.0},
-                ),
-            ),
-        )
-        for d in ("conll2000", "conll2002-ned")
-    ]
+    def runs(d):
+        yield sdca(d, b[d], "uniform", label="SDCA (uniform)")
+        yield baseline(d, b[d], "oeg", "OEG, halve on failure, x1.05 on success")
+        rule = {**OEG_BASE, "learning_rate_growth": 1.0}
+        yield Experiment.make(d, "oeg", b[d], label="OEG, halve only (crfsdca default)", **rule)
+
+    title = "OEG learning-rate rules"
+    return _panels(title, ("conll2000", "conll2002-ned"), ("updates",), ("subopt",), runs)
 
 
 FIGURES = {
