@@ -53,8 +53,10 @@ def max_threads() -> int:
 
 @njit(cache=True, nogil=True)
 def chunk_bounds(seq_offsets, n_chunks):
-    """(n_chunks + 1,) int64 sequence boundaries with about equal token counts per chunk."""
+    """(c + 1,) int64 sequence boundaries with about equal token counts per chunk, for
+    c = n_chunks clamped to [1, n_sequences]."""
     n = seq_offsets.shape[0] - 1
+    n_chunks = max(min(n_chunks, n), 1)
     n_items = seq_offsets[n]
     bounds = np.empty(n_chunks + 1, np.int64)
     bounds[0] = 0
@@ -128,8 +130,8 @@ def batch_value_and_gradient(data, w, dims, extra):
     ``extra[c - 1]``, zeroed here by its own thread.
     """
     A, K, n_bias, _ = dims
-    n_chunks = max(min(extra.shape[0] + 1, data[0].shape[0] - 1), 1)
-    bounds = chunk_bounds(data[0], n_chunks)
+    bounds = chunk_bounds(data[0], extra.shape[0] + 1)
+    n_chunks = bounds.shape[0] - 1
     trans = _transitions(w, A, K, n_bias)
     grad = np.zeros(w.shape[0])
     edge_acc = np.zeros((n_chunks, K, K))
@@ -160,11 +162,10 @@ def batch_value_and_gradient(data, w, dims, extra):
 @njit(cache=True, nogil=True, parallel=True)
 def batch_predict(data, w, dims, n_chunks, out):
     """Viterbi labelling of every sequence into ``out`` (n_items,) int64."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
-    attrs = (attr_offsets, attr_ids, attr_values)
+    seq_offsets, attrs = data[0], data[1:4]
     A, K, n_bias, max_T = dims
-    n_chunks = max(min(n_chunks, seq_offsets.shape[0] - 1), 1)
     bounds = chunk_bounds(seq_offsets, n_chunks)
+    n_chunks = bounds.shape[0] - 1
     log_trans = _transitions(w, A, K, n_bias)[0]
     for c in prange(n_chunks):
         unary, delta = np.empty((max_T, K)), np.empty((max_T, K))
@@ -178,11 +179,10 @@ def batch_predict(data, w, dims, n_chunks, out):
 @njit(cache=True, nogil=True, parallel=True)
 def batch_log_partition(data, w, dims, n_chunks, out):
     """log Z of every sequence into ``out`` (n_sequences,) float64 (forward passes only)."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
-    attrs = (attr_offsets, attr_ids, attr_values)
+    seq_offsets, attrs = data[0], data[1:4]
     A, K, n_bias, max_T = dims
-    n_chunks = max(min(n_chunks, seq_offsets.shape[0] - 1), 1)
     bounds = chunk_bounds(seq_offsets, n_chunks)
+    n_chunks = bounds.shape[0] - 1
     log_trans, exp_trans, trans_max = _transitions(w, A, K, n_bias)
     for c in prange(n_chunks):
         ws = _workspace(max_T, K)
@@ -197,11 +197,10 @@ def batch_log_partition(data, w, dims, n_chunks, out):
 @njit(cache=True, nogil=True, parallel=True)
 def batch_node_marginals(data, w, dims, n_chunks, out):
     """Node marginals of every token into ``out`` (n_items, K) float64; return first bad or -1."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
-    attrs = (attr_offsets, attr_ids, attr_values)
+    seq_offsets, attrs = data[0], data[1:4]
     A, K, n_bias, max_T = dims
-    n_chunks = max(min(n_chunks, seq_offsets.shape[0] - 1), 1)
     bounds = chunk_bounds(seq_offsets, n_chunks)
+    n_chunks = bounds.shape[0] - 1
     log_trans, exp_trans, trans_max = _transitions(w, A, K, n_bias)
     bad = np.full(n_chunks, -1)
     for c in prange(n_chunks):

@@ -21,7 +21,7 @@ from crfsdca.kernels.direction import _axpy, _squared_norm, add_direction
 from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.rowops import scale_rows_into
 from crfsdca.kernels.tree import _example, tree_unary
-from crfsdca.kernels.tree_scaled import exp_tables, scaled_marginals, scaled_upward
+from crfsdca.kernels.tree_scaled import exp_tables, scaled_downward, scaled_upward
 from crfsdca.kernels.tree_scaled import log_partition as sag_log_partition
 from crfsdca.kernels.tree_scaled import marginal_sums as sag_marginal_sums
 
@@ -95,7 +95,7 @@ def _scaled_oracle(s, i, w, sws, nu_n, nu_e):
     _, ok = scaled_upward(unary[: b - a], exp_pair, pair_max, *args, sws[1])
     if not ok:
         return False
-    return scaled_marginals(exp_pair, *args, sws[1], nu_n, nu_e)
+    return scaled_downward(exp_pair, *args, sws[1], nu_n, nu_e, False)
 
 
 @njit(**VEC)

@@ -97,8 +97,10 @@ def scaled_upward(unary, exp_pair, pair_max, parents, types, order, sws):
 
 
 @njit(cache=True, nogil=True)
-def scaled_downward(exp_pair, parents, types, order, sws, node, edge_sum):
-    """Node marginals into node (n, K); edge marginals added into edge_sum[type] (n_types, K, K).
+def scaled_downward(exp_pair, parents, types, order, sws, node, edge, sum_by_type):
+    """After :func:`scaled_upward`: node marginals into node (n, K); edge marginals (row v: the
+    edge parent(v)-v, [parent label, v's label]) added into ``edge[type]`` (n_types, K, K) when
+    ``sum_by_type``, else written into ``edge[v]`` (n, K, K; roots' rows untouched).
 
     Returns False when an entry underflowed (the caller redoes the example in log space).
     """
@@ -120,11 +122,18 @@ def scaled_downward(exp_pair, parents, types, order, sws, node, edge_sum):
             if not (z > TINY and z < np.inf):
                 return False
             inv = 1.0 / z
-            out = edge_sum[types[v]]
-            for j in range(K):
-                r = rest[j] * inv
-                for k in range(K):
-                    out[j, k] += r * table[j, k] * inside[v, k]
+            if sum_by_type:
+                out = edge[types[v]]
+                for j in range(K):
+                    r = rest[j] * inv
+                    for k in range(K):
+                        out[j, k] += r * table[j, k] * inside[v, k]
+            else:
+                out = edge[v]
+                for j in range(K):
+                    r = rest[j] * inv
+                    for k in range(K):
+                        out[j, k] = r * table[j, k] * inside[v, k]
         z = 0.0
         for k in range(K):
             node[v, k] = inside[v, k] * outside[v, k]
@@ -170,7 +179,7 @@ def batch_value_and_gradient(data, graph, w, dims, ws, sws, log_node, log_edge, 
         log_z, ok = scaled_upward(u, exp_pair, pair_max, *args, sws)
         if ok:
             example_edges[:] = 0.0
-            ok = scaled_downward(exp_pair, *args, sws, node, example_edges)
+            ok = scaled_downward(exp_pair, *args, sws, node, example_edges, True)
             if ok:
                 edge_sum += example_edges
         if not ok:
@@ -216,45 +225,6 @@ def batch_value_and_gradient(data, graph, w, dims, ws, sws, log_node, log_edge, 
     return loss, -1
 
 
-@njit(cache=True, nogil=True)
-def scaled_marginals(exp_pair, parents, types, order, sws, node, edge):
-    """After :func:`scaled_upward`: node (n, K) and edge (n, K, K) marginal probabilities (row v:
-    the edge parent(v)-v, [parent label, v's label]; roots' rows untouched). False on underflow."""
-    _, inside, outside, msg, _ = sws
-    n, K = order.shape[0], inside.shape[1]
-    rest = np.empty(K)
-    for idx in range(n):
-        v = order[idx]
-        p = parents[v]
-        if p < 0:
-            for k in range(K):
-                outside[v, k] = 1.0
-        else:
-            table = exp_pair[types[v]]
-            for j in range(K):
-                rest[j] = outside[p, j] * inside[p, j] / msg[v, j]
-            _outside(rest, table, outside[v], K)
-            z = _dot(outside[v], inside[v], K)
-            if not (z > TINY and z < np.inf):
-                return False
-            inv = 1.0 / z
-            for j in range(K):
-                r = rest[j] * inv
-                for k in range(K):
-                    edge[v, j, k] = r * table[j, k] * inside[v, k]
-        z = 0.0
-        for k in range(K):
-            node[v, k] = inside[v, k] * outside[v, k]
-            z += node[v, k]
-        if not (z > TINY and z < np.inf):
-            return False
-        inv = 1.0 / z
-        for k in range(K):
-            node[v, k] *= inv
-            outside[v, k] *= inv
-    return True
-
-
 # -- one example at given potentials: the oracle calls of the stochastic solvers -----------------
 # ``local = (parents, types, order, (children_start, children))`` of the example (its slices of
 # the packed graph); ``tables = (log_pair, exp_pair, pair_max)`` one (K, K) table per type (or
@@ -296,7 +266,7 @@ def marginal_sums(unary, tables, local, ws, sws, logs, node, edge_sum):
     parents, types, order, children = local
     edge_sum[:] = 0.0
     log_z, ok = scaled_upward(unary, exp_pair, pair_max, parents, types, order, sws)
-    if ok and scaled_downward(exp_pair, parents, types, order, sws, node, edge_sum):
+    if ok and scaled_downward(exp_pair, parents, types, order, sws, node, edge_sum, True):
         return log_z
     log_node, log_edge, root_z = logs
     edge_sum[:] = 0.0
@@ -334,7 +304,7 @@ def potential_marginals(node_pot, edge_pot, local, ws, sws, probs, log_node, log
             exp_tables(edge_pot[v : v + 1], exp_edge[v : v + 1], edge_max[v : v + 1])
     log_z, ok = scaled_upward(node_pot, exp_edge, edge_max, parents, identity, order, sws)
     if ok:
-        ok = scaled_marginals(exp_edge, parents, identity, order, sws, node, edge)
+        ok = scaled_downward(exp_edge, parents, identity, order, sws, node, edge, False)
     for v in range(n if ok else 0):
         for k in range(K):
             ok &= node[v, k] >= TINY
