@@ -219,16 +219,20 @@ def check_labels(data, what: str, model_labels: tuple[str, ...], quiet: bool = F
     )
 
 
-@click.command()
-@click.argument("model_path", metavar="MODEL")
-@click.argument("source", metavar="DATASET|PATH")
-@click.option(
+#: the input format of ``evaluate`` and ``tag``
+FORMAT_OPTION = click.option(
     "--format",
     "fmt",
     default=None,
     type=click.Choice(FORMATS),
     help="format of PATH [from its name, else the model's]",
 )
+
+
+@click.command()
+@click.argument("model_path", metavar="MODEL")
+@click.argument("source", metavar="DATASET|PATH")
+@FORMAT_OPTION
 @click.option(
     "--label",
     default=None,
@@ -279,13 +283,7 @@ def evaluate(
 @click.command()
 @click.argument("model_path", metavar="MODEL")
 @click.argument("path", metavar="PATH")
-@click.option(
-    "--format",
-    "fmt",
-    default=None,
-    type=click.Choice(FORMATS),
-    help="format of PATH [from its name, else the model's]",
-)
+@FORMAT_OPTION
 @click.option(
     "--output",
     "-o",
