@@ -47,6 +47,20 @@ def _per_dataset(parts: list[tuple[str, str]], why: str) -> Judged:
     return Judged(text, verdict, "" if verdict == HOLDS else why)
 
 
+def _fig4_races(c: Costs, b, datasets, first: str, second: str, rule, why: str, x="updates"):
+    """Fig. 4's ``first`` races ``second`` by ``x`` on each of ``datasets`` in the run, judged
+    by ``rule`` and combined; not judged when none of them ran."""
+    parts = []
+    for d in present(b, datasets):
+        r = _fig4(b, d)
+        race = c.race(r[first], r[second], x)
+        parts.append((f"{SHORT[d]}: {race.describe()}", rule(race)))
+    if not parts:
+        names = ", ".join(SHORT[d] for d in datasets)
+        return Judged(f"none of {names} in this run", "not judged", "no such dataset")
+    return _per_dataset(parts, why)
+
+
 # -- Fig. 2: sampling schemes on OCR -----------------------------------------------------------
 @register("fig2-gap-best", "2", "Gap sampling is best on OCR", ("ocr",))
 def gap_best(c: Costs, b) -> Judged:
@@ -151,12 +165,8 @@ def nonuniformity_all(c: Costs, b) -> Judged:
 def oeg_par(c: Costs, b) -> Judged:
     """OEG races uniform SDCA by updates on every dataset: `on_par` with band 1.5 (updates to
     every level within a factor 1.5), combined over the datasets."""
-    parts = []
-    for d in present(b, DATASETS):
-        r = _fig4(b, d)
-        race = c.race(r["OEG"], r["SDCA"])
-        parts.append((f"{SHORT[d]}: {race.describe()}", on_par(race)))
-    return _per_dataset(parts, "OEG/SDCA leaves [0.67, 1.5] at some level")
+    why = "OEG/SDCA leaves [0.67, 1.5] at some level"
+    return _fig4_races(c, b, DATASETS, "OEG", "SDCA", on_par, why)
 
 
 @register(
@@ -167,25 +177,15 @@ def oeg_par(c: Costs, b) -> Judged:
 )
 def gap_vs_sag(c: Costs, b) -> Judged:
     """`faster`(SDCA-GAP, SAG-NUS) by updates on CONLL, NER and POS (those run), combined."""
-    parts = []
-    for d in present(b, SPARSE):
-        r = _fig4(b, d)
-        race = c.race(r["SDCA-GAP"], r["SAG-NUS"])
-        parts.append((f"{SHORT[d]}: {race.describe()}", faster(race)))
-    if not parts:
-        return Judged("no sparse dataset in this run", "not judged", "no sparse dataset")
-    return _per_dataset(parts, "SDCA-GAP is not ahead of SAG-NUS on every sparse dataset")
+    why = "SDCA-GAP is not ahead of SAG-NUS on every sparse dataset"
+    return _fig4_races(c, b, SPARSE, "SDCA-GAP", "SAG-NUS", faster, why)
 
 
 @register("fig4-gap-vs-oeg", "4", "SDCA-GAP needs fewer updates than OEG (all datasets)")
 def gap_vs_oeg(c: Costs, b) -> Judged:
     """`faster`(SDCA-GAP, OEG) by updates on every dataset, combined."""
-    parts = []
-    for d in present(b, DATASETS):
-        r = _fig4(b, d)
-        race = c.race(r["SDCA-GAP"], r["OEG"])
-        parts.append((f"{SHORT[d]}: {race.describe()}", faster(race)))
-    return _per_dataset(parts, "SDCA-GAP is not ahead of OEG on every dataset")
+    why = "SDCA-GAP is not ahead of OEG on every dataset"
+    return _fig4_races(c, b, DATASETS, "SDCA-GAP", "OEG", faster, why)
 
 
 def ocr_sag_verdict(c: Costs, sag, sdca_uniform, sdca_gap) -> tuple[str, str]:
@@ -253,14 +253,8 @@ def sag_counts(c: Costs, exp) -> tuple[float, float]:
 )
 def oracle_sparse(c: Costs, b) -> Judged:
     """`faster`(SDCA-GAP, SAG-NUS*) by oracle calls on CONLL, NER and POS, combined."""
-    parts = []
-    for d in present(b, SPARSE):
-        r = _fig4(b, d)
-        race = c.race(r["SDCA-GAP"], r["SAG-NUS*"], "oracle_calls")
-        parts.append((f"{SHORT[d]}: {race.describe()}", faster(race)))
-    if not parts:
-        return Judged("no sparse dataset in this run", "not judged", "no sparse dataset")
-    return _per_dataset(parts, "SDCA-GAP is not ahead of SAG-NUS* on every sparse dataset")
+    why = "SDCA-GAP is not ahead of SAG-NUS* on every sparse dataset"
+    return _fig4_races(c, b, SPARSE, "SDCA-GAP", "SAG-NUS*", faster, why, "oracle_calls")
 
 
 @register(
