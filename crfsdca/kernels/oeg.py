@@ -27,6 +27,8 @@ This module holds the chain's OEG primitives (``crfsdca.kernels.primitives``); t
 is ``crfsdca.kernels.oeg_epoch``, written once for every structure.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 from numba.extending import overload
@@ -39,9 +41,17 @@ from crfsdca.kernels.primitives import is_structure, oeg_accept, oeg_prepare, oe
 from crfsdca.kernels.sag import scatter_rows
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
-# indices into the float64 ``params`` vector
-LAM_N, MAX_HALVINGS, GROWTH, BUDGET = 0, 1, 2, 3
-N_PARAMS = 4
+
+
+class OEGParams(NamedTuple):
+    """What an OEG call is told."""
+
+    lam_n: float  # lambda n
+    max_halvings: int  # halvings of eta_i per visit at most
+    growth: float  # eta_i <- min(growth eta_i, 1) after an accepted trial
+    budget: int  # oracle calls at most
+
+
 # stats: accepted steps, halvings, visits that reached the halving cap (no update)
 N_STATS = 3
 

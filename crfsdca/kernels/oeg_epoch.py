@@ -3,19 +3,19 @@
 One visit of example i (``baselines.md`` §6; the math is in ``crfsdca.kernels.oeg``): the
 structure prepares the EG direction at w (``crfsdca.kernels.primitives.oeg_prepare``), then
 trials at the example's learning rate eta_i (one oracle call each, ``oeg_trial``) until the dual
-grows, halving eta_i after each failure (at most ``params[MAX_HALVINGS]`` times); an accepted
-trial replaces mu_i and moves w (``oeg_accept``) and grows eta_i by ``params[GROWTH]`` (capped
+grows, halving eta_i after each failure (at most ``params.max_halvings`` times); an accepted
+trial replaces mu_i and moves w (``oeg_accept``) and grows eta_i by ``params.growth`` (capped
 at 1). numba compiles one specialisation per structure type.
 
 Arrays: ``dual = (log_node, log_edge, entropies, learning rates)`` in the structure's layout,
-``params`` indexed by ``oeg.LAM_N`` ... ``oeg.BUDGET``, ``ws`` the structure's buffers.
+``params`` an ``oeg.OEGParams``, ``ws`` the structure's buffers.
 """
 
 import numpy as np
 from numba import njit
 
 from crfsdca.kernels import junction_oeg, oeg, tree_oeg  # noqa: F401
-from crfsdca.kernels.oeg import BUDGET, GROWTH, LAM_N, MAX_HALVINGS, N_PARAMS, N_STATS
+from crfsdca.kernels.oeg import N_STATS, OEGParams
 from crfsdca.kernels.primitives import oeg_accept, oeg_prepare, oeg_trial
 
 
@@ -25,22 +25,22 @@ def _step(i, structure, dual, w, params, ws):
     entropies, rates = dual[2], dual[3]
     oeg_prepare(structure, i, dual, w, ws)
     eta = rates[i]
-    for h in range(int(params[MAX_HALVINGS]) + 1):
-        log_z, h_new, gain = oeg_trial(structure, i, eta, w, params[LAM_N], ws)
+    for h in range(params.max_halvings + 1):
+        log_z, h_new, gain = oeg_trial(structure, i, eta, w, params.lam_n, ws)
         if not np.isfinite(log_z):
             return h + 1, False, 1
         if gain - entropies[i] > 0.0:
             oeg_accept(structure, i, dual, w, ws)
             entropies[i] = h_new
-            rates[i] = min(eta * params[GROWTH], 1.0)
+            rates[i] = min(eta * params.growth, 1.0)
             return h + 1, True, 0
         eta *= 0.5
-    return int(params[MAX_HALVINGS]) + 1, False, 0
+    return params.max_halvings + 1, False, 0
 
 
 @njit(cache=True, nogil=True)
 def _run_steps(structure, dual, w, params, indices, ws):
-    """Visit indices[s] in turn until they run out or params[BUDGET] oracle calls are made.
+    """Visit indices[s] in turn until they run out or params.budget oracle calls are made.
 
     Returns (visits done, oracle calls, status, stats); status 0 = ok, i + 1 = non-finite
     log Z on example i (the state is that before the visit); stats = (accepted steps,
@@ -49,7 +49,7 @@ def _run_steps(structure, dual, w, params, indices, ws):
     stats = np.zeros(N_STATS)
     done, calls = 0, 0
     for s in range(indices.shape[0]):
-        if calls >= params[BUDGET]:
+        if calls >= params.budget:
             break
         c, accepted, status = _step(indices[s], structure, dual, w, params, ws)
         calls += c
@@ -64,8 +64,8 @@ def _run_steps(structure, dual, w, params, indices, ws):
 
 def run_steps(structure, dual, w, params, indices, ws):
     """Run OEG visits (see ``_run_steps``); returns (done, calls, status, stats)."""
-    if params.shape != (N_PARAMS,):
-        raise ValueError(f"expected params of shape ({N_PARAMS},); got {params.shape}")
+    if not isinstance(params, OEGParams):
+        raise ValueError(f"expected OEGParams; got {type(params).__name__}")
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     done, calls, status, stats = _run_steps(structure, dual, w, params, indices, ws)
     return int(done), int(calls), int(status), stats

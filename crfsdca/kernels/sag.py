@@ -7,11 +7,12 @@ gradient y_i of every visited loss f_i and their sum d; one iteration on example
     g = grad f_i(w) = E_{p_w}[F(x_i, .)] - F(x_i, y_i),   d <- d + g - y_i,   y_i <- g,
     line search on L_i (one oracle call per trial),
     w <- (1 - alpha lambda) w - (alpha / m) d,
-    L_max <- L_max params[DECAY]   (2^(-1/n) by default),
+    L_max <- L_max params.decay   (2^(-1/n) by default),
 
 with m the number of examples visited so far. SAG-NUS* (§4) skips the line search on some
-visits: such a visit keeps L_i and, with params[SKIP_DECAY] = 0, leaves L_max alone too (no decay);
-with params[SKIP_DECAY] = 1 it still decays L_max like every other iteration. The iteration itself
+visits: such a visit keeps L_i and, with ``params.skip_decay`` false, leaves L_max alone too
+(no decay); with ``params.skip_decay`` it still decays L_max like every other iteration. The
+iteration itself
 is ``crfsdca.kernels.sag_epoch``, written once for every structure; each structure stores y_i as
 the marginals of its last visit (§2) and reads them through its SAG primitives.
 
@@ -23,14 +24,31 @@ then the transition or factor rows), and at the end of a call every row is refre
 into z, so that ``z`` holds w again.
 """
 
+from typing import NamedTuple
+
 from numba import njit
 
 from crfsdca.kernels import trees
 
-# indices into the float64 ``params`` vector
-LAM, NON_UNIFORMITY, THRESHOLD, REVISIT, FIRST_VISIT, INITIAL_L = 0, 1, 2, 3, 4, 5
-DECAY, STEP_RULE, SKIP, MAX_DOUBLINGS, BUDGET, RESCALE, SKIP_DECAY = 6, 7, 8, 9, 10, 11, 12
-N_PARAMS = 13
+
+class SAGParams(NamedTuple):
+    """What a SAG-NUS call is told (``crfsdca.solvers.sag_nus.SAGNUSConfig`` explains each)."""
+
+    lam: float  # lambda
+    non_uniformity: float  # probability of drawing a covered example by L_i + lambda
+    threshold: float  # line search only when ||g_i||^2 exceeds this
+    revisit: float  # a revisit's line search starts from revisit * L_i
+    half_mean_first: bool  # a first visit starts from half the mean L_i (else initial_l)
+    initial_l: float
+    decay: float  # L_max <- decay * L_max after each iteration
+    mixed_step: bool  # the paper's mixed step size (else 1 / (L_max + lambda))
+    skip: bool  # §4's doubling skips of the line search
+    max_doublings: int
+    budget: int  # oracle calls at most
+    rescale: float  # fold the lazy scale c into z when it falls below this
+    skip_decay: bool  # a skipped visit still decays (and may raise) L_max
+
+
 # indices into the float64 ``scalars`` vector of the memory tuple
 L_MAX, N_COVERED, L_SUM = 0, 1, 2
 # stats: [line-search trials, then one count per line-search outcome]
@@ -111,8 +129,8 @@ def _start_lipschitz(i, was_covered, memory, samplers, params):
         scalars[L_SUM] -= lipschitz[i]
         return lipschitz[i]
     m = scalars[N_COVERED]
-    L = params[INITIAL_L]
-    if params[FIRST_VISIT] == 1.0 and m > 0:
+    L = params.initial_l
+    if params.half_mean_first and m > 0:
         L = 0.5 * scalars[L_SUM] / m
     covered[i] = True
     scalars[N_COVERED] = m + 1.0
@@ -126,15 +144,15 @@ def lipschitz_begin(i, was_covered, memory, samplers, params):
     """(L_i for the visit's line search, skipped): skipped when the §4 skip budget of i lasts.
 
     A skipped visit keeps L_i (no revisit factor); otherwise a revisit starts from
-    params[REVISIT] L_i.
+    params.revisit L_i.
     """
     skips = memory[6]
     L = _start_lipschitz(i, was_covered, memory, samplers, params)
-    if params[SKIP] == 1.0 and skips[i] > 0:
+    if params.skip and skips[i] > 0:
         skips[i] -= 1
         return L, True
     if was_covered:
-        L *= params[REVISIT]
+        L *= params.revisit
     return L, False
 
 
@@ -143,33 +161,33 @@ def lipschitz_end(i, L, outcome, doublings, memory, samplers, params):
     """Store L_i = L after a visit with ``outcome`` (and its line search's ``doublings``).
 
     First-test successes feed the §4 skip rule; a skipped visit raises L_max to L_i only when
-    it also decays L_max (params[SKIP_DECAY] = 1).
+    it also decays L_max (``params.skip_decay``).
     """
     lipschitz, successes, skips, scalars = memory[3], memory[5], memory[6], memory[7]
     if outcome != SKIPPED:
         if doublings == 0:
             successes[i] += 1
-            skips[i] = 1 << min(successes[i] - 1, 62) if params[SKIP] == 1.0 else 0
+            skips[i] = 1 << min(successes[i] - 1, 62) if params.skip else 0
         else:
             successes[i] = 0
     lipschitz[i] = L
     scalars[L_SUM] += L
-    if outcome != SKIPPED or params[SKIP_DECAY] == 1.0:
+    if outcome != SKIPPED or params.skip_decay:
         scalars[L_MAX] = max(scalars[L_MAX], L)
-    trees.update(samplers[2], i, L + params[LAM], False)
+    trees.update(samplers[2], i, L + params.lam, False)
 
 
 @njit(cache=True, nogil=True)
 def take_step(memory, lazy, params, n, s_last, z, K, decay):
     """w <- (1 - alpha lambda) w - (alpha/m) d as c, S updates (§3 steps 4-6, §5).
 
-    L_max then decays by params[DECAY] when ``decay`` (not after a frozen skipped visit).
+    L_max then decays by params.decay when ``decay`` (not after a frozen skipped visit).
     """
     scalars = memory[7]
-    lam, m = params[LAM], scalars[N_COVERED]
+    lam, m = params.lam, scalars[N_COVERED]
     l_max, l_bar = scalars[L_MAX], scalars[L_SUM] / m
     alpha = 1.0 / (l_max + lam)
-    if params[STEP_RULE] == 0.0:
+    if params.mixed_step:
         alpha = ((n - m) / n) / (l_max + lam) + (m / n) * (
             0.5 / (l_max + lam) + 0.5 / (l_bar + lam)
         )
@@ -177,6 +195,6 @@ def take_step(memory, lazy, params, n, s_last, z, K, decay):
     lazy[0] = c
     lazy[1] += alpha / (m * c)
     if decay:
-        scalars[L_MAX] = l_max * params[DECAY]
-    if c < params[RESCALE]:
+        scalars[L_MAX] = l_max * params.decay
+    if c < params.rescale:
         normalise(z, memory[0], lazy, s_last, K)

@@ -10,9 +10,8 @@ structure type (``ChainBlocks``, ``TreeBlocks``, ``JunctionBlocks``).
 
 Arrays: ``memory = (grad_sum, node marginals, edge or factor sums, lipschitz, covered,
 successes, skips, scalars)`` (the marginals' shapes are the structure's), ``samplers`` the three
-sum-trees of ``crfsdca.kernels.sag.draw``, ``z`` the weights (w on return), ``params`` the
-float64 vector indexed by ``sag.LAM`` ... ``sag.SKIP_DECAY``, ``ws = (lazy, s_last, sws)`` with
-the structure's buffers ``sws``.
+sum-trees of ``crfsdca.kernels.sag.draw``, ``z`` the weights (w on return), ``params`` a
+``sag.SAGParams``, ``ws = (lazy, s_last, sws)`` with the structure's buffers ``sws``.
 """
 
 import numpy as np
@@ -89,8 +88,8 @@ def _lipschitz_step(i, was_covered, f, gsq, structure, sws, memory, samplers, pa
     calls, outcome, doublings = 0, sag.SKIPPED, 0
     if not skipped:
         outcome = sag.SMALL_GRADIENT
-        if gsq > params[sag.THRESHOLD]:
-            max_d = int(params[sag.MAX_DOUBLINGS])
+        if gsq > params.threshold:
+            max_d = params.max_doublings
             L, calls, doublings = _line_search(L, f, gsq, structure, i, sws, max_d)
             outcome = sag.CAPPED if doublings < 0 else sag.SEARCHED
     sag.lipschitz_end(i, L, outcome, doublings, memory, samplers, params)
@@ -115,14 +114,14 @@ def _step(i, structure, memory, samplers, z, params, ws):
     calls, outcome = _lipschitz_step(
         i, was_covered, f, gsq, structure, sws, memory, samplers, params
     )
-    decay = outcome != sag.SKIPPED or params[sag.SKIP_DECAY] == 1.0
+    decay = outcome != sag.SKIPPED or params.skip_decay
     sag.take_step(memory, lazy, params, memory[3].shape[0], s_last, z, K, decay)
     return 1 + calls, 0, outcome
 
 
 @njit(cache=True, nogil=True)
 def _run_steps(structure, memory, samplers, z, params, draws, ws):
-    """Iterations on draws (steps, 3) until they run out or params[BUDGET] oracle calls are made.
+    """Iterations on draws (steps, 3) until they run out or params.budget oracle calls are made.
 
     Returns (steps done, oracle calls, status, stats, chosen indices); status 0 = ok, i + 1 =
     non-finite log Z on example i (w then holds the iterate before that step).
@@ -135,10 +134,10 @@ def _run_steps(structure, memory, samplers, z, params, draws, ws):
     s_last[:] = 0.0
     done, calls, status = 0, 0, 0
     for s in range(draws.shape[0]):
-        if calls >= params[sag.BUDGET]:
+        if calls >= params.budget:
             break
         m = int(memory[7][sag.N_COVERED])
-        i = sag.draw(samplers, m, n, draws[s], params[sag.NON_UNIFORMITY])
+        i = sag.draw(samplers, m, n, draws[s], params.non_uniformity)
         chosen[s] = i
         c, st, outcome = _step(i, structure, memory, samplers, z, params, ws)
         calls += c
@@ -160,11 +159,9 @@ def make_workspace(n_rows: int, sws: tuple) -> tuple:
 
 def run_steps(structure, memory, samplers, z, params, draws, ws):
     """Run SAG-NUS iterations (see ``_run_steps``); returns (done, calls, status, stats, chosen)."""
-    if params.shape != (sag.N_PARAMS,) or draws.ndim != 2 or draws.shape[1] != 3:
-        raise ValueError(
-            f"expected params ({sag.N_PARAMS},) and draws (steps, 3); got "
-            f"{params.shape} and {draws.shape}"
-        )
+    if not isinstance(params, sag.SAGParams) or draws.ndim != 2 or draws.shape[1] != 3:
+        raise ValueError(f"expected SAGParams and draws (steps, 3); got {type(params).__name__}"
+                         f" and draws of shape {draws.shape}")  # fmt: skip
     done, calls, status, stats, chosen = _run_steps(
         structure, memory, samplers, z, params, draws, ws
     )

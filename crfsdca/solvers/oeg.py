@@ -200,7 +200,7 @@ class _Runner:
         self.structure = problem.structure
         self.workspace = self.structure.oeg_workspace()
 
-    def run_kernel(self, dual: tuple, params: np.ndarray, indices: np.ndarray) -> tuple:
+    def run_kernel(self, dual: tuple, params: oeg.OEGParams, indices: np.ndarray) -> tuple:
         """The compiled visits of ``indices`` (``kernels.oeg_epoch.run_steps``)."""
         w = self.state.dual.weights
         blocks = self.structure.blocks
@@ -210,13 +210,13 @@ class _Runner:
     def weights(self) -> NDArray[np.float64]:
         return self.state.dual.weights
 
-    def params(self, budget: int) -> NDArray[np.float64]:
-        p = np.zeros(oeg.N_PARAMS)
-        p[oeg.LAM_N] = lambda_n(self.problem)
-        p[oeg.MAX_HALVINGS] = self.cfg.max_halvings
-        p[oeg.GROWTH] = self.cfg.learning_rate_growth
-        p[oeg.BUDGET] = budget
-        return p
+    def params(self, budget: int) -> oeg.OEGParams:
+        return oeg.OEGParams(
+            lam_n=float(lambda_n(self.problem)),
+            max_halvings=int(self.cfg.max_halvings),
+            growth=float(self.cfg.learning_rate_growth),
+            budget=int(budget),
+        )
 
     def indices(self, size: int) -> NDArray[np.int64]:
         """The next ``size`` visits (uniform, or consecutive random permutations)."""

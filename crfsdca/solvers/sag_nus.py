@@ -221,22 +221,23 @@ class _Runner:
     def weights(self) -> NDArray[np.float64]:
         return self.state.memory.weights
 
-    def params(self, budget: int) -> NDArray[np.float64]:
-        cfg, p = self.cfg, np.zeros(sag.N_PARAMS)
-        p[sag.LAM] = self.problem.regularization
-        p[sag.NON_UNIFORMITY] = cfg.non_uniformity
-        p[sag.THRESHOLD] = cfg.line_search_threshold
-        p[sag.REVISIT] = cfg.revisit_factor
-        p[sag.FIRST_VISIT] = FIRST_VISITS.index(cfg.first_visit)
-        p[sag.INITIAL_L] = cfg.initial_lipschitz
-        p[sag.DECAY] = 2.0 ** (-1.0 / (cfg.lipschitz_halflife * self.n))
-        p[sag.STEP_RULE] = STEP_RULES.index(cfg.step_size)
-        p[sag.SKIP] = SKIP_RULES.index(cfg.skip_line_search)
-        p[sag.SKIP_DECAY] = SKIPPED_VISITS.index(cfg.skipped_visit)
-        p[sag.MAX_DOUBLINGS] = cfg.max_doublings
-        p[sag.BUDGET] = budget
-        p[sag.RESCALE] = self.rescale_below
-        return p
+    def params(self, budget: int) -> sag.SAGParams:
+        cfg = self.cfg
+        return sag.SAGParams(
+            lam=float(self.problem.regularization),
+            non_uniformity=float(cfg.non_uniformity),
+            threshold=float(cfg.line_search_threshold),
+            revisit=float(cfg.revisit_factor),
+            half_mean_first=cfg.first_visit == "half-mean",
+            initial_l=float(cfg.initial_lipschitz),
+            decay=2.0 ** (-1.0 / (cfg.lipschitz_halflife * self.n)),
+            mixed_step=cfg.step_size == "mixed",
+            skip=cfg.skip_line_search == "doubling",
+            max_doublings=int(cfg.max_doublings),
+            budget=int(budget),
+            rescale=float(self.rescale_below),
+            skip_decay=cfg.skipped_visit == "decay",
+        )
 
     def kernel_memory(self) -> tuple:
         """Memory tuple of the kernel; the running sums are recomputed exactly."""
@@ -263,7 +264,7 @@ class _Runner:
             out.append(tree)
         return tuple(out)
 
-    def run_kernel(self, memory: tuple, params: np.ndarray, draws: np.ndarray) -> tuple:
+    def run_kernel(self, memory: tuple, params: sag.SAGParams, draws: np.ndarray) -> tuple:
         """The compiled iterations on ``draws`` (``kernels.sag_epoch.run_steps``)."""
         weights = self.state.memory.weights
         return sag_epoch.run_steps(
