@@ -78,8 +78,8 @@ def _ov_block_oracle(s, i, w, sws, bufs):
 
         def impl(s, i, w, sws, bufs):
             lay = s.layout
-            T = lay[0][i + 1] - lay[0][i]
-            data = (lay[0], lay[1], lay[2], lay[3], lay[4])
+            T = lay.seq_offsets[i + 1] - lay.seq_offsets[i]
+            data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
             logs, probs = _block_views(bufs, T, s.dims[1])
             return sequence_block_marginals(data, i, w, s.dims, sws[0], logs, probs)
 
@@ -93,12 +93,12 @@ def _ov_block_direction(s, i, bufs, sws, kappa):
         def impl(s, i, bufs, sws, kappa):
             lay = s.layout
             A, K, n_bias = s.dims
-            t0, t1 = lay[0][i], lay[0][i + 1]
+            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
             vr = sws[2][: n_bias + K]
             trans = vr[n_bias:].reshape((K * K,))
             _edge_difference_sum(bufs[1], bufs[0], trans, t1 - t0 - 1, K * K)
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            seq = (t0, t1, lay[1], lay[2], lay[3], lay[5], sa)
+            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+            seq = (t0, t1, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.entry_slot, sa)
             return primal_direction(seq, (bufs[0], bufs[1]), (A, K, n_bias, kappa), sws[1], vr)
 
         return impl
@@ -111,7 +111,7 @@ def _ov_add_block_direction(s, i, coef, sws, w):
         def impl(s, i, coef, sws, w):
             lay = s.layout
             A, K, n_bias = s.dims
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
             add_direction(coef, sa, sws[1], sws[2][: n_bias + K], w, K, A)
 
         return impl
@@ -192,7 +192,14 @@ def _direction_scores(seq, emit, rest, ug):
 @njit(cache=True, nogil=True)
 def _seq(s, i):
     lay = s.layout
-    return (lay[0][i], lay[0][i + 1], lay[1], lay[3], lay[5], lay[4])
+    return (
+        lay.seq_offsets[i],
+        lay.seq_offsets[i + 1],
+        lay.attr_offsets,
+        lay.attr_values,
+        lay.entry_slot,
+        lay.labels,
+    )
 
 
 @overload(P.sag_rest_rows, jit_options={"cache": True})
@@ -209,13 +216,22 @@ def _ov_sag_oracle(s, i, z, c, sws):
             lay = s.layout
             fb, bufs = sws
             unary, log_trans, node, log_edge, edge_sum = bufs[:5]
-            t0, t1 = lay[0][i], lay[0][i + 1]
+            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
             T = t1 - t0
-            _scores((lay[1], lay[2], lay[3]), t0, t1, z, c, s.dims, unary, log_trans)
+            _scores(
+                (lay.attr_offsets, lay.attr_ids, lay.attr_values),
+                t0,
+                t1,
+                z,
+                c,
+                s.dims,
+                unary,
+                log_trans,
+            )
             log_z = marginal_sums(unary[:T], log_trans, fb, node, log_edge, edge_sum)
             if not np.isfinite(log_z):
                 return log_z, 0.0
-            return log_z, log_z - gold_score(unary[:T], log_trans, lay[4][t0:t1])
+            return log_z, log_z - gold_score(unary[:T], log_trans, lay.labels[t0:t1])
 
         return impl
 
@@ -226,7 +242,7 @@ def _ov_sag_buffers(s, i, sws):
 
         def impl(s, i, sws):
             bufs = sws[1]
-            n = s.layout[0][i + 1] - s.layout[0][i]
+            n = s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i]
             return bufs[2][:n], bufs[4], bufs[5], bufs[6], bufs[7], bufs[8]
 
         return impl
@@ -260,7 +276,7 @@ def _ov_sag_trial(s, i, inv, sws):
         def impl(s, i, inv, sws):
             fb, bufs = sws
             nb = s.dims[2]
-            t0, t1 = s.layout[0][i], s.layout[0][i + 1]
+            t0, t1 = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
             T = t1 - t0
             unary, log_trans, ug, tg = bufs[0][:T], bufs[1], bufs[9][:T], bufs[6][nb:]
             tu, tt = bufs[10], bufs[11]
@@ -273,7 +289,7 @@ def _ov_sag_trial(s, i, inv, sws):
                     tt[k, l] = log_trans[k, l] - inv * tg[k, l]
             trans_max = transition_exp(tt, fb[0])
             log_z = log_partition(tu[:T], tt, fb[0], trans_max, fb[1:])
-            return log_z - gold_score(tu[:T], tt, s.layout[4][t0:t1])
+            return log_z - gold_score(tu[:T], tt, s.layout.labels[t0:t1])
 
         return impl
 

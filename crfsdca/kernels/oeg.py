@@ -184,10 +184,12 @@ def _ov_oeg_prepare(s, i, dual, w, sws):
             lay = s.layout
             A, K, nb = s.dims
             unary, bufs = sws
-            t0, t1 = lay[0][i], lay[0][i + 1]
+            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
             T = t1 - t0
             lmn, lme = dual[0][t0:t1], dual[1][t0 - i : t1 - i - 1]
-            unary_scores((lay[1], lay[2], lay[3]), t0, t1, w, A, K, nb, unary)
+            unary_scores(
+                (lay.attr_offsets, lay.attr_ids, lay.attr_values), t0, t1, w, A, K, nb, unary
+            )
             off = (A + nb) * K
             trans = w[off : off + K * K].reshape((K, K))
             _eg_direction(lmn, lme, unary[:T], trans, bufs[0], bufs[1])
@@ -203,10 +205,10 @@ def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
         def impl(s, i, eta, w, lam_n, sws):
             lay = s.layout
             bufs = sws[1]
-            t0, t1 = lay[0][i], lay[0][i + 1]
+            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
             old_node, old_edge = bufs[7]
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            seq = (t0, t1, lay[1], lay[3], lay[5], lay[4])
+            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+            seq = (t0, t1, lay.attr_offsets, lay.attr_values, lay.entry_slot, lay.labels)
             cur = bufs[:7] + ((old_node[: t1 - t0], old_edge), bufs[8])
             return _trial(eta, seq, sa, w, s.dims, lam_n, cur)
 
@@ -220,11 +222,11 @@ def _ov_oeg_accept(s, i, dual, w, sws):
         def impl(s, i, dual, w, sws):
             lay = s.layout
             bufs = sws[1]
-            t0, t1 = lay[0][i], lay[0][i + 1]
+            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
             T = t1 - t0
             dual[0][t0:t1] = bufs[4][:T]
             dual[1][t0 - i : t1 - i - 1] = bufs[5][: T - 1]
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
             scatter_rows(sa, s.dims[0], bufs[8][0][: sa.shape[0]], bufs[8][1], w, s.dims[1])
 
         return impl

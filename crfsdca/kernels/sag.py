@@ -31,6 +31,19 @@ from numba import njit
 from crfsdca.kernels import trees
 
 
+class SAGMemory(NamedTuple):
+    """SAG's gradient memory (§2) and Lipschitz estimates (§3), as the kernels read them."""
+
+    grad_sum: object  # (d,) float64: d = sum_i y_i, the summed stored gradients
+    node: object  # (N, K) float64: every example's node marginals at its last visit
+    sums: object  # (n, ...) float64: its summed clique marginals (shape: the structure's)
+    lipschitz: object  # (n,) float64: L_i
+    covered: object  # (n,) bool: visited at least once
+    successes: object  # (n,) int64: line searches in a row that needed no doubling
+    skips: object  # (n,) int64: line searches left to skip (§4)
+    scalars: object  # (3,) float64: L_max, covered count, sum of the covered L_i
+
+
 class SAGParams(NamedTuple):
     """What a SAG-NUS call is told (``crfsdca.solvers.sag_nus.SAGNUSConfig`` explains each)."""
 
@@ -124,7 +137,7 @@ def _start_lipschitz(i, was_covered, memory, samplers, params):
 
     Marks i covered on a first visit and removes L_i from the running sum (added back later).
     """
-    lipschitz, covered, scalars = memory[3], memory[4], memory[7]
+    lipschitz, covered, scalars = memory.lipschitz, memory.covered, memory.scalars
     if was_covered:
         scalars[L_SUM] -= lipschitz[i]
         return lipschitz[i]
@@ -146,7 +159,7 @@ def lipschitz_begin(i, was_covered, memory, samplers, params):
     A skipped visit keeps L_i (no revisit factor); otherwise a revisit starts from
     params.revisit L_i.
     """
-    skips = memory[6]
+    skips = memory.skips
     L = _start_lipschitz(i, was_covered, memory, samplers, params)
     if params.skip and skips[i] > 0:
         skips[i] -= 1
@@ -163,7 +176,8 @@ def lipschitz_end(i, L, outcome, doublings, memory, samplers, params):
     First-test successes feed the §4 skip rule; a skipped visit raises L_max to L_i only when
     it also decays L_max (``params.skip_decay``).
     """
-    lipschitz, successes, skips, scalars = memory[3], memory[5], memory[6], memory[7]
+    lipschitz, successes, skips = memory.lipschitz, memory.successes, memory.skips
+    scalars = memory.scalars
     if outcome != SKIPPED:
         if doublings == 0:
             successes[i] += 1
@@ -183,7 +197,7 @@ def take_step(memory, lazy, params, n, s_last, z, K, decay):
 
     L_max then decays by params.decay when ``decay`` (not after a frozen skipped visit).
     """
-    scalars = memory[7]
+    scalars = memory.scalars
     lam, m = params.lam, scalars[N_COVERED]
     l_max, l_bar = scalars[L_MAX], scalars[L_SUM] / m
     alpha = 1.0 / (l_max + lam)
@@ -197,4 +211,4 @@ def take_step(memory, lazy, params, n, s_last, z, K, decay):
     if decay:
         scalars[L_MAX] = l_max * params.decay
     if c < params.rescale:
-        normalise(z, memory[0], lazy, s_last, K)
+        normalise(z, memory.grad_sum, lazy, s_last, K)

@@ -8,10 +8,10 @@ gradient memory (d <- d + g_i - y_i), search L_i by doubling (each trial one ora
 w - (alpha / m) d as updates of c and the running sum S. numba compiles one specialisation per
 structure type (``ChainBlocks``, ``TreeBlocks``, ``JunctionBlocks``).
 
-Arrays: ``memory = (grad_sum, node marginals, edge or factor sums, lipschitz, covered,
-successes, skips, scalars)`` (the marginals' shapes are the structure's), ``samplers`` the three
-sum-trees of ``crfsdca.kernels.sag.draw``, ``z`` the weights (w on return), ``params`` a
-``sag.SAGParams``, ``ws = (lazy, s_last, sws)`` with the structure's buffers ``sws``.
+Arrays: ``memory`` a ``sag.SAGMemory`` (the marginals' shapes are the structure's),
+``samplers`` the three sum-trees of ``crfsdca.kernels.sag.draw``, ``z`` the weights (w on
+return), ``params`` a ``sag.SAGParams``, ``ws = (lazy, s_last, sws)`` with the structure's
+buffers ``sws``.
 """
 
 import numpy as np
@@ -42,9 +42,10 @@ def _gradient(structure, i, sws, U):
 def _update_memory(structure, i, sa, memory, sws):
     """d <- d + g_i - y_i on the support, then store the visit's marginals as y_i (§2). The gold
     parts cancel after the first visit; rows are K entries (flat rests are viewed as rows)."""
-    grad_sum, node_mem, sums_mem, covered = memory[0], memory[1], memory[2], memory[4]
+    grad_sum, node_mem, sums_mem = memory.grad_sum, memory.node, memory.sums
+    covered = memory.covered
     A, K = structure.dims[0], structure.dims[1]
-    a, b = structure.layout[0][i], structure.layout[0][i + 1]
+    a, b = structure.layout.seq_offsets[i], structure.layout.seq_offsets[i + 1]
     node, sums, g_emit, g_rest, dd_emit, dd_rest = sag_buffers(structure, i, sws)
     U = sa.shape[0]
     if covered[i]:
@@ -102,20 +103,20 @@ def _step(i, structure, memory, samplers, z, params, ws):
     lazy, s_last, sws = ws
     A, K = structure.dims[0], structure.dims[1]
     lay = structure.layout
-    sa = lay[7][lay[6][i] : lay[6][i + 1]]
-    sag.sync_sequence(sa, A, sag_rest_rows(structure), K, z, memory[0], lazy[1], s_last)
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    sag.sync_sequence(sa, A, sag_rest_rows(structure), K, z, memory.grad_sum, lazy[1], s_last)
     log_z, f = sag_oracle(structure, i, z, lazy[0], sws)
     if not np.isfinite(log_z):
         return 1, 1, sag.SEARCHED
     gsq = _gradient(structure, i, sws, sa.shape[0])
-    was_covered = memory[4][i]
+    was_covered = memory.covered[i]
     _update_memory(structure, i, sa, memory, sws)
     sag_prepare_trials(structure, i, sws)
     calls, outcome = _lipschitz_step(
         i, was_covered, f, gsq, structure, sws, memory, samplers, params
     )
     decay = outcome != sag.SKIPPED or params.skip_decay
-    sag.take_step(memory, lazy, params, memory[3].shape[0], s_last, z, K, decay)
+    sag.take_step(memory, lazy, params, memory.lipschitz.shape[0], s_last, z, K, decay)
     return 1 + calls, 0, outcome
 
 
@@ -127,7 +128,7 @@ def _run_steps(structure, memory, samplers, z, params, draws, ws):
     non-finite log Z on example i (w then holds the iterate before that step).
     """
     lazy, s_last = ws[0], ws[1]
-    n, K = memory[3].shape[0], structure.dims[1]
+    n, K = memory.lipschitz.shape[0], structure.dims[1]
     stats = np.zeros(sag.N_STATS)
     chosen = np.full(draws.shape[0], -1, np.int64)
     lazy[0], lazy[1] = 1.0, 0.0
@@ -136,7 +137,7 @@ def _run_steps(structure, memory, samplers, z, params, draws, ws):
     for s in range(draws.shape[0]):
         if calls >= params.budget:
             break
-        m = int(memory[7][sag.N_COVERED])
+        m = int(memory.scalars[sag.N_COVERED])
         i = sag.draw(samplers, m, n, draws[s], params.non_uniformity)
         chosen[s] = i
         c, st, outcome = _step(i, structure, memory, samplers, z, params, ws)
@@ -147,7 +148,7 @@ def _run_steps(structure, memory, samplers, z, params, draws, ws):
         done += 1
         stats[0] += c - 1
         stats[outcome] += 1.0
-    sag.normalise(z, memory[0], lazy, s_last, K)
+    sag.normalise(z, memory.grad_sum, lazy, s_last, K)
     return done, calls, status, stats, chosen
 
 

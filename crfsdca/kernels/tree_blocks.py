@@ -121,7 +121,7 @@ def _ov_block_oracle(s, i, w, sws, bufs):
     if _is_tree(s):
 
         def impl(s, i, w, sws, bufs):
-            a, b = s.layout[0][i], s.layout[0][i + 1]
+            a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
             n, K = b - a, s.dims[1]
             par = s.graph[0][a:b]
             nu, lnu = bufs[1], bufs[2]
@@ -157,9 +157,9 @@ def _ov_block_direction(s, i, bufs, sws, kappa):
             lay, graph = s.layout, s.graph
             parents, types, child_start = graph[0], graph[1], graph[3]
             A, K, n_bias, n_types = s.dims
-            a, b = lay[0][i], lay[0][i + 1]
+            a, b = lay.seq_offsets[i], lay.seq_offsets[i + 1]
             n = b - a
-            U = lay[6][i + 1] - lay[6][i]
+            U = lay.uattr_offsets[i + 1] - lay.uattr_offsets[i]
             rows, rest = sws[3], sws[4]
             rows[:U] = 0.0
             rest[:] = 0.0
@@ -172,7 +172,15 @@ def _ov_block_direction(s, i, bufs, sws, kappa):
                 g = a + v
                 for k in range(K):
                     d[k] = nu[E + v * K + k] - mu[E + v * K + k]
-                scale_rows_into(d, flat_rows, lay[5], lay[3], lay[1][g], lay[1][g + 1], K)
+                scale_rows_into(
+                    d,
+                    flat_rows,
+                    lay.entry_slot,
+                    lay.attr_values,
+                    lay.attr_offsets[g],
+                    lay.attr_offsets[g + 1],
+                    K,
+                )
                 if n_bias > 0:
                     _axpy(1.0, d, rest[0], K)
                     if parents[g] < 0:
@@ -196,7 +204,7 @@ def _ov_add_block_direction(s, i, coef, sws, w):
 
         def impl(s, i, coef, sws, w):
             lay = s.layout
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
             add_direction(coef, sa, sws[3], sws[4], w, s.dims[1], s.dims[0])
 
         return impl
@@ -228,7 +236,7 @@ def _sag_scores(layout, graph, s, e, z, c, dims, unary, log_pair):
 def _gold_score(ex, unary, log_pair):
     """Score of the gold labelling of example ex = (s, e, layout, graph)."""
     s, e, layout, graph = ex
-    labels, parents, types = layout[4], graph[0], graph[1]
+    labels, parents, types = layout.labels, graph[0], graph[1]
     total = 0.0
     for v in range(e - s):
         y = labels[s + v]
@@ -247,7 +255,12 @@ def add_features(ex, node, edge_sum, coef, gold_coef, emit, rest):
     rows of the distinct attributes (entry_slot order); rest the bias rows then the blocks.
     """
     s, e, layout, graph = ex
-    attr_offsets, attr_values, labels, entry_slot = layout[1], layout[3], layout[4], layout[5]
+    attr_offsets, attr_values, labels, entry_slot = (
+        layout.attr_offsets,
+        layout.attr_values,
+        layout.labels,
+        layout.entry_slot,
+    )
     parents, types, _, child_start, _ = graph
     K, n_types = node.shape[1], edge_sum.shape[0]
     nb = rest.shape[0] - n_types * K
@@ -278,7 +291,11 @@ def add_features(ex, node, edge_sum, coef, gold_coef, emit, rest):
 def _sag_direction_scores(ex, emit, rest, nb, ug):
     """Node scores ug (n, K) of the compact vector (emit, rest) with nb bias rows."""
     s, e, layout, graph = ex
-    attr_offsets, attr_values, entry_slot = layout[1], layout[3], layout[5]
+    attr_offsets, attr_values, entry_slot = (
+        layout.attr_offsets,
+        layout.attr_values,
+        layout.entry_slot,
+    )
     parents, _, _, child_start, _ = graph
     K = emit.shape[1]
     for v in range(e - s):
@@ -297,13 +314,13 @@ def _sag_direction_scores(ex, emit, rest, nb, ug):
 
 @njit(cache=True, nogil=True)
 def _ex(s, i):
-    return (s.layout[0][i], s.layout[0][i + 1], s.layout, s.graph)
+    return (s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1], s.layout, s.graph)
 
 
 @njit(cache=True, nogil=True)
 def _local(s, i):
     parents, types, order, child_start, children = s.graph
-    a, b = s.layout[0][i], s.layout[0][i + 1]
+    a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
     return (parents[a:b], types[a:b], order[a:b], (child_start[a : b + 1], children))
 
 
@@ -320,7 +337,7 @@ def _ov_sag_oracle(s, i, z, c, sws):
         def impl(s, i, z, c, sws):
             bufs, oracle_ws = sws[0], sws[1]
             unary, log_pair, node, edge_sum = bufs[0], bufs[1], bufs[2], bufs[3]
-            a, b = s.layout[0][i], s.layout[0][i + 1]
+            a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
             n = b - a
             _sag_scores(s.layout, s.graph, a, b, z, c, s.dims, unary, log_pair)
             tables = (log_pair, bufs[9], bufs[10])
@@ -342,7 +359,7 @@ def _ov_sag_buffers(s, i, sws):
 
         def impl(s, i, sws):
             bufs = sws[0]
-            n = s.layout[0][i + 1] - s.layout[0][i]
+            n = s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i]
             return bufs[2][:n], bufs[3], bufs[4], bufs[5], bufs[6], bufs[7]
 
         return impl
@@ -376,7 +393,7 @@ def _ov_sag_trial(s, i, inv, sws):
         def impl(s, i, inv, sws):
             bufs, oracle_ws, trial = sws
             nb = s.dims[2]
-            n = s.layout[0][i + 1] - s.layout[0][i]
+            n = s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i]
             unary, log_pair, ug, g_pairs = bufs[0][:n], bufs[1], bufs[8][:n], bufs[5][nb:]
             tu, tp, texp, tmax = trial
             K = unary.shape[1]

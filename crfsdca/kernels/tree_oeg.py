@@ -131,7 +131,7 @@ def _prepare(i, layout, graph, dual, w, dims, bufs):
     graph of the oracle; returns (s, e, local graph)."""
     parents, types, order, child_start, children = graph
     A, K, n_bias, n_types = dims
-    s, e = layout[0][i], layout[0][i + 1]
+    s, e = layout.seq_offsets[i], layout.seq_offsets[i + 1]
     n = e - s
     unary, deg, identity = bufs[10], bufs[9], bufs[11]
     tree_unary(layout[:5], graph, s, e, w, dims, unary)
@@ -156,7 +156,7 @@ def _is_tree(s):
 def _local(s, i, bufs):
     """The oracle's local graph of example i (identity edge types from ``_prepare``)."""
     parents, _, order, child_start, children = s.graph
-    a, b = s.layout[0][i], s.layout[0][i + 1]
+    a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
     return (parents[a:b], order[a:b], (child_start[a : b + 1], children), bufs[11][: b - a])
 
 
@@ -172,8 +172,8 @@ def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
 
         def impl(s, i, eta, w, lam_n, sws):
             lay = s.layout
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            ex = (lay[0][i], lay[0][i + 1], lay, s.graph)
+            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+            ex = (lay.seq_offsets[i], lay.seq_offsets[i + 1], lay, s.graph)
             cur = sws[:3] + (sws[3] + (_local(s, i, sws),),) + sws[4:10]
             return _trial(eta, ex, sa, w, s.dims, lam_n, cur)
 
@@ -186,13 +186,13 @@ def _ov_oeg_accept(s, i, dual, w, sws):
 
         def impl(s, i, dual, w, sws):
             lay = s.layout
-            a, b = lay[0][i], lay[0][i + 1]
+            a, b = lay.seq_offsets[i], lay.seq_offsets[i + 1]
             parents = s.graph[0]
             dual[0][a:b] = sws[4][: b - a]
             for v in range(b - a):
                 if parents[a + v] >= 0:
                     dual[1][a + v] = sws[5][v]
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
             scatter_rows(sa, s.dims[0], sws[8][0][: sa.shape[0]], sws[8][1], w, s.dims[1])
 
         return impl
@@ -201,7 +201,7 @@ def _ov_oeg_accept(s, i, dual, w, sws):
 @njit(cache=True, nogil=True)
 def _gibbs_marginals(layout, graph, score, log_node, log_edge, bufs):
     """Marginals of p(y) propto exp(score (#gold labels of y + #gold edges of y)), per example."""
-    seq_offsets, labels = layout[0], layout[4]
+    seq_offsets, labels = layout.seq_offsets, layout.labels
     parents, _, order, child_start, children = graph
     p_node, p_edge = bufs[2]
     ws, sws, probs = bufs[3]

@@ -239,15 +239,18 @@ class _Runner:
             skip_decay=cfg.skipped_visit == "decay",
         )
 
-    def kernel_memory(self) -> tuple:
-        """Memory tuple of the kernel; the running sums are recomputed exactly."""
+    def kernel_memory(self) -> sag.SAGMemory:
+        """The kernel's view of the memory; the running sums are recomputed exactly."""
         mem = self.state.memory
         covered = mem.covered
         scalars = np.array(
             [mem.lipschitz_max[0], covered.sum(), mem.lipschitz[covered].sum()], dtype=float
         )
-        arrays = (mem.grad_sum, mem.node_marginals, mem.edge_sums, mem.lipschitz, covered)
-        return (*arrays, mem.successes, mem.skips, scalars)
+        return sag.SAGMemory(
+            grad_sum=mem.grad_sum, node=mem.node_marginals, sums=mem.edge_sums,
+            lipschitz=mem.lipschitz, covered=covered, successes=mem.successes, skips=mem.skips,
+            scalars=scalars,
+        )  # fmt: skip
 
     def samplers(self) -> tuple:
         """Sum-trees of the uncovered and covered indicators and of L_i + lambda (covered)."""
@@ -264,7 +267,7 @@ class _Runner:
             out.append(tree)
         return tuple(out)
 
-    def run_kernel(self, memory: tuple, params: sag.SAGParams, draws: np.ndarray) -> tuple:
+    def run_kernel(self, memory: sag.SAGMemory, params: sag.SAGParams, draws: np.ndarray) -> tuple:
         """The compiled iterations on ``draws`` (``kernels.sag_epoch.run_steps``)."""
         weights = self.state.memory.weights
         return sag_epoch.run_steps(
@@ -275,7 +278,7 @@ class _Runner:
         """Run the kernel on ``draws``; update counters; returns (updates, calls, chosen)."""
         memory = self.kernel_memory()
         done, calls, status, stats, chosen = self.run_kernel(memory, self.params(budget), draws)
-        self.state.memory.lipschitz_max[0] = memory[7][sag.L_MAX]
+        self.state.memory.lipschitz_max[0] = memory.scalars[sag.L_MAX]
         self.state.oracle_calls += calls
         self.state.updates += done
         searches = stats[sag.SEARCHED] + stats[sag.CAPPED]
