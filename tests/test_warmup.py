@@ -12,7 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from crfsdca.cli.main import main
-from crfsdca.kernels import CACHE_ENV, choose_cache_dir, user_cache_dir
+from crfsdca.kernels import (
+    CACHE_ENV,
+    STAMP,
+    choose_cache_dir,
+    drop_stale_cache,
+    sources_fingerprint,
+    user_cache_dir,
+)
 from crfsdca.warmup import WARMUP_SENTENCES, warm_up
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +43,41 @@ def test_numba_cache_dir_set_by_the_user_wins(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert choose_cache_dir(blocker / "pkg", {CACHE_ENV: str(tmp_path / "mine")}) is None
+
+
+def test_a_cache_compiled_from_other_sources_is_dropped_once(tmp_path):
+    folder = tmp_path / "__pycache__"
+    folder.mkdir()
+    for name in ("k.f-1.py311.nbi", "k.f-1.py311.1.nbc", "k.cpython-311.pyc"):
+        (folder / name).write_text("x")
+    assert drop_stale_cache(folder, "one")  # never stamped: whatever is there is dropped
+    assert sorted(p.name for p in folder.iterdir()) == [STAMP, "k.cpython-311.pyc"]
+    (folder / "k.f-1.py311.nbi").write_text("compiled from the stamped sources")
+    assert not drop_stale_cache(folder, "one")
+    assert (folder / "k.f-1.py311.nbi").exists()
+    assert drop_stale_cache(folder, "two")
+    assert not (folder / "k.f-1.py311.nbi").exists()
+    assert (folder / STAMP).read_text() == "two"
+
+
+def test_the_fingerprint_follows_kernels_and_module_moves_only(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "kernels").mkdir(parents=True)
+    (pkg / "features").mkdir()
+    (pkg / "kernels" / "chain.py").write_text("A = 1\n")
+    (pkg / "features" / "layout.py").write_text("L = 1\n")
+    (pkg / "cli.py").write_text("C = 1\n")
+    seen = [sources_fingerprint(pkg)]
+    (pkg / "cli.py").write_text("C = 2\n")  # a module no kernel depends on
+    assert sources_fingerprint(pkg) == seen[-1]
+    for change in (
+        lambda: (pkg / "kernels" / "chain.py").write_text("A = 2\n"),  # a kernel (or its callee)
+        lambda: (pkg / "features" / "layout.py").write_text("L = 2\n"),  # an argument type
+        lambda: (pkg / "cli.py").rename(pkg / "features" / "cli.py"),  # a module moved
+    ):
+        change()
+        seen.append(sources_fingerprint(pkg))
+    assert len(set(seen)) == len(seen)
 
 
 def test_read_only_package_falls_back_in_a_fresh_process(tmp_path):
