@@ -49,7 +49,7 @@ def problems(args):
 
 
 def dual_gib(problem, dtype) -> float:
-    from crfsdca.solvers.dual import dual_state_bytes, junction_dual_bytes
+    from crfsdca.structures.dual import dual_state_bytes, junction_dual_bytes
     from crfsdca.structures.junction import JunctionProblem
 
     d = problem.feature_map.n_features

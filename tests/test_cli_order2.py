@@ -144,12 +144,13 @@ def expected_dual_gib(lengths, K, d, itemsize=8):
 def refuse(monkeypatch, args, available):
     """Run train with ``available`` bytes of memory; fail if the dual is ever allocated."""
     from crfsdca.solvers import sdca as sdca_module
+    from crfsdca.structures.junction import JunctionStructure
 
     def allocate(*_args, **_kwargs):
         raise AssertionError("the dual state was allocated before the memory check")
 
     monkeypatch.setattr(sdca_module, "_available_memory", lambda: available)
-    monkeypatch.setattr(sdca_module, "junction_smoothed_empirical", allocate)
+    monkeypatch.setattr(JunctionStructure, "smoothed_dual", allocate)
     return CliRunner().invoke(main, ["train", *map(str, args)])
 
 

@@ -19,8 +19,8 @@ from crfsdca.kernels import junction_scaled, sdca_epoch
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
-from crfsdca.solvers.dual import junction_dual_bytes, junction_weights_from_dual
 from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.dual import junction_dual_bytes, junction_weights_from_dual
 from crfsdca.structures.junction import (
     junction_problem,
     junctions_from_cliques,
@@ -207,7 +207,7 @@ def test_oeg_from_the_uniform_start_keeps_the_dual_identities(case):
     duals = np.array([r.dual for r in result.trace.records])
     assert np.all(np.diff(duals) > 0.0)
     check_dual_identities(problem, result.state.dual, result.trace.records[-1])
-    with pytest.raises(ValueError, match="junction trees start OEG from init='smoothed'"):
+    with pytest.raises(ValueError, match="junction trees start from init='smoothed'"):
         SOLVERS["oeg"](SOLVERS["oeg"].config_class(init="gibbs")).initial_state(problem)
 
 

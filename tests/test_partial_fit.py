@@ -9,7 +9,7 @@ import pytest
 
 from crfsdca import CRF
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.solvers.dual import weights_from_dual
+from crfsdca.structures.dual import weights_from_dual
 from crfsdca.structures.problem import Problem
 
 WORDS = ["the", "a", "dog", "cat", "runs", "sleeps", "here", "now", "big", "small"]

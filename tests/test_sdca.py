@@ -6,11 +6,11 @@ from _reference_sdca import reference_step
 from _synthetic import random_problem
 
 from crfsdca.kernels import sdca_epoch
-from crfsdca.solvers.dual import smoothed_empirical, weights_from_dual
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
+from crfsdca.structures.dual import smoothed_empirical, weights_from_dual
 
 
 def dual_value(problem, state):

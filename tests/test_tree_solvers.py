@@ -17,8 +17,8 @@ from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels import sdca_epoch, tree_scaled
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
-from crfsdca.solvers.dual import tree_weights_from_dual
 from crfsdca.solvers.monitor import Monitor
+from crfsdca.structures.dual import tree_weights_from_dual
 from crfsdca.structures.problem import Problem
 from crfsdca.structures.tree import TreeData, TreeOracle, tree_problem, trees_from_parents
 

@@ -17,9 +17,9 @@ from numpy.typing import NDArray
 from crfsdca._dtypes import INDEX
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
-from crfsdca.solvers.dual import DualState
 from crfsdca.solvers.samplers import INITIAL_GAP
 from crfsdca.solvers.sdca import SDCAConfig, SDCAState, initial_dual
+from crfsdca.structures.dual import DualState
 from crfsdca.structures.problem import Problem
 
 __all__ = ["concatenate", "extend_weights", "grow_state", "with_attributes"]

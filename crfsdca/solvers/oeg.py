@@ -8,7 +8,7 @@ forward-backward per trial, and accepts the first trial that increases the dual
 
 halving the per-sequence learning rate eta_i after every rejected trial. The dual state (log
 clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
-:class:`crfsdca.solvers.dual.DualState`, so OEG reports the dual value and the exact duality gap
+:class:`crfsdca.structures.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
 compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.structures.tree.TreeProblem`,
 ``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts; on a
@@ -25,25 +25,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.features.layout import sequence_layout
-from crfsdca.kernels import oeg, oeg_epoch, tree_oeg
+from crfsdca.kernels import oeg, oeg_epoch
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
-from crfsdca.solvers.dual import (
-    DualState,
-    gibbs_start,
-    junction_dual_bytes,
-    junction_smoothed_empirical,
-    smoothed_empirical,
-    tree_finish_state,
-    tree_smoothed_empirical,
-)
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.sag_nus import DRAW_BLOCK
 from crfsdca.solvers.sdca import _check_memory as check_memory
-from crfsdca.structures.junction import JunctionProblem
+from crfsdca.structures.dual import (
+    DualState,
+)
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
-from crfsdca.structures.tree import TreeProblem
 
 if TYPE_CHECKING:
     from crfsdca.solvers.monitor import Monitor
@@ -127,17 +118,16 @@ class OEG:
         self.config = config or OEGConfig()
 
     def initial_state(self, problem: Problem) -> OEGState:
-        """Dual start of ``init`` with w = w_hat(mu) exactly, eta_i = learning_rate."""
-        cfg = self.config
-        epsilon = 1.0 if cfg.init == "uniform" else cfg.init_epsilon
-        if isinstance(problem, JunctionProblem):
-            dual = _junction_start(problem, cfg, epsilon)
-        elif isinstance(problem, TreeProblem):
-            dual = _tree_start(problem, cfg, epsilon)
-        elif cfg.init == "gibbs":
-            dual = gibbs_start(problem, cfg.gibbs_score)
+        """Dual start of ``init`` with w = w_hat(mu) exactly, eta_i = learning_rate, after the
+        memory check (float64 log-marginals)."""
+        cfg, structure = self.config, problem.structure
+        need, detail = structure.dual_size(np.float64)
+        what = f"the OEG dual state {detail}".rstrip()
+        check_memory(need, what, "use fewer sequences (--max-sequences)")
+        if cfg.init == "gibbs":
+            dual = structure.gibbs_dual(cfg.gibbs_score)
         else:
-            dual = smoothed_empirical(problem, epsilon)
+            dual = structure.smoothed_dual(1.0 if cfg.init == "uniform" else cfg.init_epsilon)
         rng = np.random.default_rng(cfg.seed)
         n = problem.n_sequences
         return OEGState(
@@ -153,33 +143,6 @@ class OEG:
         """Run OEG from ``state`` (or the configured dual start)."""
         state = state or self.initial_state(problem)
         return run_loop(self, _Runner(problem, self.config, state), monitor)
-
-
-def _tree_start(problem: TreeProblem, cfg: OEGConfig, epsilon: float) -> DualState:
-    """The dual start of ``cfg.init`` on trees (tree SDCA's smoothed start, or Gibbs)."""
-    if cfg.init != "gibbs":
-        return tree_smoothed_empirical(problem, epsilon)
-    data, K = problem.train, problem.feature_map.n_labels
-    log_node, log_edge = np.empty((data.n_items, K)), np.zeros((data.n_items, K, K))
-    layout = sequence_layout(data.nodes)
-    tree_oeg.gibbs_marginals(layout, data.packed, K, cfg.gibbs_score, log_node, log_edge,
-                             data.max_length)  # fmt: skip
-    return tree_finish_state(problem, log_node, log_edge)
-
-
-def _junction_start(problem: JunctionProblem, cfg: OEGConfig, epsilon: float) -> DualState:
-    """Junction SDCA's smoothed start (uniform: epsilon = 1) on float64 tables, after the
-    memory check of SDCA's junction dual."""
-    if cfg.init == "gibbs":
-        raise ValueError("junction trees start OEG from init='smoothed' or 'uniform'; got 'gibbs'")
-    data = problem.train
-    check_memory(
-        junction_dual_bytes(data, problem.feature_map.n_features),
-        f"the OEG dual state ({data.n_table_entries:.3g} clique and separator table entries x 8"
-        " bytes)",
-        "use fewer sequences (--max-sequences)",
-    )
-    return junction_smoothed_empirical(problem, epsilon, np.float64)
 
 
 class _Runner:

@@ -16,11 +16,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels import trees
+from crfsdca.structures.dual import INITIAL_GAP
 
 Sampling = Literal["uniform", "importance", "gap", "gap-importance", "max"]
 SCHEMES: tuple[str, ...] = ("uniform", "importance", "gap", "gap-importance", "max")
 SCHEME_CODES = {name: code for code, name in enumerate(SCHEMES)}
-INITIAL_GAP = 100.0  # the paper's initial gap estimate, so that a first pass visits everything
 
 
 def check_scheme(name: str) -> int:

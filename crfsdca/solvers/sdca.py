@@ -19,21 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
-from crfsdca.solvers.dual import (
-    DualState,
-    dual_state_bytes,
-    gibbs_start,
-    junction_dual_bytes,
-    junction_smoothed_empirical,
-    smoothed_empirical,
-    tree_smoothed_empirical,
-)
 from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
 from crfsdca.solvers.loop import run_loop
 from crfsdca.solvers.samplers import SCHEMES, check_scheme
-from crfsdca.structures.junction import JunctionProblem
+from crfsdca.structures.dual import (
+    DualState,
+)
 from crfsdca.structures.problem import Problem
-from crfsdca.structures.tree import TreeProblem
 
 if TYPE_CHECKING:
     from crfsdca.solvers.monitor import Monitor
@@ -129,20 +121,14 @@ class SDCA:
         self.config = config or SDCAConfig()
 
     def initial_state(self, problem: Problem) -> SDCAState:
-        if isinstance(problem, JunctionProblem):
-            return self._junction_state(problem)
-        if isinstance(problem, TreeProblem):
-            dual = tree_smoothed_empirical(problem, self.config.init_epsilon)
-            rng = np.random.default_rng(self.config.seed)
-            return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
-        dtype = np.dtype(self.config.dual_dtype)
-        data = problem.train
-        need = dual_state_bytes(
-            data.n_items, data.n_sequences, data.n_labels, problem.feature_map.n_features, dtype
-        )
-        _check_memory(need)
-        dual = initial_dual(problem, self.config, dtype)
-        rng = np.random.default_rng(self.config.seed)
+        """The start of ``config.init`` on the problem's structure, after the memory check."""
+        cfg, structure = self.config, problem.structure
+        dtype = np.dtype(cfg.dual_dtype)
+        need, detail = structure.dual_size(dtype)
+        what = f"the SDCA dual state {detail}".rstrip()
+        _check_memory(need, what, _fixes(dtype, distributed=structure.kind == "chain"))
+        dual = initial_dual(problem, cfg, dtype)
+        rng = np.random.default_rng(cfg.seed)
         return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
 
     def solve(
@@ -152,37 +138,19 @@ class SDCA:
         state = state or self.initial_state(problem)
         return run_loop(self, LocalSDCA(problem, self.config, state), monitor)
 
-    def _junction_state(self, problem: JunctionProblem) -> SDCAState:
-        """The smoothed start on the clique and separator tables, after the memory check."""
-        if self.config.init != "smoothed":
-            raise ValueError(f"junction trees start from init='smoothed'; got {self.config.init!r}")
-        dtype = np.dtype(self.config.dual_dtype)
-        data = problem.train
-        need = junction_dual_bytes(data, problem.feature_map.n_features, dtype)
-        _check_memory(
-            need,
-            f"the SDCA dual state ({data.n_table_entries:.3g} clique and separator table entries"
-            f" x {dtype.itemsize} bytes)",
-            _junction_fixes(dtype),
-        )
-        dual = junction_smoothed_empirical(problem, self.config.init_epsilon, dtype)
-        rng = np.random.default_rng(self.config.seed)
-        return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
+
+def _fixes(dtype: np.dtype, distributed: bool) -> str:
+    """What shrinks a dual state: float32 log-marginals (unless they are already), fewer
+    sequences, the distributed solver (chains)."""
+    options = ["--dual-dtype float32 (half the size)"] if dtype.itemsize > 4 else []
+    options.append("fewer sequences (--max-sequences)")
+    if distributed:
+        options.append("the distributed solver")
+    head = ", ".join(options[:-1])
+    return "use " + (f"{head} or {options[-1]}" if head else options[-1])
 
 
-def _junction_fixes(dtype: np.dtype) -> str:
-    """What shrinks a junction dual: float32 tables (unless they are already), fewer sequences."""
-    if dtype.itemsize > 4:
-        return "use --dual-dtype float32 (half the size) or fewer sequences (--max-sequences)"
-    return "use fewer sequences (--max-sequences)"
-
-
-def _check_memory(
-    need: int,
-    what: str = "the SDCA dual state",
-    fixes: str = "use --dual-dtype float32, fewer sequences (--max-sequences), or the"
-    " distributed solver",
-) -> None:
+def _check_memory(need: int, what: str, fixes: str) -> None:
     """Refuse to allocate a dual state larger than the available memory."""
     available = _available_memory()
     if available is not None and need > available:
@@ -204,7 +172,7 @@ def _available_memory() -> int | None:
 
 
 def initial_dual(problem: Problem, config: SDCAConfig, dtype=np.float64) -> DualState:
-    """The dual start of ``config.init`` for a chain problem (w = w_hat(mu) exactly)."""
+    """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly)."""
     if config.init == "gibbs":
-        return gibbs_start(problem, config.gibbs_score, dtype=dtype)
-    return smoothed_empirical(problem, config.init_epsilon, dtype=dtype)
+        return problem.structure.gibbs_dual(config.gibbs_score, dtype)
+    return problem.structure.smoothed_dual(config.init_epsilon, dtype)

@@ -26,6 +26,7 @@ from crfsdca.features.layout import max_unique, sequence_layout
 from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels import batch, chain, chain_blocks, oeg, sag_epoch, sdca_epoch
 from crfsdca.kernels.primitives import RunTable
+from crfsdca.structures.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
 
 __all__ = ["Oracle", "Workspace"]
@@ -338,3 +339,17 @@ class ChainStructure:
     def oeg_workspace(self) -> tuple:
         """The workspace of ``oeg_epoch.run_steps`` on this structure."""
         return oeg.make_workspace(self.blocks.max_T, self.dims, self.blocks.max_U)
+
+    # -- the dual start: sized before it is allocated, then built with w = w_hat(mu) exactly
+    def dual_size(self, dtype) -> tuple[int, str]:
+        """Bytes of the dual state with log-marginals in ``dtype``, and what they hold."""
+        data, d = self.problem.train, self.problem.feature_map.n_features
+        return dual_state_bytes(data.n_items, data.n_sequences, self.dims[1], d, dtype), ""
+
+    def smoothed_dual(self, epsilon: float, dtype=np.float64) -> DualState:
+        """mu_c = epsilon / K^|c| + (1 - epsilon) 1[y_c = gold] on every clique."""
+        return smoothed_empirical(self.problem, epsilon, dtype=dtype)
+
+    def gibbs_dual(self, score: float, dtype=np.float64) -> DualState:
+        """The authors' start: the marginals of exp(score (#gold labels + #gold cliques))."""
+        return gibbs_start(self.problem, score, dtype=dtype)

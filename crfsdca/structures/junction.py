@@ -52,6 +52,7 @@ from crfsdca.kernels import junction_batch as kernels
 from crfsdca.kernels import junction_blocks, junction_oeg, junction_scaled, sag_epoch
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.chain import ChainStructure
+from crfsdca.structures.dual import DualState, junction_dual_bytes, junction_smoothed_empirical
 from crfsdca.structures.junction_pack import pack, region
 from crfsdca.structures.junction_tree import JunctionTree, second_order_chain
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
@@ -432,3 +433,17 @@ class JunctionStructure(ChainStructure):
         dims = (*b.dims, b.n_factor_rows)
         sizes = (b.max_block, b.sizes[0])
         return junction_oeg.make_workspace(b.sizes[2], dims, max_unique(self.layout), mws, sizes)
+
+    def dual_size(self, dtype) -> tuple[int, str]:
+        data, d = self.problem.train, self.problem.feature_map.n_features
+        entries = f"{data.n_table_entries:.3g} clique and separator table entries"
+        detail = f"({entries} x {np.dtype(dtype).itemsize} bytes)"
+        return junction_dual_bytes(data, d, dtype), detail
+
+    def smoothed_dual(self, epsilon: float, dtype=np.float64) -> DualState:
+        return junction_smoothed_empirical(self.problem, epsilon, dtype)
+
+    def gibbs_dual(self, score: float, dtype=np.float64) -> DualState:
+        raise ValueError(
+            "junction trees start from init='smoothed' (or OEG's 'uniform'); got 'gibbs'"
+        )

@@ -34,6 +34,7 @@ from crfsdca.kernels import sag_epoch, tree_blocks, tree_oeg, tree_scaled
 from crfsdca.kernels import tree as kernels
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.chain import ChainStructure
+from crfsdca.structures.dual import DualState, tree_gibbs_start, tree_smoothed_empirical
 from crfsdca.structures.graphs import Tree
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
 from crfsdca.structures.problem import Problem
@@ -291,3 +292,21 @@ class TreeStructure(ChainStructure):
 
     def oeg_workspace(self) -> tuple:
         return tree_oeg.make_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
+
+    def dual_size(self, dtype) -> tuple[int, str]:
+        data, d, K = self.problem.train, self.problem.feature_map.n_features, self.dims[1]
+        item = np.dtype(np.float64).itemsize  # tree duals are kept in float64
+        return item * data.n_items * (K + K * K) + 8 * (3 * data.n_sequences + d), ""
+
+    def smoothed_dual(self, epsilon: float, dtype=np.float64) -> DualState:
+        _float64_only(dtype)
+        return tree_smoothed_empirical(self.problem, epsilon)
+
+    def gibbs_dual(self, score: float, dtype=np.float64) -> DualState:
+        _float64_only(dtype)
+        return tree_gibbs_start(self.problem, score)
+
+
+def _float64_only(dtype) -> None:
+    if np.dtype(dtype) != np.float64:
+        raise ValueError(f"tree duals are kept in float64; got dual_dtype={np.dtype(dtype).name}")

@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import junction_batch, oeg
-from crfsdca.solvers.samplers import INITIAL_GAP
-from crfsdca.structures.chain import ChainStructure
-from crfsdca.structures.junction import JunctionStructure, check_labels
-from crfsdca.structures.tree import TreeStructure
+from crfsdca.features.layout import sequence_layout
+from crfsdca.kernels import junction_batch, oeg, tree_oeg
+
+INITIAL_GAP = 100.0  # the paper's initial gap estimate, so that a first pass visits everything
 
 if TYPE_CHECKING:
     from crfsdca.structures.junction import JunctionData, JunctionProblem
@@ -135,7 +134,7 @@ def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
 def finish_state(problem, log_node, log_edge, gap_estimates=None) -> DualState:
     """Entropies and w_hat(mu) of given log-marginals; gap estimates default to 100."""
     n = problem.n_sequences
-    structure = ChainStructure(problem)
+    structure = problem.structure
     entropies = structure.entropies(log_node, log_edge)
     weights = structure.weights_from_dual(log_node, log_edge)
     if gap_estimates is None:
@@ -152,7 +151,7 @@ def finish_state(problem, log_node, log_edge, gap_estimates=None) -> DualState:
 
 def weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
     """w_hat(mu) = (F_gold_sum - sum_i E_{mu_i} F) / (lambda n) of chain marginals."""
-    return ChainStructure(problem).weights_from_dual(log_node, log_edge)
+    return problem.structure.weights_from_dual(log_node, log_edge)
 
 
 # -- trees and junction trees ---------------------------------------------------------------------
@@ -173,8 +172,20 @@ def tree_smoothed_empirical(problem: TreeProblem, epsilon: float) -> DualState:
     return tree_finish_state(problem, log_node, log_edge)
 
 
+def tree_gibbs_start(problem: TreeProblem, score: float) -> DualState:
+    """The authors' start on trees: the marginals of exp(score (#gold labels + #gold edges))."""
+    if not np.isfinite(score):
+        raise ValueError(f"gibbs_score must be finite; got {score}")
+    data, K = problem.train, problem.feature_map.n_labels
+    log_node, log_edge = np.empty((data.n_items, K)), np.zeros((data.n_items, K, K))
+    layout = sequence_layout(data.nodes)
+    tree_oeg.gibbs_marginals(layout, data.packed, K, score, log_node, log_edge,
+                             data.max_length)  # fmt: skip
+    return tree_finish_state(problem, log_node, log_edge)
+
+
 def tree_finish_state(problem: TreeProblem, log_node, log_edge) -> DualState:
-    data, structure = problem.train, TreeStructure(problem)
+    data, structure = problem.train, problem.structure
     entropies = structure.entropies(log_node, log_edge)
     return DualState(
         log_node=log_node,
@@ -188,7 +199,7 @@ def tree_finish_state(problem: TreeProblem, log_node, log_edge) -> DualState:
 
 def tree_weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
     """w_hat(mu) of tree marginals stored like the dual state."""
-    return TreeStructure(problem).weights_from_dual(log_node, log_edge)
+    return problem.structure.weights_from_dual(log_node, log_edge)
 
 
 def junction_dual_bytes(data: JunctionData, n_features: int, dtype=np.float64) -> int:
@@ -201,6 +212,8 @@ def junction_smoothed_empirical(problem: JunctionProblem, epsilon: float, dtype)
     table t (consistent: a clique's projection is its separator's table)."""
     if not 0.0 < epsilon <= 1.0:
         raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    from crfsdca.structures.junction import check_labels
+
     data, oracle = problem.train, problem.oracle
     check_labels(data)
     tables = np.empty(data.n_table_entries, dtype)
@@ -211,7 +224,7 @@ def junction_smoothed_empirical(problem: JunctionProblem, epsilon: float, dtype)
 
 
 def junction_finish_state(problem: JunctionProblem, tables) -> DualState:
-    n, structure = problem.n_sequences, JunctionStructure(problem)
+    n, structure = problem.n_sequences, problem.structure
     empty = np.empty(0, tables.dtype)
     return DualState(
         log_node=np.empty((0, problem.feature_map.n_labels), tables.dtype),
@@ -225,4 +238,4 @@ def junction_finish_state(problem: JunctionProblem, tables) -> DualState:
 
 def junction_weights_from_dual(problem, tables) -> NDArray[np.float64]:
     """w_hat(mu) of clique and separator tables packed like the dual state."""
-    return JunctionStructure(problem).weights_from_dual(np.empty(0), tables)
+    return problem.structure.weights_from_dual(np.empty(0), tables)
