@@ -90,9 +90,9 @@ def _workspace(max_T, K):
     return (np.empty((T, K)), np.empty((T, K)), np.empty((T, K)), np.empty(T), np.empty(T))
 
 
-@njit(cache=True, nogil=True)
 def _transitions(w, A, K, n_bias):
-    """(log_trans view, exp_trans, trans_max) of the flat weights."""
+    """(log_trans view, exp_trans, trans_max) of the flat weights (Python around the
+    ``transition_exp`` kernel: one entry point less to compile)."""
     off = (A + n_bias) * K
     log_trans = w[off : off + K * K].reshape((K, K))
     exp_trans = np.empty((K, K))
