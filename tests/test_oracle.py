@@ -65,6 +65,9 @@ def test_value_and_gradient_match_enumeration(n_bias, scale):
     )
     np.testing.assert_allclose(value, loss(data, w, fm), rtol=RTOL)
     assert_grad_close(grad, ref_grad)
+    if scale == 1.0:  # the scaled path throughout: the loss alone is the same sum, bit for bit
+        assert oracle.loss_sum(w) == value
+    np.testing.assert_allclose(oracle.loss_sum(w), loss(data, w, fm), rtol=RTOL)
 
 
 def test_log_partitions_and_gold_features():
@@ -123,6 +126,7 @@ def test_batch_equals_per_sequence_sums(n_bias, scale):
         value, grad = oracle.value_and_gradient(w)
         np.testing.assert_allclose(value, ref_value, rtol=1e-12)
         assert_grad_close(grad, ref_grad, rtol=1e-12)
+        np.testing.assert_allclose(oracle.loss_sum(w), ref_value, rtol=1e-12)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
@@ -178,6 +182,8 @@ def test_unknown_labels_rejected_for_training():
     data, fm, w = problem(21, n_sequences=5, unknown_labels=True)
     with pytest.raises(ValueError, match=r"sequence \d+: token \d+ has an unknown label"):
         Oracle(data, fm).value_and_gradient(w)
+    with pytest.raises(ValueError, match=r"sequence \d+: token \d+ has an unknown label"):
+        Oracle(data, fm).loss_sum(w)
 
 
 def test_non_finite_weights_raise_floating_point_error():
@@ -191,6 +197,8 @@ def test_non_finite_weights_raise_floating_point_error():
         oracle.log_partition(i, w)
     with pytest.raises(FloatingPointError, match=f"sequence {i}:"):
         oracle.value_and_gradient(w)
+    with pytest.raises(FloatingPointError, match=f"sequence {i}:"):
+        oracle.loss_sum(w)
     with pytest.raises(FloatingPointError, match=f"sequence {i}:"):
         oracle.log_partitions(w)
     with pytest.raises(FloatingPointError, match=f"sequence {i}:"):

@@ -10,6 +10,7 @@ from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
+from crfsdca.structures.chain import ChainStructure
 from crfsdca.structures.dual import smoothed_empirical, weights_from_dual
 
 
@@ -102,6 +103,16 @@ def test_initialisation_is_smoothed_gold_and_consistent():
         n_ = node[so[i] : so[i + 1]]
         np.testing.assert_allclose(e.sum(2), n_[:-1], rtol=1e-12)
         np.testing.assert_allclose(e.sum(1), n_[1:], rtol=1e-12)
+
+
+@pytest.mark.parametrize("eps", [1e-3, 0.5, 1.0])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_smoothed_start_entropies_in_closed_form_match_the_stored_logs(eps, dtype):
+    problem = random_problem(seed=7, n=12, max_T=5)
+    state = smoothed_empirical(problem, eps, dtype=dtype)
+    assert (problem.train.lengths == 1).any() and (problem.train.lengths > 2).any()
+    summed = ChainStructure(problem).entropies(state.log_node, state.log_edge)
+    np.testing.assert_allclose(state.entropies, summed, rtol=1e-13, atol=1e-15)
 
 
 def reference_optimum(problem):

@@ -1,20 +1,24 @@
-"""Kernels over all sequences, parallel over contiguous chunks of sequences (``prange``).
+"""Kernels over all sequences, run in contiguous chunks of sequences on Python threads.
 
-The sequences are cut into one chunk per thread with about the same number of tokens. Each chunk
-allocates its own (max_T, K) workspace and, for the gradient, its own length-d accumulator; a
-serial pass sums the chunks. Arguments: ``data`` is :meth:`SequenceData.arrays`
-``(seq_offsets, attr_offsets, attr_ids, attr_values, labels)``, ``w`` (d,) float64 the flat
-weights, ``dims = (A, K, n_bias, max_T)`` the feature-map sizes and the longest sequence,
-``n_chunks`` the number of chunks (the thread count: the wrapper passes it because calling
-``numba.get_num_threads`` inside a kernel makes it uncacheable; capped at the number of
-sequences).
+The sequences are cut into one chunk per thread with about the same number of tokens
+(:func:`chunk_bounds`). Each chunk is one call of a serial ``nogil`` kernel over its sequences,
+with its own (max_T, K) workspace and, for the gradient, its own length-d accumulator; the
+chunks run on a thread pool and a serial pass sums them in chunk order, so the results do not
+depend on the scheduling. (numba's ``parallel=True`` would do the same with prange, but
+compiling its parallel loops costs several seconds per kernel on a first run.) Arguments:
+``data`` is :meth:`SequenceData.arrays` ``(seq_offsets, attr_offsets, attr_ids, attr_values,
+labels)``, ``w`` (d,) float64 the flat weights, ``dims = (A, K, n_bias, max_T)`` the
+feature-map sizes and the longest sequence, ``n_chunks`` the number of chunks (the caller's
+thread count, capped at the number of sequences).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from crfsdca.kernels.chain import (
     exp_marginals,
@@ -33,7 +37,7 @@ from crfsdca.kernels.chain import (
 
 
 def set_threads(n_threads: int) -> None:
-    """Set the number of threads of the parallel kernels (for the calling thread)."""
+    """Set the number of threads of the batch kernels (for the calling thread)."""
     if not 1 <= n_threads <= numba.config.NUMBA_NUM_THREADS:
         raise ValueError(
             f"n_threads must lie in [1, {numba.config.NUMBA_NUM_THREADS}]; got {n_threads}"
@@ -42,7 +46,7 @@ def set_threads(n_threads: int) -> None:
 
 
 def get_threads() -> int:
-    """Number of threads the parallel kernels use from the calling thread."""
+    """Number of threads the batch kernels use from the calling thread."""
     return numba.get_num_threads()
 
 
@@ -51,19 +55,32 @@ def max_threads() -> int:
     return numba.config.NUMBA_NUM_THREADS
 
 
-@njit(cache=True, nogil=True)
-def chunk_bounds(seq_offsets, n_chunks):
-    """(c + 1,) int64 sequence boundaries with about equal token counts per chunk, for
-    c = n_chunks clamped to [1, n_sequences]."""
+def chunk_bounds(seq_offsets: np.ndarray, n_chunks: int) -> np.ndarray:
+    """(n_chunks + 1,) int64 sequence boundaries with about equal token counts per chunk."""
     n = seq_offsets.shape[0] - 1
-    n_chunks = max(min(n_chunks, n), 1)
-    n_items = seq_offsets[n]
+    n_items = int(seq_offsets[n])
     bounds = np.empty(n_chunks + 1, np.int64)
     bounds[0] = 0
     for c in range(1, n_chunks):
-        bounds[c] = max(np.searchsorted(seq_offsets, c * n_items // n_chunks), bounds[c - 1])
+        bounds[c] = max(int(np.searchsorted(seq_offsets, c * n_items // n_chunks)), bounds[c - 1])
     bounds[n_chunks] = n
     return bounds
+
+
+def _bounds(seq_offsets: np.ndarray, n_chunks: int) -> np.ndarray:
+    """:func:`chunk_bounds` for at most ``n_chunks`` chunks (one per sequence) and at least
+    one."""
+    return chunk_bounds(seq_offsets, max(min(n_chunks, seq_offsets.shape[0] - 1), 1))
+
+
+def _map_chunks(kernel, calls: list[tuple]) -> list:
+    """[kernel(*args) for args in calls], one call per chunk, on threads (the kernels release
+    the GIL); the results in chunk order."""
+    if len(calls) == 1:
+        return [kernel(*calls[0])]
+    with ThreadPoolExecutor(len(calls)) as pool:
+        jobs = [pool.submit(kernel, *args) for args in calls]
+        return [job.result() for job in jobs]
 
 
 @njit(cache=True, nogil=True)
@@ -73,9 +90,9 @@ def _workspace(max_T, K):
     return (np.empty((T, K)), np.empty((T, K)), np.empty((T, K)), np.empty(T), np.empty(T))
 
 
-@njit(cache=True, nogil=True)
 def _transitions(w, A, K, n_bias):
-    """(log_trans view, exp_trans, trans_max) of the flat weights."""
+    """(log_trans view, exp_trans, trans_max) of the flat weights (Python around the
+    ``transition_exp`` kernel: one entry point less to compile)."""
     off = (A + n_bias) * K
     log_trans = w[off : off + K * K].reshape((K, K))
     exp_trans = np.empty((K, K))
@@ -89,7 +106,7 @@ def _chunk_value_and_gradient(data, lo, hi, w, dims, trans, grad, edge_acc):
 
     Returns (loss_sum, first sequence with a non-finite log Z or -1). Sequences on the scaled
     path add alpha v products to edge_acc; those that need the log-space path add exact
-    summed edge marginals to the transition block of grad directly.
+    summed edge marginals to the transition block of the gradient directly.
     """
     seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
     attrs = (attr_offsets, attr_ids, attr_values)
@@ -119,7 +136,20 @@ def _chunk_value_and_gradient(data, lo, hi, w, dims, trans, grad, edge_acc):
     return loss, bad
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
+def _sum_chunks(grad, extra, exp_trans, edge_acc, off):
+    """grad += the other chunks' gradients extra[:n_chunks - 1] (in chunk order), then the
+    transition block += exp_trans * each chunk's edge accumulator."""
+    n_chunks, K = edge_acc.shape[0], edge_acc.shape[1]
+    for j in range(grad.shape[0] if n_chunks > 1 else 0):
+        for c in range(n_chunks - 1):
+            grad[j] += extra[c, j]
+    for c in range(n_chunks):
+        for k in range(K):
+            for l in range(K):
+                grad[off + k * K + l] += exp_trans[k, l] * edge_acc[c, k, l]
+
+
 def batch_value_and_gradient(data, w, dims, extra):
     """Return (sum_i [log Z_i - score_i(y_i)], gradient (d,), first bad sequence or -1).
 
@@ -127,103 +157,164 @@ def batch_value_and_gradient(data, w, dims, extra):
     be >= 0 (the wrapper checks). A non-finite log Z makes the sums meaningless. ``extra``
     (n_chunks - 1, d) float64 is caller-owned scratch (reused across calls, so its pages are not
     faulted in again): chunk 0 accumulates into the returned gradient, chunk c >= 1 into
-    ``extra[c - 1]``, zeroed here by its own thread.
+    ``extra[c - 1]``, zeroed by its own thread.
     """
     A, K, n_bias, _ = dims
-    bounds = chunk_bounds(data[0], extra.shape[0] + 1)
+    bounds = _bounds(data[0], extra.shape[0] + 1)
     n_chunks = bounds.shape[0] - 1
     trans = _transitions(w, A, K, n_bias)
     grad = np.zeros(w.shape[0])
     edge_acc = np.zeros((n_chunks, K, K))
-    losses, bad = np.zeros(n_chunks), np.full(n_chunks, -1)
-    for c in prange(n_chunks):
-        if c > 0:
-            extra[c - 1, :] = 0.0
+    calls = []
+    for c in range(n_chunks):
         g = grad if c == 0 else extra[c - 1]
-        losses[c], bad[c] = _chunk_value_and_gradient(
-            data, bounds[c], bounds[c + 1], w, dims, trans, g, edge_acc[c]
-        )
-    for j in prange(w.shape[0] if n_chunks > 1 else 0):
-        for c in range(n_chunks - 1):
-            grad[j] += extra[c, j]
-    off = (A + n_bias) * K
-    exp_trans = trans[1]
-    for c in range(n_chunks):
-        for k in range(K):
-            for l in range(K):
-                grad[off + k * K + l] += exp_trans[k, l] * edge_acc[c, k, l]
-    first_bad = -1
-    for c in range(n_chunks):
-        if bad[c] >= 0 and first_bad < 0:
-            first_bad = bad[c]
-    return losses.sum(), grad, first_bad
+        if c > 0:
+            g[:] = 0.0  # in the caller's thread: numpy releases the GIL
+        calls.append((data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans, g, edge_acc[c]))
+    parts = _map_chunks(_chunk_value_and_gradient, calls)
+    _sum_chunks(grad, extra, trans[1], edge_acc, (A + n_bias) * K)
+    loss, first_bad = 0.0, -1
+    for part_loss, bad in parts:
+        loss += part_loss
+        if bad >= 0 and first_bad < 0:
+            first_bad = bad
+    return loss, grad, first_bad
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
+def _chunk_loss(data, lo, hi, w, dims, trans):
+    """Sum of log Z_i - score_i(y_i) over sequences lo..hi-1 (forward passes only) and the
+    first sequence with a non-finite log Z or -1."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
+    attrs = (attr_offsets, attr_ids, attr_values)
+    A, K, n_bias, max_T = dims
+    log_trans, exp_trans, trans_max = trans
+    ws = _workspace(max_T, K)
+    unary = np.empty((max_T, K))
+    loss, bad = 0.0, -1
+    for i in range(lo, hi):
+        start, end = seq_offsets[i], seq_offsets[i + 1]
+        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+        u = unary[: end - start]
+        log_z = log_partition(u, log_trans, exp_trans, trans_max, ws)
+        if not np.isfinite(log_z) and bad < 0:
+            bad = i
+        loss += log_z - gold_score(u, log_trans, labels[start:end])
+    return loss, bad
+
+
+def batch_loss(data, w, dims, n_chunks):
+    """Return (sum_i [log Z_i - score_i(y_i)], first bad sequence or -1): the loss of
+    :func:`batch_value_and_gradient` without the gradient (summed in the same chunks and order;
+    the same bits unless a scaled backward pass fails where the forward pass did not)."""
+    A, K, n_bias, _ = dims
+    bounds = _bounds(data[0], n_chunks)
+    trans = _transitions(w, A, K, n_bias)
+    calls = [
+        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans)
+        for c in range(bounds.shape[0] - 1)
+    ]
+    loss, first_bad = 0.0, -1
+    for part_loss, bad in _map_chunks(_chunk_loss, calls):
+        loss += part_loss
+        if bad >= 0 and first_bad < 0:
+            first_bad = bad
+    return loss, first_bad
+
+
+@njit(cache=True, nogil=True)
+def _chunk_predict(data, lo, hi, w, dims, log_trans, out):
+    """Viterbi labelling of sequences lo..hi-1 into their items of ``out``."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
+    attrs = (attr_offsets, attr_ids, attr_values)
+    A, K, n_bias, max_T = dims
+    unary, delta = np.empty((max_T, K)), np.empty((max_T, K))
+    backptr = np.empty((max_T, K), np.int64)
+    for i in range(lo, hi):
+        start, end = seq_offsets[i], seq_offsets[i + 1]
+        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+        viterbi(unary[: end - start], log_trans, delta, backptr, out[start:end])
+
+
 def batch_predict(data, w, dims, n_chunks, out):
     """Viterbi labelling of every sequence into ``out`` (n_items,) int64."""
-    seq_offsets, attrs = data[0], data[1:4]
-    A, K, n_bias, max_T = dims
-    bounds = chunk_bounds(seq_offsets, n_chunks)
-    n_chunks = bounds.shape[0] - 1
+    A, K, n_bias, _ = dims
+    bounds = _bounds(data[0], n_chunks)
     log_trans = _transitions(w, A, K, n_bias)[0]
-    for c in prange(n_chunks):
-        unary, delta = np.empty((max_T, K)), np.empty((max_T, K))
-        backptr = np.empty((max_T, K), np.int64)
-        for i in range(bounds[c], bounds[c + 1]):
-            start, end = seq_offsets[i], seq_offsets[i + 1]
-            unary_scores(attrs, start, end, w, A, K, n_bias, unary)
-            viterbi(unary[: end - start], log_trans, delta, backptr, out[start:end])
+    calls = [
+        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, log_trans, out)
+        for c in range(bounds.shape[0] - 1)
+    ]
+    _map_chunks(_chunk_predict, calls)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
+def _chunk_log_partition(data, lo, hi, w, dims, trans, out):
+    """log Z of sequences lo..hi-1 into out[lo:hi] (forward passes only)."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
+    attrs = (attr_offsets, attr_ids, attr_values)
+    A, K, n_bias, max_T = dims
+    log_trans, exp_trans, trans_max = trans
+    ws = _workspace(max_T, K)
+    unary = np.empty((max_T, K))
+    for i in range(lo, hi):
+        start, end = seq_offsets[i], seq_offsets[i + 1]
+        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+        out[i] = log_partition(unary[: end - start], log_trans, exp_trans, trans_max, ws)
+
+
 def batch_log_partition(data, w, dims, n_chunks, out):
     """log Z of every sequence into ``out`` (n_sequences,) float64 (forward passes only)."""
-    seq_offsets, attrs = data[0], data[1:4]
+    A, K, n_bias, _ = dims
+    bounds = _bounds(data[0], n_chunks)
+    trans = _transitions(w, A, K, n_bias)
+    calls = [
+        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans, out)
+        for c in range(bounds.shape[0] - 1)
+    ]
+    _map_chunks(_chunk_log_partition, calls)
+
+
+@njit(cache=True, nogil=True)
+def _chunk_node_marginals(data, lo, hi, w, dims, trans, out):
+    """Node marginals of the tokens of sequences lo..hi-1 into ``out``; the first sequence with
+    a non-finite log Z or -1."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
+    attrs = (attr_offsets, attr_ids, attr_values)
     A, K, n_bias, max_T = dims
-    bounds = chunk_bounds(seq_offsets, n_chunks)
-    n_chunks = bounds.shape[0] - 1
-    log_trans, exp_trans, trans_max = _transitions(w, A, K, n_bias)
-    for c in prange(n_chunks):
-        ws = _workspace(max_T, K)
-        unary = np.empty((max_T, K))
-        for i in range(bounds[c], bounds[c + 1]):
-            start, end = seq_offsets[i], seq_offsets[i + 1]
-            unary_scores(attrs, start, end, w, A, K, n_bias, unary)
-            u = unary[: end - start]
-            out[i] = log_partition(u, log_trans, exp_trans, trans_max, ws)
+    log_trans, exp_trans, trans_max = trans
+    ws = _workspace(max_T, K)
+    unary = np.empty((max_T, K))
+    log_edge = np.empty((max(max_T - 1, 0), K, K))
+    bad = -1
+    for i in range(lo, hi):
+        start, end = seq_offsets[i], seq_offsets[i + 1]
+        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+        node = out[start:end]
+        log_z = forward_backward(
+            unary[: end - start], log_trans, exp_trans, trans_max, ws, node, log_edge
+        )
+        if not np.isfinite(log_z) and bad < 0:
+            bad = i
+        for t in range(end - start):
+            for k in range(K):
+                node[t, k] = np.exp(node[t, k])
+    return bad
 
 
-@njit(cache=True, nogil=True, parallel=True)
 def batch_node_marginals(data, w, dims, n_chunks, out):
     """Node marginals of every token into ``out`` (n_items, K) float64; return first bad or -1."""
-    seq_offsets, attrs = data[0], data[1:4]
-    A, K, n_bias, max_T = dims
-    bounds = chunk_bounds(seq_offsets, n_chunks)
-    n_chunks = bounds.shape[0] - 1
-    log_trans, exp_trans, trans_max = _transitions(w, A, K, n_bias)
-    bad = np.full(n_chunks, -1)
-    for c in prange(n_chunks):
-        ws = _workspace(max_T, K)
-        unary = np.empty((max_T, K))
-        log_edge = np.empty((max(max_T - 1, 0), K, K))
-        for i in range(bounds[c], bounds[c + 1]):
-            start, end = seq_offsets[i], seq_offsets[i + 1]
-            unary_scores(attrs, start, end, w, A, K, n_bias, unary)
-            node = out[start:end]
-            log_z = forward_backward(
-                unary[: end - start], log_trans, exp_trans, trans_max, ws, node, log_edge
-            )
-            if not np.isfinite(log_z) and bad[c] < 0:
-                bad[c] = i
-            for t in range(end - start):
-                for k in range(K):
-                    node[t, k] = np.exp(node[t, k])
-    first_bad = -1
-    for c in range(n_chunks):
-        if bad[c] >= 0 and first_bad < 0:
-            first_bad = bad[c]
-    return first_bad
+    A, K, n_bias, _ = dims
+    bounds = _bounds(data[0], n_chunks)
+    trans = _transitions(w, A, K, n_bias)
+    calls = [
+        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans, out)
+        for c in range(bounds.shape[0] - 1)
+    ]
+    for bad in _map_chunks(_chunk_node_marginals, calls):
+        if bad >= 0:
+            return bad
+    return -1
 
 
 @njit(cache=True, nogil=True)

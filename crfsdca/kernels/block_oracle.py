@@ -47,7 +47,7 @@ def scaled_probabilities(exp_trans, ws, node, edge):
             _edge_products(alpha[t, k], exp_trans[k], v, edge[t, k], K)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def block_forward_backward(unary, log_trans, exp_trans, trans_max, ws, logs, probs):
     """Return log Z; fill logs = (log_node, log_edge) and probs = (node, edge) of one sequence.
 
@@ -71,7 +71,7 @@ def block_forward_backward(unary, log_trans, exp_trans, trans_max, ws, logs, pro
     return log_z
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def sequence_block_marginals(data, i, w, dims, ws, logs, probs):
     """:func:`crfsdca.kernels.chain.sequence_marginals` that also fills probabilities ``probs``.
 

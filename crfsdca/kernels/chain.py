@@ -97,7 +97,8 @@ def scaled_forward(unary, exp_trans, trans_max, ws):
             m = max_num(m, u[l])
         exp_into(unary[t], m, exp_unary[t], 0, K)
         if t == 0:
-            alpha[0, :K] = exp_unary[0, :K]
+            for l in range(K):  # a loop, not a slice assignment: no shape-error path to compile
+                alpha[0, l] = exp_unary[0, l]
         else:  # alpha[t - 1] @ E, row by row (``rowops.rows_sum``), times e[t]
             rows_sum(alpha[t], e_flat, None, alpha[t - 1], 0, K, K)
             _scale_by(alpha[t], exp_unary[t], K)

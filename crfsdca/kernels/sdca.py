@@ -546,7 +546,7 @@ def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
     return entropy
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def update_block(gamma, mu_arrays, runs, bufs, have_logs, ls_entropy, in_place=False):
     """mu <- (1 - gamma) mu + gamma nu in the dual state (as logs); returns H~(mu) after.
 

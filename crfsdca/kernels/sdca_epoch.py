@@ -97,7 +97,7 @@ def line_search_start(code, previous, kl, fprime0, cb):
     return previous if code == PREVIOUS else 0.5
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _step(i, structure, dual, w, params, ws):
     """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).

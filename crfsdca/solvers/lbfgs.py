@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from scipy.optimize import minimize
 
 from crfsdca.solvers.base import SolverConfig, SolverResult, option
 from crfsdca.structures.problem import Problem
@@ -198,6 +197,8 @@ class LBFGS:
         x = x0
         reason = "converged"
         try:
+            from scipy.optimize import minimize  # scipy.optimize: 0.5 s of import
+
             result = minimize(
                 objective,
                 x0,

@@ -227,6 +227,15 @@ class Oracle:
             raise self._non_finite(int(bad), math.nan)
         return float(loss), grad
 
+    def loss_sum(self, w: NDArray[np.float64]) -> float:
+        """Sum over sequences of the loss log Z_i - w^T F(x_i, y_i) (forward passes only): the
+        value of :meth:`value_and_gradient` without the gradient."""
+        self._check_labels()
+        loss, bad = batch.batch_loss(*self._batch_args(w))
+        if bad >= 0:
+            raise self._non_finite(int(bad), math.nan)
+        return float(loss)
+
     def gold_features(self) -> NDArray[np.float64]:
         """Read-only (n_features,) float64 sum_i F(x_i, y_i); tokens labelled -1 add nothing."""
         if self._gold is None:

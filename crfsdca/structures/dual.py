@@ -111,7 +111,24 @@ def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
     is_edge[data.seq_offsets[1:] - 1] = False  # last token of a sequence starts no edge
     src = np.flatnonzero(is_edge)
     log_edge[np.arange(N - n), labels[src], labels[src + 1]] = on2
-    return finish_state(problem, log_node, log_edge)
+    entropies = _smoothed_entropies(data.lengths, K, (off, on), (off2, on2), log_node.dtype)
+    return finish_state(problem, log_node, log_edge, entropies=entropies)
+
+
+def _smoothed_entropies(lengths, K: int, node_logs, edge_logs, dtype) -> NDArray[np.float64]:
+    """H~(mu_i) of the smoothed empirical start in closed form: every node carries one entry
+    ``on`` and K - 1 entries ``off``, every edge one ``on2`` and K^2 - 1 ``off2`` (as stored, in
+    ``dtype``), so a chain of T positions has (T - 1) H(edge) + c_T H(node), with c_T = 1 for
+    T = 1 and 2 - T otherwise (``crfsdca.kernels.sdca.node_coefficient`` summed). Equal to the
+    kernel's sum over the stored entries up to rounding (a few ulps of each block's entropy)."""
+
+    def h(logs, size):
+        off, on = (float(np.asarray(v, dtype)) for v in logs)
+        return -(size - 1) * (np.exp(off) * off) - np.exp(on) * on
+
+    h_node, h_edge = h(node_logs, K), h(edge_logs, K * K)
+    T = np.asarray(lengths, np.float64)
+    return np.where(T == 1, h_node, (T - 1) * h_edge + (2 - T) * h_node)
 
 
 def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
@@ -131,11 +148,13 @@ def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
     return finish_state(problem, log_node, log_edge)
 
 
-def finish_state(problem, log_node, log_edge, gap_estimates=None) -> DualState:
-    """Entropies and w_hat(mu) of given log-marginals; gap estimates default to 100."""
+def finish_state(problem, log_node, log_edge, gap_estimates=None, entropies=None) -> DualState:
+    """Entropies (unless given) and w_hat(mu) of given log-marginals; gap estimates default to
+    100."""
     n = problem.n_sequences
     structure = problem.structure
-    entropies = structure.entropies(log_node, log_edge)
+    if entropies is None:
+        entropies = structure.entropies(log_node, log_edge)
     weights = structure.weights_from_dual(log_node, log_edge)
     if gap_estimates is None:
         gap_estimates = np.full(n, INITIAL_GAP)

@@ -96,8 +96,9 @@ class Problem:
         return ChainStructure(self)
 
     def primal(self, w: NDArray[np.float64]) -> float:
-        """P(w)."""
-        return self.primal_and_gradient(w)[0]
+        """P(w) (no gradient: forward passes only where the oracle has them)."""
+        loss_sum = self.oracle.loss_sum(w)
+        return primal_value(self.regularization, float(w @ w), loss_sum, self.n_sequences)
 
     def primal_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
         """P(w) and its gradient lambda w + (1/n) sum_i (E_nu_i F - F_i).

@@ -136,6 +136,10 @@ class TreeOracle:
     def log_partition(self, i: int, w: NDArray[np.float64]) -> float:
         return self.marginals(i, w)[0]
 
+    def loss_sum(self, w: NDArray[np.float64]) -> float:
+        """sum_i log Z_i - w^T F_i."""
+        return self.value_and_gradient(w)[0]
+
     def value_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
         """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
         w = self._weights(w)
