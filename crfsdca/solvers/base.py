@@ -76,7 +76,13 @@ def record_summary(last: Any, stop_reason: str) -> dict[str, Any]:
         "gap": last.gap,
         "gap_estimate": last.gap_estimate,
         "stop_reason": stop_reason,
-    }
+    } | _nonzeros(last)
+
+
+def _nonzeros(last: Any) -> dict[str, int]:
+    """The elastic net's non-zero weight count of the record (absent without an l1 term)."""
+    count = last.extra.get("nonzero_weights")
+    return {} if count is None else {"nonzero_weights": int(count)}
 
 
 RUN_FIELDS = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
