@@ -189,9 +189,14 @@ def test_soft_threshold_is_the_argmax_of_the_conjugate():
             lambda x, vj=vj: -(x * vj - 0.5 * x * x - tau * abs(x)),
             bounds=(-5, 5), method="bounded", options={"xatol": 1e-12},
         )  # fmt: skip
-        assert w[j] == pytest.approx(res.x, abs=1e-8)
-        assert 0.5 * w[j] ** 2 == pytest.approx(-res.fun, abs=1e-12)
+        assert w[j] == pytest.approx(res.x, abs=1e-6)
+        assert 0.5 * w[j] ** 2 == pytest.approx(-res.fun, abs=1e-11)
         assert w[j] == prox.soft(vj, tau)
+        # the optimality condition of the argmax: v - w in tau d|w|
+        if w[j] != 0.0:
+            assert vj - w[j] == pytest.approx(tau * np.sign(w[j]), abs=1e-15)
+        else:
+            assert abs(vj) <= tau
 
 
 def _block(seed, K=4, T=3):
@@ -262,12 +267,14 @@ def test_a_vanishing_l1_term_follows_plain_sdca():
 
 @pytest.mark.parametrize(("sampling", "dtype"), [("importance", "float64"), ("uniform", "float32")])
 def test_samplings_and_float32_duals_reach_the_certified_optimum(sampling, dtype):
-    """Another sampling scheme and float32 duals reach the optimum of gap sampling."""
+    """Another sampling scheme and float32 duals reach the optimum of gap sampling (float32
+    logs hold mu to ~6e-8 relative, so their certificate holds to about that)."""
     problem = make("chain")
     best = solve(problem).trace.records[-1].primal
     result = solve(problem, sampling=sampling, dual_dtype=dtype, tol=1e-9)
     assert result.trace.records[-1].gap <= 1e-9
-    assert result.trace.records[-1].primal == pytest.approx(best, abs=2e-9)
+    slack = 1e-12 if dtype == "float64" else 1e-7
+    assert 0 <= result.trace.records[-1].primal - best <= 1e-9 + slack
 
 
 def test_an_l1_state_resumes_from_a_checkpoint(tmp_path):
@@ -300,3 +307,88 @@ def test_a_bad_l1_weight_is_refused(bad):
         random_problem(seed=0).__class__(
             train=random_sequences(0), feature_map=make("chain").feature_map, l1=bad
         )
+
+
+# -- crfsdca.CRF(c1=...) -------------------------------------------------------------------------
+def _sentences(seed, n):
+    from test_partial_fit import sentences
+
+    return sentences(seed, n)
+
+
+@pytest.mark.parametrize("algorithm", ["sdca", "lbfgs"])
+def test_crf_c1_trains_the_elastic_net_with_sparse_state_features(algorithm):
+    """CRF(c1, c2) minimises sum loss + c1 |w|_1 + c2 |w|^2: sigma = c1 / n, lambda = 2 c2 / n;
+    the certificate holds, state_features_ lists only the non-zero weights, and c1 = 0 keeps
+    more of them."""
+    from crfsdca import CRF
+
+    X, y = _sentences(0, 40)
+    options = {"all_possible_transitions": True, "all_possible_states": True}
+    if algorithm == "lbfgs":
+        options |= {"epsilon": 0.0, "delta": 0.0, "tol": 1e-9}
+    else:
+        options |= {"tol": 1e-9}
+    crf = CRF(algorithm=algorithm, c1=0.5, c2=0.1, max_iterations=2000, **options).fit(X, y)
+    model, _ = crf._fitted()
+    assert model.regularization_ == pytest.approx(0.2 / 40)
+    assert model.l1_ == pytest.approx(0.5 / 40)
+    last = crf.training_log_[-1]
+    assert 0 <= last.gap <= 1e-9
+    w = model.weights_
+    assert last.extra["nonzero_weights"] == np.count_nonzero(w)
+    emission = model.feature_map_.emission(w)
+    assert len(crf.state_features_) == np.count_nonzero(emission) < emission.size
+    assert all(v != 0.0 for v in crf.state_features_.values())
+    dense = CRF(algorithm=algorithm, c1=0.0, c2=0.1, max_iterations=2000, **options).fit(X, y)
+    assert len(dense.state_features_) > len(crf.state_features_)
+
+
+def test_sdca_and_owlqn_reach_the_same_elastic_net_optimum():
+    """The same objective from Prox-SDCA and OWL-QN (both certified to 1e-10)."""
+    from crfsdca import CRF
+
+    X, y = _sentences(2, 30)
+    kw = {"c1": 0.3, "c2": 0.2, "max_iterations": 3000, "all_possible_transitions": True}
+    sdca_crf = CRF(algorithm="sdca", tol=1e-10, **kw).fit(X, y)
+    owl = CRF(algorithm="lbfgs", tol=1e-10, epsilon=0.0, delta=0.0, all_possible_states=True,
+              **kw).fit(X, y)  # fmt: skip
+    a, b = sdca_crf.training_log_[-1], owl.training_log_[-1]
+    assert a.gap <= 1e-10 and b.gap <= 1e-10
+    assert a.primal == pytest.approx(b.primal, abs=2e-10)
+    wa, wb = sdca_crf._fitted()[0].weights_, owl._fitted()[0].weights_
+    np.testing.assert_array_equal(wa == 0, np.abs(wb) <= 1e-9)
+
+
+def test_partial_fit_continues_the_elastic_net():
+    """partial_fit keeps the dual-average vector: the grown run is certified on all the data
+    and reaches the optimum of a fit on all of it."""
+    from crfsdca import CRF
+
+    X1, y1 = _sentences(0, 30)
+    X2, y2 = _sentences(1, 20)
+    kw = {"algorithm": "sdca", "c1": 0.4, "c2": 0.2, "tol": 1e-9, "max_iterations": 2000}
+    grown = CRF(**kw).fit(X1, y1).partial_fit(X2, y2)
+    whole = CRF(**kw).fit(X1 + X2, y1 + y2)
+    a, b = grown.training_log_[-1], whole.training_log_[-1]
+    assert a.gap <= 1e-9 and a.primal == pytest.approx(b.primal, abs=2e-9)
+    assert grown._fitted()[0].l1_ == pytest.approx(0.4 / 50)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"c1": -0.1}, "c1 must be a finite number >= 0"),
+        ({"c1": float("nan")}, "c1 must be a finite number >= 0"),
+        ({"c1": 0.1, "algorithm": "oeg"}, "trained by algorithm='lbfgs'"),
+        ({"c1": 0.1, "algorithm": "sag-nus"}, "trained by algorithm='lbfgs'"),
+        ({"c1": 0.1, "algorithm": "l2sgd"}, "trained by algorithm='lbfgs'"),
+    ],
+)
+def test_crf_refuses_a_bad_c1_in_one_line(kw, message):
+    from crfsdca import CRF
+
+    X, y = _sentences(0, 5)
+    with pytest.raises(ValueError, match=message) as err:
+        CRF(**kw).fit(X, y)
+    assert "\n" not in str(err.value)
