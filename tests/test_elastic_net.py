@@ -392,3 +392,57 @@ def test_crf_refuses_a_bad_c1_in_one_line(kw, message):
     with pytest.raises(ValueError, match=message) as err:
         CRF(**kw).fit(X, y)
     assert "\n" not in str(err.value)
+
+
+# -- the command line ----------------------------------------------------------------------------
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from crfsdca.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--l1", "-0.5"], "Invalid value for '--l1': expected a finite number >= 0, got -0.5"),
+        (["--l1", "nan"], "Invalid value for '--l1': expected a finite number >= 0, got nan"),
+        (["--l1", "0.1", "--solver", "oeg"], "--l1: --solver oeg has no l1 term"),
+        (["--l1", "0.1", "--solver", "sag-nus"], "trained by --solver sdca and --solver lbfgs"),
+        (["--l1", "0.1", "--workers", "2"], "does not train the elastic net yet"),
+    ],
+)
+def test_the_cli_refuses_a_bad_l1_as_a_usage_error(args, message):
+    result = _cli("train", "conll2000", *args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.stderr
+    error = next(line for line in result.stderr.splitlines() if line.startswith("Error:"))
+    assert message in error
+
+
+def test_the_cli_trains_with_l1_and_records_it(tmp_path):
+    """--l1 trains the elastic net: sigma and the non-zero count in --json, the model file
+    (whose weights have that many non-zeros) and the trace."""
+    import json
+
+    from test_cli_errors import conll_text
+
+    from crfsdca.modelfile import load_model
+
+    (tmp_path / "chunk.txt").write_text(conll_text(30))
+    model, trace = tmp_path / "m.npz", tmp_path / "t.jsonl"
+    result = _cli("train", tmp_path / "chunk.txt", "--format", "conll", "--template", "conll",
+                  "--l1", "0.01", "--tol", "1e-8", "--json", "--model", model,
+                  "--trace", trace)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["l1"] == 0.01 and summary["stop_reason"] == "tol"
+    arrays, header = load_model(model)
+    assert header["l1"] == 0.01
+    nonzero = int(np.count_nonzero(arrays["weights"]))
+    assert summary["nonzero_weights"] == nonzero < arrays["weights"].size
+    assert header["training"]["nonzero_weights"] == nonzero
+    lines = [json.loads(x) for x in trace.read_text().splitlines()]
+    assert lines[0]["l1"] == 0.01
+    assert lines[-1]["extra"]["nonzero_weights"] == nonzero
