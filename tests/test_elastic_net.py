@@ -446,3 +446,21 @@ def test_the_cli_trains_with_l1_and_records_it(tmp_path):
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     assert lines[0]["l1"] == 0.01
     assert lines[-1]["extra"]["nonzero_weights"] == nonzero
+
+
+@pytest.mark.parametrize("name", ["sag-nus", "sag-nus-skip", "oeg", "l2sgd", "ap"])
+def test_solvers_without_an_l1_term_refuse_an_elastic_net_problem(name):
+    from crfsdca.solvers import SOLVERS
+
+    problem = make("chain")
+    cls = SOLVERS[name]
+    config = cls.config_class()
+    with pytest.raises(ValueError, match="trained by sdca .Prox-SDCA. and lbfgs .OWL-QN.$"):
+        cls(config).solve(problem, Monitor(problem, name, config))
+
+
+def test_the_distributed_solver_refuses_the_elastic_net():
+    from crfsdca.distributed import simulate
+
+    with pytest.raises(ValueError, match="does not train the elastic net"):
+        simulate(make("chain"), 2)

@@ -38,7 +38,7 @@ from crfsdca.kernels import oeg, oeg_epoch, tree_oeg
 from crfsdca.layout import sequence_layout
 from crfsdca.objectives import dual_value, lambda_n
 from crfsdca.problem import Problem
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option, refuse_l1
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.sag_nus import DRAW_BLOCK
 from crfsdca.solvers.sdca import _check_memory as check_memory
@@ -151,6 +151,7 @@ class OEG:
         self, problem: Problem, monitor: Monitor, state: OEGState | None = None
     ) -> SolverResult:
         """Run OEG from ``state`` (or the configured dual start)."""
+        refuse_l1(self.name, problem)
         state = state or self.initial_state(problem)
         return run_loop(self, _Runner(problem, self.config, state), monitor)
 
