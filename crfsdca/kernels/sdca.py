@@ -34,6 +34,11 @@ the integral of f' over [0, 1], which the block gap gives for free):
 The predictor only moves the starting point: the returned step always passes the
 double-precision test.
 
+With an l1 term (the elastic net, ``crfsdca.kernels.prox``) the term s cb of f' becomes the
+exact derivative q(s) of the g* term along the step, continuous and piecewise linear with kinks
+where a coordinate of v crosses +-tau (``prox.quad_term``, evaluated at every point tried, in
+the predictor too); f' stays continuous and decreasing, so the bracket and the safeguards hold.
+
 Layout: a block is four contiguous segments of flat arrays -- the (T-1) K^2 edge entries
 (coefficient 1), then the K entries of the first node, the (T-2) K interior ones (-1) and the K
 of the last node (0 each when T >= 2; a single node has coefficient 1). Segment loops are written
