@@ -158,6 +158,9 @@ def main() -> None:
                    for k, (t, loss, active) in enumerate(points)
                    if loss / n - p_star <= args.target]  # fmt: skip
         t_crf = reached[0][0] if reached else float("nan")
+        t_last, loss_last, _ = points[-1]
+        print(f"CRFsuite: {len(points)} iterations in {t_last:.1f} s, last P - P*"
+              f" {loss_last / n - p_star:.3e}", flush=True)  # fmt: skip
         row = {
             "round": r + 1,
             "sdca_s": t_sdca, "sdca_epochs": last.epoch, "sdca_gap": last.gap,
@@ -166,6 +169,8 @@ def main() -> None:
             "crfsuite_subopt": reached[0][2] if reached else points[-1][1] / n - p_star,
             "crfsuite_active": reached[0][3] if reached else None,
             "ratio": t_sdca / t_crf, "load": [load0, load1, load2],
+            "crfsuite_last": [len(points), t_last, loss_last / n - p_star],
+            "crfsuite_curve": [(round(t, 2), loss / n - p_star) for t, loss, _ in points[::10]],
         }  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)
