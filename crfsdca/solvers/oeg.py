@@ -108,7 +108,8 @@ class OEGState(RunState):
 
     @classmethod
     def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> OEGState:
-        dual = DualState(**{name: arrays[name] for name in DualState.__dataclass_fields__})
+        names = [name for name in DualState.__dataclass_fields__ if name in arrays]
+        dual = DualState(**{name: arrays[name] for name in names})
         return cls(
             dual=dual,
             learning_rates=arrays["learning_rates"],
