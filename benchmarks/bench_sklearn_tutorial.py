@@ -1,7 +1,8 @@
 """sklearn-crfsuite's tutorial workflow with sklearn_crfsuite.CRF and with crfsdca.CRF.
 
 CoNLL-2002 Dutch NER (``conll2002-ned``): the tutorial's ``word2features``, train on the train
-split, entity (chunk) F1 on the test split (testb), c1=0, c2=0.1, max_iterations=100,
+split, entity (chunk) F1 on the test split (testb), c1=``--c1`` (the tutorial's 0.1 by default;
+CRFsuite's OWL-QN, crfsdca's OWL-QN or Prox-SDCA), c2=0.1, max_iterations=100,
 all_possible_transitions=True. "crfsdca, import changed only" is ``crfsdca.CRF`` with exactly
 the tutorial's arguments: CRFsuite's sparse model (all_possible_states=False, the default),
 L-BFGS iterations counted as CRFsuite counts them, CRFsuite's stopping defaults. The same
@@ -77,8 +78,8 @@ def sent2features(sent: list[tuple[str, ...]]) -> list[dict]:
     return [word2features(sent, i) for i in range(len(sent))]
 
 
-def run(crf_class: type, X_train, y_train, X_test, y_test, **params) -> dict:
-    crf = crf_class(c1=0, c2=0.1, max_iterations=100, all_possible_transitions=True, **params)
+def run(crf_class: type, X_train, y_train, X_test, y_test, c1: float = 0.1, **params) -> dict:
+    crf = crf_class(c1=c1, c2=0.1, max_iterations=100, all_possible_transitions=True, **params)
     start = time.perf_counter()
     crf.fit(X_train, y_train)
     seconds = time.perf_counter() - start
@@ -124,6 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-train", type=int, default=None, help="first N training sentences")
     parser.add_argument("--sdca-tol", type=float, default=1e-4, help="tol of the sdca run")
+    parser.add_argument("--c1", type=float, default=0.1, help="c1 of every run (tutorial: 0.1)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of all runs")
     parser.add_argument("--skip", action="append", default=[], help="leave out a run (name)")
     args = parser.parse_args()
@@ -141,6 +143,8 @@ def main() -> None:
     # compile crfsdca's kernels outside the timed runs
     crfsdca.CRF(max_iterations=1).fit(X_train[:20], y_train[:20])
     crfsdca.CRF(algorithm="lbfgs", max_iterations=1).fit(X_train[:20], y_train[:20])
+    crfsdca.CRF(algorithm="lbfgs", c1=args.c1, max_iterations=1).fit(X_train[:20], y_train[:20])
+    crfsdca.CRF(c1=args.c1, max_iterations=1).fit(X_train[:20], y_train[:20])
 
     runs = {k: v for k, v in _runs(sklearn_crfsuite, crfsdca, args.sdca_tol).items()
             if k not in args.skip}  # fmt: skip
@@ -148,7 +152,7 @@ def main() -> None:
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}, {_load()}", flush=True)
         for name, (cls, params) in runs.items():
-            out = run(cls, X_train, y_train, X_test, y_test, **params)
+            out = run(cls, X_train, y_train, X_test, y_test, c1=args.c1, **params)
             results[name].append(out)
             print(
                 f"  {name:28s} fit {out['seconds']:7.1f} s  entity F1 {out['f1']:6.2f}"

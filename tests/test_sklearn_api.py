@@ -211,8 +211,10 @@ def test_algorithm_none_is_lbfgs(data):
 
 def test_bad_parameters(data):
     (X, y), _ = data
-    with pytest.raises(ValueError, match="c1=0.1: L1 regularization is not supported"):
-        CRF(c1=0.1).fit(X, y)
+    with pytest.raises(ValueError, match="c1 must be a finite number >= 0; got -0.1"):
+        CRF(c1=-0.1).fit(X, y)
+    with pytest.raises(ValueError, match="c1=0.1: algorithm 'oeg' has no L1 term"):
+        CRF(c1=0.1, algorithm="oeg").fit(X, y)
     with pytest.raises(ValueError, match="c2 must be > 0"):
         CRF(c2=0).fit(X, y)
     with pytest.raises(ValueError, match="sampling is not an option of algorithm='lbfgs'"):

@@ -111,10 +111,12 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
         test = tree_data(test_corpus, test_nodes) if test_nodes is not None else None
         problem = tree_problem(train, n_bias_rows=bias, regularization=run["regularization"],
                                test=test, name=Path(train_path).name)  # fmt: skip
+        problem.l1 = run.get("l1", 0.0)
     else:
         fm = FeatureMap(nodes.n_attributes, nodes.n_labels, bias)
         problem = Problem(train=nodes, feature_map=fm, regularization=run["regularization"],
-                          test=test_nodes, name=Path(train_path).name)  # fmt: skip
+                          test=test_nodes, name=Path(train_path).name,
+                          l1=run.get("l1", 0.0))  # fmt: skip
     cls = SOLVERS[solver_name]
     config = cls.config_class(seed=run["seed"], **run["options"])
     progress, callback = bar(config.max_epochs)
@@ -140,6 +142,7 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
             "graph": graph,
             "labels": list(nodes.label_names),
             "regularization": problem.regularization,
+            "l1": problem.l1,
             "solver": solver_name,
             "encoder": encoder.to_dict(),
             "training": {k: _finite(v) for k, v in result.summary().items()},
@@ -153,6 +156,7 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
         test=problem.test,
         feature_map=fm,
         regularization=problem.regularization,
+        l1=problem.l1,
         result=result,
         scores=scores,
         model_path=model_path,

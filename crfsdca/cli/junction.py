@@ -61,13 +61,15 @@ def second_order_problem(inputs, run: dict[str, Any]):
     bias = run["bias"]
     n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     test = second_order_data(inputs.test) if inputs.test is not None else None
-    return junction_problem(
+    problem = junction_problem(
         second_order_data(inputs.train),
         n_bias_rows=n_bias,
         regularization=run["regularization"],
         test=test,
         name=inputs.name,
     )
+    problem.l1 = run.get("l1", 0.0)
+    return problem
 
 
 def train_second_order(run: dict[str, Any], *, model_path, trace_path, as_json, quiet) -> None:
@@ -143,6 +145,7 @@ def save_second_order(model_path: str, problem, result, inputs, run: dict[str, A
     model = SequenceCRF(
         solver=run["solver"],
         regularization=problem.regularization,
+        l1=problem.l1,
         n_bias_rows=problem.feature_map.n_bias_rows,
         order=2,
         **run["options"],
@@ -167,6 +170,7 @@ def _report(problem, result, inputs, run: dict[str, Any], model_path, scores) ->
         test=problem.test,
         feature_map=problem.feature_map,
         regularization=problem.regularization,
+        l1=problem.l1,
         result=result,
         scores=scores,
         model_path=model_path,

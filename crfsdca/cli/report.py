@@ -56,6 +56,7 @@ def summary(
         "n_attributes": feature_map.n_attributes,
         "n_labels": feature_map.n_labels,
         "lambda": regularization,
+        "l1": float(extra.pop("l1", 0.0) or 0.0),
         **result.summary(),  # the last trace record: the returned state
         **extra,
         "test_token_accuracy": scores.get("token_accuracy"),
@@ -65,12 +66,17 @@ def summary(
 
 
 def print_summary(s: dict[str, Any]) -> None:
-    click.echo(f"{s['solver']} on {s['dataset']}: n={s['n']}, d={s['d']}, lambda={s['lambda']:.3g}")
+    l1 = f", l1={s['l1']:.3g}" if s.get("l1") else ""
+    click.echo(
+        f"{s['solver']} on {s['dataset']}: n={s['n']}, d={s['d']}, lambda={s['lambda']:.3g}{l1}"
+    )
     gap = "" if s["gap"] is None or not math.isfinite(s["gap"]) else f", gap {s['gap']:.3e}"
     click.echo(
         f"  {s['epochs']:.1f} epochs, {s['seconds']:.1f} s, primal {s['primal']:.8f}{gap}"
         f" ({s['stop_reason']})"
     )
+    if s.get("nonzero_weights") is not None:
+        click.echo(f"  {s['nonzero_weights']} non-zero weights of {s['d']}")
     if s["test_token_accuracy"] is not None:
         click.echo(f"  test token accuracy {100 * s['test_token_accuracy']:.2f}%")
     if s["test_f1"] is not None:

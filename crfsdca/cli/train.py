@@ -37,6 +37,12 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
+def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"expected a finite number >= 0, got {value}")
+    return value
+
+
 @click.command(epilog=EXAMPLE)
 @click.argument("dataset", required=False)
 @click.option(
@@ -74,6 +80,15 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     default=None,
     callback=_finite,
     help="regularization > 0 [1/n]",
+)
+@click.option(
+    "--l1",
+    "l1",
+    type=float,
+    default=0.0,
+    callback=_non_negative,
+    help="sigma >= 0: the elastic net's l1 term sigma |w|_1 (CRFsuite's c1 / n); sdca"
+    " (Prox-SDCA) and lbfgs (OWL-QN) [0]",
 )
 @click.option(
     "--bias/--no-bias", default=None, help="count/first/last bias rows [on for templates]"
@@ -189,6 +204,7 @@ def train(
     label: str | None,
     template: str | None,
     regularization: float | None,
+    l1: float,
     bias: bool | None,
     max_sequences: int | None,
     seed: int,
@@ -223,6 +239,7 @@ def train(
         "label": label,
         "template": template,
         "regularization": regularization,
+        "l1": l1,
         "bias": bias,
         "max_sequences": max_sequences,
         "seed": seed,
@@ -230,6 +247,18 @@ def train(
     }
     if resume_dir is None and dataset is None:
         raise click.UsageError("missing argument DATASET (or give --resume DIR)")
+    from crfsdca.estimators.model import L1_SOLVERS
+
+    if l1 > 0 and solver not in L1_SOLVERS:
+        raise click.UsageError(
+            f"--l1: --solver {solver} has no l1 term; the elastic net is trained by"
+            f" --solver {' and --solver '.join(L1_SOLVERS)} (Prox-SDCA, OWL-QN)"
+        )
+    if l1 > 0 and (workers or scheduler):
+        raise click.UsageError(
+            "--l1: the distributed solver (--workers, --scheduler) does not train the elastic"
+            " net yet; run --solver sdca in one process"
+        )
     if checkpoint_dir and solver != "sdca" and resume_dir is None:
         raise click.UsageError("--checkpoint is supported by --solver sdca")
     _check_paths(model_path, trace_path, checkpoint_dir, resume_dir)
@@ -316,6 +345,7 @@ _RUN_FLAGS = {
     "dataset": "DATASET",
     "fmt": "--format",
     "regularization": "--lambda",
+    "l1": "--l1",
     "bias": "--bias/--no-bias",
 }
 
@@ -450,6 +480,7 @@ def _train(
     model = SequenceCRF(
         solver=run["solver"],
         regularization=run["regularization"],
+        l1=run.get("l1", 0.0),
         n_bias_rows=n_bias,
         seed=run["seed"],
         **run["options"],
@@ -546,6 +577,7 @@ def _default(solver: str, field_name: str) -> Any:
 def _summary(model, inputs, model_path) -> dict[str, Any]:
     scores = model.score(inputs.test) if inputs.test is not None else {}
     return summary(
+        l1=getattr(model, "l1_", 0.0),
         solver=model.solver,
         dataset=inputs.name,
         train=inputs.train,

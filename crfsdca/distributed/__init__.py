@@ -338,6 +338,11 @@ def _check(P, local_updates, max_rounds, variant, eval_every, round_timeout) -> 
 
 def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
     """(shard specs, per-partition keyword arguments) of P partitions."""
+    if getattr(data, "l1", 0.0) > 0:
+        raise ValueError(
+            "the distributed solver does not train the elastic net (l1 > 0) yet; use the"
+            " serial sdca solver (or lbfgs, OWL-QN)"
+        )
     config = SDCAConfig(sampling=sampling, tol=tol, seed=seed, **sdca_options).as_dict()
     seeds = np.random.SeedSequence(seed).spawn(P)  # by partition index, never by worker
     if isinstance(data, Problem):

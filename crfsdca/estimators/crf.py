@@ -24,7 +24,8 @@ the label bigrams seen (``all_possible_states``, ``all_possible_transitions`` ad
 ``min_freq`` drops rare ones, as in CRFsuite). crfsdca's own solvers train the dense model
 (both flags True), which is their default. CRFsuite's L2
 term ``c2 ||w||^2`` added to the summed loss over n sequences is crfsdca's mean loss plus
-``(lambda/2) ||w||^2`` with ``lambda = 2 c2 / n``: both reach the same optimum.
+``(lambda/2) ||w||^2`` with ``lambda = 2 c2 / n``, and its L1 term ``c1 |w|_1`` is
+``sigma |w|_1`` with ``sigma = c1 / n``: both reach the same optimum.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from crfsdca.estimators.model import SequenceCRF
 from crfsdca.estimators.params import (
     PARAM_NAMES,
     fit_threads,
+    l1_weight,
     log_line,
     model_flags,
     one_blas_thread,
@@ -84,7 +86,10 @@ class CRF(FittedAttributes, _Base):
         ``"ap"``, ``"pa"``, ``"arow"`` with CRFsuite's parameters and semantics
         (:mod:`crfsdca.solvers.online`, :mod:`crfsdca.solvers.l2sgd`).
     c1 : float, optional
-        L1 coefficient; only ``None`` or 0 (crfsdca has no L1 term yet).
+        CRFsuite's L1 coefficient (objective ``sum_i loss_i + c1 |w|_1 + c2 ||w||^2``),
+        converted to the elastic net's ``sigma = c1 / n``; ``c1 > 0`` with ``"lbfgs"``
+        (OWL-QN, as CRFsuite) or ``"sdca"`` (Prox-SDCA, certified by its duality gap).
+        Default None (0: no L1 term).
     c2 : float, optional
         CRFsuite's L2 coefficient (objective ``sum_i loss_i + c2 ||w||^2``), converted to
         ``regularization = 2 * c2 / n`` for n training sequences. Default: ``1 / n``
@@ -297,6 +302,7 @@ calibration_max_trials : optional
         options = self._solver_options()
         solver = solver_name(self.algorithm)
         lam = self._regularization(len(X))  # checks c1, c2 before any work
+        sigma = l1_weight(self.c1, len(X), solver)
         min_freq = check_min_freq(self.min_freq)
         if self.model_filename is not None:
             check_writable(self.model_filename, "model_filename")
@@ -307,6 +313,7 @@ calibration_max_trials : optional
         model = SequenceCRF(
             solver=solver,
             regularization=lam,
+            l1=sigma,
             n_bias_rows=0,
             order=order,
             min_freq=min_freq,
@@ -384,8 +391,13 @@ calibration_max_trials : optional
         options = self._solver_options()
         config = SOLVERS["sdca"].config_class(**options)
         grown = grow_state(state, old_fm, new_fm, new_data, lam_n, config)
+        sigma = l1_weight(self.c1, train.n_sequences, "sdca")  # sigma n = c1 stays
         again = SequenceCRF(
-            solver="sdca", regularization=lam_n / train.n_sequences, n_bias_rows=0, **options
+            solver="sdca",
+            regularization=lam_n / train.n_sequences,
+            l1=sigma,
+            n_bias_rows=0,
+            **options,
         )
         callback = log_line if self.verbose else None
         with one_blas_thread(), fit_threads(self.n_jobs):

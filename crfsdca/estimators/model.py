@@ -61,6 +61,24 @@ def make_solver(name: str, **options: Any):
     return cls(cls.config_class(**options))
 
 
+#: the solvers that train the elastic net (l1 > 0): Prox-SDCA and OWL-QN
+L1_SOLVERS = ("sdca", "lbfgs")
+
+
+def check_l1(l1: Any, solver: str) -> float:
+    """sigma as a float: a finite number >= 0, > 0 only for the solvers of ``L1_SOLVERS``."""
+    if isinstance(l1, bool) or not isinstance(l1, int | float | np.integer | np.floating):
+        raise TypeError(f"l1 must be a number >= 0; got {l1!r}")
+    if not (math.isfinite(l1) and l1 >= 0):
+        raise ValueError(f"l1 must be a finite number >= 0; got {l1!r}")
+    if l1 > 0 and solver not in L1_SOLVERS:
+        raise ValueError(
+            f"solver {solver!r} has no l1 term; the elastic net (l1 > 0) is trained by"
+            f" {' and '.join(L1_SOLVERS)} (Prox-SDCA, OWL-QN)"
+        )
+    return float(l1)
+
+
 class SequenceCRF:
     """A linear-chain or tree-structured CRF trained by one of the registered solvers.
 
@@ -70,6 +88,9 @@ class SequenceCRF:
         ``sdca`` (default), ``lbfgs``, ... (see ``crfsdca.solvers.SOLVERS``).
     regularization : float, optional
         lambda > 0; default 1/n.
+    l1 : float
+        sigma >= 0, the elastic net's l1 weight (P adds sigma ||w||_1; CRFsuite's c1 / n);
+        trained by ``sdca`` (Prox-SDCA) and ``lbfgs`` (OWL-QN) only. Default 0.
     n_bias_rows : int, optional
         3 (count, first, last bias rows) or 0; default: the encoder's choice, else 3.
     all_possible_states, all_possible_transitions : bool
@@ -96,10 +117,12 @@ class SequenceCRF:
         all_possible_transitions: bool = True,
         order: int = 1,
         min_freq: float = 0.0,
+        l1: float = 0.0,
         **solver_options: Any,
     ) -> None:
         self.solver = solver
         self.regularization = regularization
+        self.l1 = check_l1(l1, solver)
         self.n_bias_rows = n_bias_rows
         self.all_possible_states = bool(all_possible_states)
         self.all_possible_transitions = bool(all_possible_transitions)
@@ -179,6 +202,7 @@ class SequenceCRF:
         self.order_ = data_order(problem.train)
         self.label_names_ = problem.train.label_names
         self.regularization_ = problem.regularization
+        self.l1_ = problem.l1
         self.encoder = encoder
         self.result_ = result
         self.problem_ = problem
@@ -199,13 +223,17 @@ class SequenceCRF:
                 " all_possible_states and all_possible_transitions must be True, min_freq 0"
             )
         if graph == "junction":
-            return junction_problem(
+            problem = junction_problem(
                 train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
             )
+            problem.l1 = self.l1
+            return problem
         if graph == "tree":
-            return tree_problem(
+            problem = tree_problem(
                 train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
             )
+            problem.l1 = self.l1
+            return problem
         fm = FeatureMap(train.n_attributes, train.n_labels, bias)
         free = observed_features(
             train,
@@ -224,6 +252,7 @@ class SequenceCRF:
             name=name,
             free=free,
             zero_ok=self.solver == "lbfgs",
+            l1=self.l1,
         )
 
     def _check_fitted(self) -> None:
@@ -317,6 +346,7 @@ class SequenceCRF:
             "all_possible_transitions": self.all_possible_transitions,
             "labels": list(self.label_names_),
             "regularization": self.regularization_,
+            "l1": getattr(self, "l1_", self.l1),
             "solver": self.solver,
             "solver_options": self.solver_options,
             "encoder": self.encoder,
@@ -340,6 +370,7 @@ class SequenceCRF:
             model = cls(
                 solver=header["solver"],
                 regularization=header["regularization"],
+                l1=header.get("l1", 0.0),
                 n_bias_rows=header["n_bias_rows"],
                 all_possible_states=header.get("all_possible_states", True),
                 all_possible_transitions=header.get("all_possible_transitions", True),
@@ -367,6 +398,7 @@ class SequenceCRF:
         model.weights_, model.feature_map_, model.label_names_ = weights, fm, labels
         model.graph_, model.order_ = graph, order
         model.regularization_ = header["regularization"]
+        model.l1_ = model.l1
         model.encoder = header.get("encoder")
         model.meta = header.get("meta", {})
         return model

@@ -25,6 +25,7 @@ __all__ = ["check_encoder", "check_header", "header_words", "size_mismatch"]
 FIELDS = {
     "solver": "the solver name",
     "regularization": "the regularization",
+    "l1": "the l1 weight",
     "n_bias_rows": "the number of bias rows",
     "n_attributes": "the number of attributes",
     "n_labels": "the number of labels",
@@ -76,6 +77,10 @@ def check_header(path: str | os.PathLike, header: dict[str, Any], arrays: dict[s
     number = isinstance(lam, int | float) and not isinstance(lam, bool)
     if lam is not None and (not number or not math.isfinite(lam) or lam <= 0):
         raise _bad(path, f"the regularization must be a number > 0; got {_shown(lam)}")
+    l1 = header.get("l1", 0.0)
+    number = isinstance(l1, int | float) and not isinstance(l1, bool)
+    if not number or not math.isfinite(l1) or l1 < 0:
+        raise _bad(path, f"the l1 weight (l1) must be a number >= 0; got {_shown(l1)}")
     _integer(path, header, "n_bias_rows", 0, allowed=(0, 3))
     _integer(path, header, "n_attributes", 0)
     n_labels = _integer(path, header, "n_labels", 1)

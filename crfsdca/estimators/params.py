@@ -3,7 +3,8 @@
 - :func:`solver_name`: the solver of an ``algorithm`` name (None: ``lbfgs``, as sklearn-crfsuite);
 - :func:`solver_options`: the estimator's parameters as solver config options, with CRFsuite's
   L-BFGS defaults (iteration counting, epsilon, delta/period stopping, 6 correction pairs);
-- :func:`regularization`: CRFsuite's ``c2`` as lambda = 2 c2 / n; ``c1`` (L1) refused;
+- :func:`regularization`: CRFsuite's ``c2`` as lambda = 2 c2 / n; :func:`l1_weight`: ``c1`` as
+  sigma = c1 / n;
 - :func:`model_flags`: ``all_possible_states`` / ``all_possible_transitions`` (CRFsuite's
   sparse model with CRFsuite's algorithms, the dense model otherwise);
 - :func:`fit_threads`, :func:`one_blas_thread`, :func:`log_line`: cores and progress of a fit.
@@ -145,14 +146,28 @@ def solver_options(est) -> dict[str, Any]:
     return options
 
 
-def regularization(c1, c2, n_sequences: int, zero_ok: bool = False) -> float | None:
-    """lambda = 2 c2 / n (None: crfsdca's default 1/n); c1 > 0 (L1) is refused; ``c2 = 0``
-    (no regularization) only when ``zero_ok`` (L-BFGS, as CRFsuite)."""
-    if c1 is not None and c1 != 0:
+def l1_weight(c1, n_sequences: int, solver: str) -> float:
+    """sigma = c1 / n (0 for None): CRFsuite's sum_i loss_i + c1 |w|_1 over n sequences is n
+    times crfsdca's mean loss + sigma |w|_1. c1 > 0 needs a solver with an l1 term."""
+    if c1 is None:
+        return 0.0
+    if isinstance(c1, bool) or not isinstance(c1, (int, float, np.integer, np.floating)):
+        raise TypeError(f"c1 must be a number or None; got {c1!r}")
+    if not (np.isfinite(c1) and c1 >= 0):
+        raise ValueError(f"c1 must be a finite number >= 0; got {c1!r}")
+    if c1 > 0 and solver not in ("sdca", "lbfgs"):
         raise ValueError(
-            f"c1={c1!r}: L1 regularization is not supported by crfsdca yet;"
-            " use c1=0 (or None) and c2 for L2"
+            f"c1={c1!r}: algorithm {solver!r} has no L1 term; the elastic net (c1 > 0) is"
+            " trained by algorithm='lbfgs' (OWL-QN, as CRFsuite) and algorithm='sdca'"
+            " (Prox-SDCA, certified)"
         )
+    return float(c1) / n_sequences
+
+
+def regularization(c1, c2, n_sequences: int, zero_ok: bool = False) -> float | None:
+    """lambda = 2 c2 / n (None: crfsdca's default 1/n); c1 is checked (``l1_weight``);
+    ``c2 = 0`` (no regularization) only when ``zero_ok`` (L-BFGS, as CRFsuite)."""
+    l1_weight(c1, n_sequences, "sdca")  # checks c1
     if c2 is None:
         return None
     if isinstance(c2, bool) or not isinstance(c2, (int, float, np.integer, np.floating)):

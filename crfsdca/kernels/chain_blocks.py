@@ -24,7 +24,12 @@ from crfsdca.kernels.chain import (
     transition_exp,
     unary_scores,
 )
-from crfsdca.kernels.direction import _edge_difference_sum, add_direction, primal_direction
+from crfsdca.kernels.direction import (
+    _edge_difference_sum,
+    add_direction,
+    direction_entries,
+    primal_direction,
+)
 
 
 class ChainBlocks(NamedTuple):
@@ -115,6 +120,25 @@ def _ov_add_block_direction(s, i, coef, sws, w):
             add_direction(coef, sa, sws[1], sws[2][: n_bias + K], w, K, A)
 
         return impl
+
+
+@overload(P.block_direction_entries, jit_options={"cache": True})
+def _ov_block_direction_entries(s, i, sws, idx, val):
+    if _is_chain(s):
+
+        def impl(s, i, sws, idx, val):
+            lay = s.layout
+            A, K, n_bias = s.dims
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            return direction_entries(sa, sws[1], sws[2][: n_bias + K], K, A, idx, val)
+
+        return impl
+
+
+@overload(P.direction_capacity, jit_options={"cache": True})
+def _ov_direction_capacity(s, sws):
+    if _is_chain(s):
+        return lambda s, sws: sws[1].size + sws[2].size
 
 
 # -- SAG-NUS ------------------------------------------------------------------------------------

@@ -109,3 +109,23 @@ def _axpy_at(a, x, y, off, K):
     ys = y[off : off + K]
     for k in range(K):
         ys[k] += a * x[k]
+
+
+@njit(cache=True, nogil=True)
+def direction_entries(slot_attrs, v_emit, v_rest, K, A, idx, val):
+    """idx[:m], val[:m] = the flat indices and values of u on its support (the coordinates
+    ``add_direction`` touches, in the same order); returns m."""
+    m = 0
+    for s in range(slot_attrs.shape[0]):
+        base = slot_attrs[s] * K
+        for k in range(K):
+            idx[m] = base + k
+            val[m] = v_emit[s, k]
+            m += 1
+    for r in range(v_rest.shape[0]):
+        base = (A + r) * K
+        for k in range(K):
+            idx[m] = base + k
+            val[m] = v_rest[r, k]
+            m += 1
+    return m

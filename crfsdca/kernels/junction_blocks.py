@@ -187,6 +187,41 @@ def _ov_add_block_direction(s, i, coef, sws, w):
         return impl
 
 
+@overload(P.block_direction_entries, jit_options={"cache": True})
+def _ov_block_direction_entries(s, i, sws, idx, val):
+    if _is_junction(s):
+
+        def impl(s, i, sws, idx, val):
+            ids, rows, bias, fdiff, _ = sws[3]
+            A, K, n_bias = s.dims
+            m = 0
+            for r in range(sws[4][0]):
+                for k in range(K):
+                    idx[m] = ids[r] * K + k
+                    val[m] = rows[r, k]
+                    m += 1
+            if n_bias:
+                for r in range(3):
+                    for k in range(K):
+                        idx[m] = A * K + r * K + k
+                        val[m] = bias[r, k]
+                        m += 1
+            fbase = s.feat[0][0]
+            for j in range(fdiff.size):
+                idx[m] = fbase + j
+                val[m] = fdiff[j]
+                m += 1
+            return m
+
+        return impl
+
+
+@overload(P.direction_capacity, jit_options={"cache": True})
+def _ov_direction_capacity(s, sws):
+    if _is_junction(s):
+        return lambda s, sws: sws[3][1].size + sws[3][2].size + sws[3][3].size
+
+
 # -- SAG-NUS ------------------------------------------------------------------------------------
 # y_i is stored as the node marginals (n_i, K) and the factor sums (F,) of the last visit: for
 # every factor type t, the marginals of its factors' scopes summed over the example, laid out like

@@ -15,6 +15,9 @@ primitive                               what it does for example i
                                         (mu in bufs[0]) on the example's support in sws;
                                         returns |k u_i|^2
 ``add_block_direction(s, i, c, sws, w)`` w += c u_i
+``block_direction_entries(s, i, sws,    the flat indices and values of u_i (Prox-SDCA's
+idx, val)``                             step reads v and w there); returns their number
+``direction_capacity(s, sws)``          the most entries a block's u_i can have
 ``step_workspace(s)``                   the structure's buffers of one step (sws)
 ======================================  ==================================================
 
@@ -88,6 +91,16 @@ def block_direction(structure, i, bufs, sws, kappa):
 
 def add_block_direction(structure, i, coef, sws, w):
     """w += coef u_i on the support of u_i."""
+    raise NotImplementedError
+
+
+def block_direction_entries(structure, i, sws, idx, val):
+    """idx[:m], val[:m] = the flat indices (distinct) and values of u_i; returns m."""
+    raise NotImplementedError
+
+
+def direction_capacity(structure, sws):
+    """An upper bound on the number of entries of any block's u_i."""
     raise NotImplementedError
 
 

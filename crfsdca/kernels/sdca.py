@@ -34,6 +34,11 @@ the integral of f' over [0, 1], which the block gap gives for free):
 The predictor only moves the starting point: the returned step always passes the
 double-precision test.
 
+With an l1 term (the elastic net, ``crfsdca.kernels.prox``) the term s cb of f' becomes the
+exact derivative q(s) of the g* term along the step, continuous and piecewise linear with kinks
+where a coordinate of v crosses +-tau (``prox.quad_term``, evaluated at every point tried, in
+the predictor too); f' stays continuous and decreasing, so the bracket and the safeguards hold.
+
 Layout: a block is four contiguous segments of flat arrays -- the (T-1) K^2 edge entries
 (coefficient 1), then the K entries of the first node, the (T-2) K interior ones (-1) and the K
 of the last node (0 each when T >= 2; a single node has coefficient 1). Segment loops are written
@@ -56,6 +61,7 @@ from crfsdca.kernels.fastmath import (
     fast_log_normal,
     fast_log_positive,
 )
+from crfsdca.kernels.prox import quad_term
 
 TINY = 1e-280  # below this, mix in log space to keep relative precision
 # a block whose log-marginals on the line-searched segments are all above this never meets TINY:
@@ -237,7 +243,7 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal=None):
 
 
 @njit(cache=True, nogil=True)
-def line_derivatives(gamma, bufs, runs, cb, outs=None):
+def line_derivatives(gamma, bufs, runs, cb, outs=None, pw=None):
     """f'(gamma), f''(gamma) of eq. 20 (KL form), cb = c * b = lambda n b / scale, and the
     junction-tree entropy of mu^gamma (without the entries <= TINY).
 
@@ -261,11 +267,12 @@ def line_derivatives(gamma, bufs, runs, cb, outs=None):
         d1 += c * a1
         d2 += c * a2
         h += c * ah
-    return d1 - gamma * cb, -d2 - cb, h
+    q, dq = quad_term(gamma, cb, pw)
+    return d1 - q, -d2 - dq, h
 
 
 @njit(cache=True, nogil=True)
-def line_slope(gamma, bufs, runs, cb, outs=None):
+def line_slope(gamma, bufs, runs, cb, outs=None, pw=None):
     """f'(gamma) and the entropy of mu^gamma as ``line_derivatives``, without f'' (one division
     per entry less), for the evaluation that starts from the predictor's estimate."""
     d1, h = 0.0, 0.0
@@ -281,7 +288,7 @@ def line_slope(gamma, bufs, runs, cb, outs=None):
             a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, dst, True)
         d1 += c * a1
         h += c * ah
-    return d1 - gamma * cb, h
+    return d1 - quad_term(gamma, cb, pw)[0], h
 
 
 @njit(**VEC)
@@ -309,7 +316,7 @@ def _line_segment32(gamma, b32, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def line_derivatives32(gamma, b32, runs, cb):
+def line_derivatives32(gamma, b32, runs, cb, pw=None):
     """f'(gamma), f''(gamma) as ``line_derivatives`` and the third derivative
     sum coef delta^3 / mu^g^2, in single precision (predictor)."""
     d1, d2, d3 = 0.0, 0.0, 0.0
@@ -321,7 +328,8 @@ def line_derivatives32(gamma, b32, runs, cb):
         d1 += c * a1
         d2 += c * a2
         d3 += c * a3
-    return d1 - gamma * cb, -d2 - cb, d3
+    q, dq = quad_term(gamma, cb, pw)
+    return d1 - q, -d2 - dq, d3
 
 
 @njit(cache=True, nogil=True)
@@ -378,7 +386,7 @@ def _predictor_step(gamma, u, du, d3, x_l, x_h, dx_old):
 
 
 @njit(cache=True, nogil=True)
-def predict_step(b32, runs, cb, gamma0, tol, max_iter):
+def predict_step(b32, runs, cb, gamma0, tol, max_iter, pw=None):
     """Single-precision safeguarded Newton-Halley iteration from gamma0 (``_predictor_step``);
     returns (the estimate after the last step, evaluations, f'' at the last evaluated point or
     0.0 if none is finite). It stops once its step is below tol or the estimated error of its
@@ -389,7 +397,7 @@ def predict_step(b32, runs, cb, gamma0, tol, max_iter):
     dx_old = 1.0
     dx = 1.0
     for it in range(1, max_iter + 1):
-        u, du, d3 = line_derivatives32(gamma, b32, runs, cb)
+        u, du, d3 = line_derivatives32(gamma, b32, runs, cb, pw)
         if not (np.isfinite(u) and np.isfinite(du) and np.isfinite(d3)):
             return gamma0, it, 0.0
         if u < 0.0:
@@ -405,21 +413,23 @@ def predict_step(b32, runs, cb, gamma0, tol, max_iter):
 
 
 @njit(cache=True, nogil=True)
-def line_search(bufs, b32, runs, cb, fprime0, gamma0, tol, max_iter, outs=None):
+def line_search(bufs, b32, runs, cb, fprime0, gamma0, tol, max_iter, outs=None, pw=None):
     """Step size of eq. 20: the single-precision predictor, then ``rtsafe`` from its estimate.
 
     Returns rtsafe's (gamma, n_evaluations, status, evaluated, entropy) plus the predictor's
     evaluations. With max_iter = 1 (the one-Newton-step ablation) there is no predictor. outs:
-    where rtsafe's evaluations leave their logs (``line_derivatives``).
+    where rtsafe's evaluations leave their logs (``line_derivatives``). pw: the elastic net's
+    exact quadratic term along the step (``crfsdca.kernels.prox.quad_term``; cb is then
+    q(1) >= 0); None: plain SDCA's s cb, decided at compile time.
     """
     if not fprime0 > 0.0 or cb <= 0.0 or max_iter < 2:
-        return (*rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, 0.0, outs), 0)
-    start, n32, du32 = predict_step(b32, runs, cb, gamma0, tol, max_iter)
-    return (*rtsafe(bufs, runs, cb, fprime0, start, tol, max_iter, du32, outs), n32)
+        return (*rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, 0.0, outs, pw), 0)
+    start, n32, du32 = predict_step(b32, runs, cb, gamma0, tol, max_iter, pw)
+    return (*rtsafe(bufs, runs, cb, fprime0, start, tol, max_iter, du32, outs, pw), n32)
 
 
 @njit(cache=True, nogil=True)
-def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
+def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None, pw=None):
     """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
     du0 < 0: f'' near gamma0 from the predictor (at its last evaluation, one converged step
@@ -441,10 +451,10 @@ def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
     dx_old = 1.0
     dx = 1.0
     if du0 < 0.0:
-        u, h = line_slope(gamma, bufs, runs, cb, outs)
+        u, h = line_slope(gamma, bufs, runs, cb, outs, pw)
         du = du0
     else:
-        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs)
+        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs, pw)
     for it in range(1, max_iter + 1):
         if u < 0.0:
             x_l = gamma
@@ -456,7 +466,7 @@ def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None):
         if abs(dx) < (0.5 * tol if bisect else tol):
             return gamma, it, 0, True, h  # its logs are in bufs (or outs)
         gamma = step
-        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs)
+        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs, pw)
     return gamma, max_iter, 1, True, h
 
 

@@ -21,10 +21,13 @@ from crfsdca.kernels.cycles import cycles
 from crfsdca.kernels.primitives import (
     add_block_direction,
     block_direction,
+    block_direction_entries,
     block_oracle,
     block_runs,
+    direction_capacity,
     step_workspace,
 )
+from crfsdca.kernels.prox import apply_step, prepare
 from crfsdca.kernels.sdca import block_gap_given_nu, line_search, model_start, update_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
@@ -75,6 +78,7 @@ class EpochArgs(NamedTuple):
     params: StepParams
     draws: np.ndarray
     ws: tuple
+    prox: object = None  # ``crfsdca.kernels.prox.ProxArrays`` for the elastic net, else None
 
 
 @njit(cache=True, nogil=True)
@@ -97,12 +101,37 @@ def line_search_start(code, previous, kl, fprime0, cb):
     return previous if code == PREVIOUS else 0.5
 
 
+@njit(cache=True, nogil=True)
+def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
+    """The step size of block i (the fixed step, or the line search with cb = c |v_i|^2, or
+    q(1) and the elastic net's ``pw``); returns (gamma, evaluations, status, evaluated,
+    entropy, predictor evaluations, in place, line-search cycles) (``line_search``)."""
+    bufs, b32, runs, mu_arrays = block
+    if params.fixed_step > 0.0:
+        return params.fixed_step, 0, 0, False, 0.0, 0, False, 0
+    g0 = line_search_start(params.line_search_start, dual.step_sizes[i], gap, fp0, cb)
+    c3 = cycles()
+    in_place = n_low == 0.0  # no entry near 0 (``IN_PLACE_LOG_MIN``): logs go to the state
+    tol, max_newton = params.tol, params.max_newton
+    if in_place:
+        gamma, its, status, have_logs, h, n32 = line_search(
+            bufs, b32, runs, cb, fp0, g0, tol, max_newton, mu_arrays, pw
+        )
+    else:
+        gamma, its, status, have_logs, h, n32 = line_search(
+            bufs, b32, runs, cb, fp0, g0, tol, max_newton, None, pw
+        )
+    return gamma, its, status, have_logs, h, n32, in_place, cycles() - c3
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _step(i, structure, dual, w, params, ws):
+def _step(i, structure, dual, w, params, ws, prox):
     """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
-    ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`.
+    ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`. ``prox``: None for
+    plain SDCA (w = v); for the elastic net the ``ProxArrays`` of v (Prox-SDCA: the line search
+    on the exact g* term, then v moves and w = S_tau(v) on the block's support).
     """
     bufs, b32, sws = ws
     lam_n, scale = params.lam_n, params.scale
@@ -120,34 +149,28 @@ def _step(i, structure, dual, w, params, ws):
     c2 = cycles()
     kappa = -scale / lam_n
     b = block_direction(structure, i, bufs, sws, kappa)
-    its, status, have_logs, ls_cycles, h, n32 = 0, 0, False, 0, 0.0, 0
-    in_place = False  # whether the line search wrote the new logs into the dual state
-    if params.fixed_step > 0.0:
-        gamma = params.fixed_step
+    if prox is None:  # decided at compile time
+        gamma, its, status, have_logs, h, n32, in_place, ls_cycles = _search(
+            i, dual, params, (bufs, b32, runs, mu_arrays), lam_n / scale * b, gap, fp0, n_low, None
+        )
+        if gamma > 0.0:
+            dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
+            add_block_direction(structure, i, gamma * kappa, sws, w)
     else:
-        cb = lam_n / scale * b
-        g0 = line_search_start(params.line_search_start, dual.step_sizes[i], gap, fp0, cb)
-        c3 = cycles()
-        in_place = n_low == 0.0  # no entry near 0 (``IN_PLACE_LOG_MIN``)
-        tol, max_newton = params.tol, params.max_newton
-        if in_place:
-            gamma, its, status, have_logs, h, n32 = line_search(
-                bufs, b32, runs, cb, fp0, g0, tol, max_newton, mu_arrays
-            )
-        else:
-            gamma, its, status, have_logs, h, n32 = line_search(
-                bufs, b32, runs, cb, fp0, g0, tol, max_newton
-            )
-        ls_cycles = cycles() - c3
-    if gamma > 0.0:
-        dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
-        add_block_direction(structure, i, gamma * kappa, sws, w)
+        m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
+        pw, cb = prepare(prox, m, kappa, w, lam_n / scale)
+        gamma, its, status, have_logs, h, n32, in_place, ls_cycles = _search(
+            i, dual, params, (bufs, b32, runs, mu_arrays), cb, gap, fp0, n_low, pw
+        )
+        if gamma > 0.0:
+            dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
+            apply_step(gamma, prox, m, w)
     dual.step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(structure, dual, w, sampler, params, draws, ws):
+def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
@@ -164,7 +187,7 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws):
     gap_sum = gaps.sum()
     for s in range(draws.shape[0]):
         i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
-        g, gamma, its, status, phase_cycles, n32 = _step(i, structure, dual, w, params, ws)
+        g, gamma, its, status, phase_cycles, n32 = _step(i, structure, dual, w, params, ws, prox)
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
         stats[6] += phase_cycles[1]
@@ -237,6 +260,16 @@ def _all_entropies(table, log_edge, log_node):
 def make_workspace(structure):
     """Workspace of one step on ``structure`` (a structure's kernel type)."""
     return _make_ws(structure)
+
+
+@njit(cache=True, nogil=True)
+def _capacity(structure, ws):
+    return direction_capacity(structure, ws[2])
+
+
+def direction_size(structure, ws) -> int:
+    """The most support entries of one block's primal direction (Prox-SDCA's buffers)."""
+    return int(_capacity(structure, ws))
 
 
 def run_steps(args: EpochArgs):

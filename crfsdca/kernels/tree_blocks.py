@@ -17,7 +17,7 @@ from numba import njit
 from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
-from crfsdca.kernels.direction import _axpy, _squared_norm, add_direction
+from crfsdca.kernels.direction import _axpy, _squared_norm, add_direction, direction_entries
 from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.rowops import scale_rows_into
 from crfsdca.kernels.tree import _example, tree_unary
@@ -208,6 +208,24 @@ def _ov_add_block_direction(s, i, coef, sws, w):
             add_direction(coef, sa, sws[3], sws[4], w, s.dims[1], s.dims[0])
 
         return impl
+
+
+@overload(P.block_direction_entries, jit_options={"cache": True})
+def _ov_block_direction_entries(s, i, sws, idx, val):
+    if _is_tree(s):
+
+        def impl(s, i, sws, idx, val):
+            lay = s.layout
+            sa = lay[7][lay[6][i] : lay[6][i + 1]]
+            return direction_entries(sa, sws[3], sws[4], s.dims[1], s.dims[0], idx, val)
+
+        return impl
+
+
+@overload(P.direction_capacity, jit_options={"cache": True})
+def _ov_direction_capacity(s, sws):
+    if _is_tree(s):
+        return lambda s, sws: sws[3].size + sws[4].size
 
 
 # -- SAG-NUS ------------------------------------------------------------------------------------

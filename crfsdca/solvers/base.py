@@ -76,7 +76,22 @@ def record_summary(last: Any, stop_reason: str) -> dict[str, Any]:
         "gap": last.gap,
         "gap_estimate": last.gap_estimate,
         "stop_reason": stop_reason,
-    }
+    } | _nonzeros(last)
+
+
+def _nonzeros(last: Any) -> dict[str, int]:
+    """The elastic net's non-zero weight count of the record (absent without an l1 term)."""
+    count = last.extra.get("nonzero_weights")
+    return {} if count is None else {"nonzero_weights": int(count)}
+
+
+def refuse_l1(name: str, problem: Any) -> None:
+    """ValueError for a solver without an l1 term given an elastic-net problem."""
+    if getattr(problem, "l1", 0.0) > 0:
+        raise ValueError(
+            f"{name} has no l1 term; the elastic net (l1 > 0) is trained by sdca (Prox-SDCA)"
+            " and lbfgs (OWL-QN)"
+        )
 
 
 RUN_FIELDS = ("rng_state", "oracle_calls", "updates", "seconds", "counters")

@@ -71,6 +71,11 @@ def extend_weights(w: NDArray[np.float64], old: FeatureMap, new: FeatureMap) -> 
     return out
 
 
+def _dual_average(dual: DualState) -> NDArray[np.float64]:
+    """w_hat(mu): the weights, or with an l1 term the dual-average vector they threshold."""
+    return dual.weights if dual.dual_average is None else dual.dual_average
+
+
 def grow_state(
     state: SDCAState,
     old_fm: FeatureMap,
@@ -80,7 +85,8 @@ def grow_state(
     config: SDCAConfig,
 ) -> SDCAState:
     """``state`` (float64 duals) with ``new_data`` appended at the configured start (gibbs or
-    smoothed); w = w_hat(mu) over both, for a problem whose lambda times n is ``lam_n``."""
+    smoothed); w = w_hat(mu) over both, for a problem whose lambda times n is ``lam_n`` (with
+    an l1 term the solver thresholds it again: ``LocalSDCA``)."""
     old = state.dual
     part = Problem(
         train=with_attributes(new_data, new_fm.n_attributes),
@@ -95,7 +101,7 @@ def grow_state(
         gap_estimates=np.concatenate(
             [old.gap_estimates, np.full(new_data.n_sequences, INITIAL_GAP)]
         ),
-        weights=extend_weights(old.weights, old_fm, new_fm) + fresh.weights,
+        weights=extend_weights(_dual_average(old), old_fm, new_fm) + fresh.weights,
         step_sizes=np.concatenate([old.step_sizes, fresh.step_sizes]),
     )
     return SDCAState(dual=dual, rng_state=state.rng_state)

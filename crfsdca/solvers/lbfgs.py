@@ -9,6 +9,11 @@ those only: the L-BFGS vectors hold the free weights, every other weight stays e
 P restricted to the free coordinates is still lambda-strongly convex, so the certificate (with
 the restricted gradient) bounds P(w) - P* of the restricted problem.
 
+With an l1 term (``problem.l1`` = sigma > 0, CRFsuite's c1 / n) the solver is OWL-QN
+(:mod:`crfsdca.solvers.owlqn`, as CRFsuite with c1 > 0), counted and stopped the same way, its
+pseudo-gradient in the epsilon test, and the gap is the elastic net's certificate
+(:func:`~crfsdca.solvers.owlqn.elastic_gap`).
+
 Stopping as CRFsuite's L-BFGS (libLBFGS) can, besides ``tol``, ``max_epochs`` (function
 evaluations) and ``time_limit``: ``max_iterations`` counts iterations (CRFsuite's
 ``max_iterations``; an iteration's line search may evaluate several points), ``epsilon`` stops
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.solvers.owlqn import LineSearchFailed, elastic_gap, owlqn
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
@@ -156,8 +162,12 @@ class LBFGS:
         w0 = problem.feature_map.zeros() if state is None else np.array(state, dtype=np.float64)
         x0 = objective.pack(w0)
         w0 = objective.weights(x0)
-        n, lam = problem.n_sequences, problem.regularization
+        n, lam, sigma = problem.n_sequences, problem.regularization, problem.l1
         iterations = 0
+
+        def certificate(w: np.ndarray, grad: np.ndarray) -> float:
+            return _certificate(grad, lam) if sigma == 0 else elastic_gap(w, grad, lam, sigma)
+
         accepted = [x0]
 
         monitor.start()
@@ -169,11 +179,11 @@ class LBFGS:
             oracle_calls=objective.evaluations * n,
             updates=0,
             primal=value,
-            dual=value - _certificate(grad, lam),
+            dual=value - certificate(w0, grad),
             force=True,
         )
 
-        def report(x: np.ndarray) -> None:
+        def report(x: np.ndarray, pg: np.ndarray | None = None) -> None:
             nonlocal iterations
             iterations += 1
             accepted[0] = x.copy()
@@ -181,22 +191,31 @@ class LBFGS:
             if not np.array_equal(last_x, x):
                 value, grad = objective.full(x)
             w = objective.weights(x)
-            certificate = _certificate(grad, lam)
+            slope = grad if pg is None else pg  # OWL-QN: the pseudo-gradient
             stop = monitor.end_epoch(
                 w,
                 oracle_calls=objective.evaluations * n,
                 updates=iterations * n,
                 primal=value,
-                dual=value - certificate,
-                extra={"grad_norm": float(np.sqrt(grad @ grad))},
+                dual=value - certificate(w, grad),
+                extra={"grad_norm": float(np.sqrt(slope @ slope))},
             )
             if stop:
                 raise _Stop
-            tests.check(iterations, w, value, grad)
+            tests.check(iterations, w, value, slope)
 
         x = x0
         reason = "converged"
         try:
+            if sigma > 0:
+                x = owlqn(
+                    objective,
+                    x0,
+                    sigma,
+                    history=self.config.history,
+                    callback=lambda x, fx, g, pg: report(x, pg),
+                )
+                raise _Stop("converged")  # a zero pseudo-gradient at the start
             from scipy.optimize import minimize  # scipy.optimize: 0.5 s of import
 
             result = minimize(
@@ -218,6 +237,9 @@ class LBFGS:
         except _Stop as stop:
             x = accepted[0]
             reason = monitor.stop_reason or str(stop)
+        except LineSearchFailed:
+            x = accepted[0]
+            reason = "line_search"
         except KeyboardInterrupt:
             x = accepted[0]
             reason = "interrupted"
@@ -235,7 +257,7 @@ class LBFGS:
                 oracle_calls=counters["oracle_calls"],
                 updates=counters["updates"],
                 primal=value,
-                dual=value - _certificate(grad, lam),
+                dual=value - certificate(w, grad),
                 extra={"grad_norm": float(np.sqrt(grad @ grad))},
             )
         monitor.stop_reason = reason

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels.prox import make_prox, soft_threshold
 from crfsdca.solvers.samplers import TreeSampler
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
@@ -70,11 +71,28 @@ class LocalSDCA:
             importance = self.structure.importance_weights()
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
+        self.prox = self._elastic_net(state.dual)
         self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
         self._epochs_done = state.oracle_calls / self.n
+
+    def _elastic_net(self, dual) -> Any:
+        """Prox-SDCA's arrays when the problem has an l1 term (else None), with dual.weights
+        made S_tau(v) of the dual-average vector v (kept as ``dual.dual_average``: w_hat(mu),
+        which is the weights of a state trained without l1)."""
+        sigma = float(getattr(self.problem, "l1", 0.0))
+        if sigma <= 0.0:
+            if dual.dual_average is not None:  # a state of an l1 run continued without it
+                dual.weights, dual.dual_average = dual.dual_average, None
+            return None
+        if dual.dual_average is None:
+            dual.dual_average = np.array(dual.weights, dtype=np.float64, copy=True)
+        tau = sigma / self.problem.regularization
+        dual.weights = soft_threshold(dual.dual_average, tau)
+        size = sdca_epoch.direction_size(self.structure.blocks, self.workspace)
+        return make_prox(dual.dual_average, tau, size)
 
     @property
     def weights(self) -> NDArray[np.float64]:
@@ -107,6 +125,7 @@ class LocalSDCA:
             params=self.params(stop_gap, scale),
             draws=draws,
             ws=self.workspace,
+            prox=self.prox,
         )
 
     # -- steps -------------------------------------------------------------------------------
@@ -165,6 +184,11 @@ class LocalSDCA:
         """
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+        if self.prox is not None:
+            raise ValueError(
+                "the distributed solver does not train the elastic net (l1 > 0) yet; use the"
+                " serial sdca solver (or lbfgs, OWL-QN)"
+            )
         d = self.state.dual
         if variant != "naive":
             d.weights = np.array(w, dtype=np.float64, copy=True)

@@ -60,6 +60,7 @@ class Monitor:
                 "solver": solver_name,
                 "config": config.as_dict(),
                 "regularization": problem.regularization,
+                **({"l1": problem.l1} if getattr(problem, "l1", 0.0) > 0 else {}),
                 "dataset": problem.name,
                 "n_sequences": problem.n_sequences,
                 "n_features": problem.feature_map.n_features,
@@ -234,6 +235,8 @@ class Monitor:
             raise FloatingPointError(f"primal objective is {primal} at epoch {epoch:.3g}")
         gap = primal - dual if np.isfinite(dual) else NAN
         extra = dict(extra or {})
+        if getattr(self.problem, "l1", 0.0) > 0:  # the elastic net: how sparse the model is
+            extra["nonzero_weights"] = int(np.count_nonzero(weights))
         record = TraceRecord(
             solver=self.solver_name,
             epoch=epoch,

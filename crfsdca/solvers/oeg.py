@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels import oeg, oeg_epoch
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option, refuse_l1
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.sag_nus import DRAW_BLOCK
 from crfsdca.solvers.sdca import _check_memory as check_memory
@@ -99,7 +99,8 @@ class OEGState(RunState):
 
     @classmethod
     def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> OEGState:
-        dual = DualState(**{name: arrays[name] for name in DualState.__dataclass_fields__})
+        names = [name for name in DualState.__dataclass_fields__ if name in arrays]
+        dual = DualState(**{name: arrays[name] for name in names})
         return cls(
             dual=dual,
             learning_rates=arrays["learning_rates"],
@@ -141,6 +142,7 @@ class OEG:
         self, problem: Problem, monitor: Monitor, state: OEGState | None = None
     ) -> SolverResult:
         """Run OEG from ``state`` (or the configured dual start)."""
+        refuse_l1(self.name, problem)
         state = state or self.initial_state(problem)
         return run_loop(self, _Runner(problem, self.config, state), monitor)
 

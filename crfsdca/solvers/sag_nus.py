@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from crfsdca.kernels import sag, sag_epoch
 from crfsdca.kernels.trees import build
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option, refuse_l1
 from crfsdca.solvers.loop import chunk_budget, run_loop
 from crfsdca.solvers.samplers import tree_capacity
 from crfsdca.structures.problem import Problem
@@ -189,6 +189,7 @@ class SAGNUS:
         self, problem: Problem, monitor: Monitor, state: SAGState | None = None
     ) -> SolverResult:
         """Run SAG-NUS from ``state`` (or w = 0)."""
+        refuse_l1(self.name, problem)
         state = state or self.initial_state(problem)
         return run_loop(self, _Runner(problem, self.config, state), monitor)
 

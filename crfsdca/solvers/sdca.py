@@ -107,7 +107,8 @@ class SDCAState(RunState):
 
     @classmethod
     def from_checkpoint(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> SDCAState:
-        dual = DualState(**{name: arrays[name] for name in DualState.__dataclass_fields__})
+        names = [name for name in DualState.__dataclass_fields__ if name in arrays]
+        dual = DualState(**{name: arrays[name] for name in names})
         return cls(dual=dual, **cls.run_fields(header))
 
 

@@ -35,6 +35,8 @@ class DualState:
     gap_estimates: NDArray[np.float64]
     weights: NDArray[np.float64]
     step_sizes: NDArray[np.float64]
+    # the elastic net's dual-average vector v = w_hat(mu) (then weights = S_tau(v)); else None
+    dual_average: NDArray[np.float64] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -48,9 +50,13 @@ class DualState:
                     self.gap_estimates,
                     self.weights,
                     self.step_sizes,
+                    *self._extra(),
                 )
             )
         )
+
+    def _extra(self) -> tuple[NDArray[np.float64], ...]:
+        return () if self.dual_average is None else (self.dual_average,)
 
     def copy(self) -> DualState:
         return DualState(
@@ -63,6 +69,7 @@ class DualState:
                     self.gap_estimates,
                     self.weights,
                     self.step_sizes,
+                    *self._extra(),
                 )
             )
         )
@@ -75,7 +82,7 @@ class DualState:
             "gap_estimates": self.gap_estimates,
             "weights": self.weights,
             "step_sizes": self.step_sizes,
-        }
+        } | ({} if self.dual_average is None else {"dual_average": self.dual_average})
 
 
 def dual_state_bytes(

@@ -1,7 +1,7 @@
 """The training problem shared by every solver: data, feature map, oracle and regularization.
 
-P(w) = (lambda/2) ||w||^2 + (1/n) sum_i [log Z_i(w) - w^T F(x_i, y_i)]
-(Le Priol et al. 2018, eqs. 1-2).
+P(w) = (lambda/2) ||w||^2 + sigma ||w||_1 + (1/n) sum_i [log Z_i(w) - w^T F(x_i, y_i)]
+(Le Priol et al. 2018, eqs. 1-2; sigma = ``l1``, the elastic net, is 0 unless set).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class Problem:
         Sorted flat indices of the weights that exist (CRFsuite's sparse model,
         :func:`crfsdca.features.observed_features`); every other weight is structurally zero
         and the gradient is restricted to these coordinates. None: every weight is free.
+    l1 : float
+        sigma >= 0, the weight of the l1 term (the elastic net; CRFsuite's c1 / n).
     zero_ok : bool
         Accept ``regularization == 0`` (the unregularised loss; L-BFGS only, as CRFsuite with
         ``c2 = 0``: P is then not strongly convex and no duality gap certifies it).
@@ -51,6 +53,7 @@ class Problem:
     meta: dict = field(default_factory=dict)
     free: NDArray[np.int64] | None = None
     zero_ok: bool = False
+    l1: float = 0.0
 
     def __post_init__(self) -> None:
         if self.regularization is None:
@@ -59,6 +62,10 @@ class Problem:
         if not np.isfinite(lam) or lam < 0 or (lam == 0 and not self.zero_ok):
             raise ValueError(f"regularization must be > 0; got {self.regularization}")
         self.regularization = lam
+        l1 = float(self.l1)
+        if not (np.isfinite(l1) and l1 >= 0):
+            raise ValueError(f"l1 must be a finite number >= 0; got {self.l1}")
+        self.l1 = l1
         fm = self.feature_map
         if self.train.n_attributes > fm.n_attributes or self.train.n_labels != fm.n_labels:
             raise ValueError(
@@ -96,19 +103,25 @@ class Problem:
         return ChainStructure(self)
 
     def primal(self, w: NDArray[np.float64]) -> float:
-        """P(w) (no gradient: forward passes only where the oracle has them)."""
+        """P(w), with its l1 term (no gradient: forward passes only where the oracle has them)."""
         loss_sum = self.oracle.loss_sum(w)
-        return primal_value(self.regularization, float(w @ w), loss_sum, self.n_sequences)
+        value = primal_value(self.regularization, float(w @ w), loss_sum, self.n_sequences)
+        return value + self.l1_term(w)
+
+    def l1_term(self, w: NDArray[np.float64]) -> float:
+        """sigma ||w||_1 (0.0 without an l1 term)."""
+        return self.l1 * float(np.abs(w).sum()) if self.l1 > 0 else 0.0
 
     def primal_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        """P(w) and its gradient lambda w + (1/n) sum_i (E_nu_i F - F_i).
+        """P(w) and the gradient of its smooth part, lambda w + (1/n) sum_i (E_nu_i F - F_i)
+        (P includes sigma ||w||_1, which has no gradient: OWL-QN adds its own pseudo-gradient).
 
         With ``free`` set, ``w`` must be zero off the free coordinates and the gradient is the
         one of P restricted to them (zero elsewhere).
         """
         loss_sum, grad_sum = self.oracle.value_and_gradient(w)
         n, lam = self.n_sequences, self.regularization
-        value = primal_value(lam, float(w @ w), loss_sum, n)
+        value = primal_value(lam, float(w @ w), loss_sum, n) + self.l1_term(w)
         grad = grad_sum / n
         grad += lam * w
         if self.free is not None:

@@ -1,0 +1,88 @@
+"""Parity with CRFsuite on the elastic net: python-crfsuite's L-BFGS with c1 > 0 (OWL-QN),
+crfsdca's certified Prox-SDCA and crfsdca's OWL-QN reach the same objective on 500 CoNLL-2000
+sentences (crfsuite-chunking attributes, the dense model), with the same non-zero weights up to
+a few coordinates.
+
+CRFsuite minimises sum_i NLL_i + c1 |w|_1 + c2 |w|^2 and logs it as "Loss"; crfsdca's P is that
+over n with lambda = 2 c2 / n and sigma = c1 / n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_parity_crfsuite import _attribute_corpus, _load_train, _problem
+
+from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.solvers.sdca import SDCA, SDCAConfig
+
+pycrfsuite = pytest.importorskip("pycrfsuite")
+pytestmark = pytest.mark.slow
+
+N, C1, C2 = 500, 0.1, 0.1
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    corpus = _attribute_corpus(_load_train(N))
+    encoder, problem = _problem(corpus)
+    problem.regularization = 2 * C2 / N
+    problem.l1 = C1 / N
+    model = tmp_path_factory.mktemp("l1") / "conll2000-500.crfsuite"
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for items, labels in zip(corpus.attributes, corpus.labels, strict=True):
+        trainer.append([dict(item) for item in items], labels)
+    trainer.select("lbfgs")
+    trainer.set_params({
+        "c1": C1, "c2": C2, "feature.possible_states": True,
+        "feature.possible_transitions": True, "max_iterations": 5000, "epsilon": 1e-10,
+        "delta": 1e-10, "period": 20,
+    })  # fmt: skip
+    trainer.train(str(model))
+    theirs = trainer.logparser.iterations[-1]["loss"] / N
+    w_crfsuite = _crfsuite_weights(model, encoder, problem.feature_map)
+    assert problem.primal(w_crfsuite) == pytest.approx(theirs, rel=1e-7)  # the same objective
+    return problem, theirs, w_crfsuite
+
+
+def _crfsuite_weights(model, encoder, fm):
+    """CRFsuite's weights (``Tagger.info``, from its dump: 6 decimals) in crfsdca's flat
+    layout; its model keeps the non-zero weights only."""
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(model))
+    info = tagger.info()
+    tagger.close()
+    label = {name: k for k, name in enumerate(encoder.label_names)}
+    w = fm.zeros()
+    emission, transition = fm.emission(w), fm.transition(w)
+    for (attribute, target), value in info.state_features.items():
+        emission[encoder.vocabulary[attribute], label[target]] = value
+    for (source, target), value in info.transitions.items():
+        transition[label[source], label[target]] = value
+    return w
+
+
+def _differing(a, b):
+    """Fraction of coordinates that are zero in one and not in the other."""
+    return float(np.mean((a == 0) != (b == 0)))
+
+
+def test_crfsuite_owlqn_and_certified_sdca_agree(setup):
+    problem, theirs, w_crfsuite = setup
+    config = SDCAConfig(tol=1e-7 * theirs, max_epochs=2000, eval_every=5)
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config, evaluate_test=False))
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol"
+    assert abs(last.primal - theirs) <= 1e-6 * theirs
+    assert _differing(result.weights, w_crfsuite) < 0.01
+
+
+def test_crfsdca_owlqn_agrees_with_crfsuite(setup):
+    problem, theirs, w_crfsuite = setup
+    config = LBFGSConfig(tol=1e-7 * theirs, max_epochs=5000)
+    result = LBFGS(config).solve(problem, Monitor(problem, "lbfgs", config, evaluate_test=False))
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol"
+    assert abs(last.primal - theirs) <= 1e-6 * theirs
+    assert _differing(result.weights, w_crfsuite) < 0.01
