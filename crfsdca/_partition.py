@@ -15,7 +15,7 @@ global: the encoder is fitted on the whole training set, and block ``index`` of
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from crfsdca.features import FeatureMap
 from crfsdca.modelfile import load_model, save_model
 from crfsdca.problem import Problem
 from crfsdca.sequences import SequenceData
+from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
 from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
 
@@ -35,25 +36,69 @@ def shard_indices(n: int, n_partitions: int, index: int) -> NDArray[np.int64]:
     return np.array_split(np.arange(n), n_partitions)[index]
 
 
+def subset_train(train: Any, indices: NDArray[np.integer]) -> Any:
+    """The examples at ``indices`` of chain (:class:`SequenceData`), tree or junction data."""
+    if isinstance(train, SequenceData):
+        return train.subset(indices)
+    graphs = tuple(train.graphs[int(i)] for i in indices)
+    return replace(train, nodes=train.nodes.subset(indices), graphs=graphs)
+
+
 @dataclass(frozen=True)
 class ArrayShard:
-    """A shard shipped as arrays: its sequences and the global n and lambda."""
+    """A shard shipped as arrays: its encoded examples, the global feature map (hence the
+    attribute count), the global n and lambda, and the problem type (chain, tree, junction)."""
 
-    train: SequenceData
-    n_bias_rows: int
+    train: Any  # SequenceData, TreeData or JunctionData
+    feature_map: FeatureMap
     n_total: int
     regularization: float
     name: str = ""
+    kind: str = "chain"
+
+    @classmethod
+    def of(cls, problem: Problem, indices: NDArray[np.integer]) -> ArrayShard:
+        """Shard ``indices`` of ``problem`` (the driver encodes once; workers get arrays)."""
+        return cls(
+            subset_train(problem.train, indices),
+            problem.feature_map,
+            problem.n_sequences,
+            float(problem.regularization),
+            problem.name,
+            _kind(problem),
+        )
 
     def load(self) -> Problem:
-        fm = FeatureMap(self.train.n_attributes, self.train.n_labels, self.n_bias_rows)
         lam_n = self.regularization * self.n_total
-        return Problem(
+        n = sequences_of(self.train).n_sequences
+        cls = _problem_class(self.kind)
+        return cls(
             train=self.train,
-            feature_map=fm,
-            regularization=lam_n / self.train.n_sequences,
+            feature_map=self.feature_map,
+            regularization=lam_n / n,
             name=self.name,
         )
+
+
+def _kind(problem: Problem) -> str:
+    from crfsdca.junction_oracle import JunctionProblem
+    from crfsdca.tree_oracle import TreeProblem
+
+    if isinstance(problem, JunctionProblem):
+        return "junction"
+    return "tree" if isinstance(problem, TreeProblem) else "chain"
+
+
+def _problem_class(kind: str) -> type:
+    if kind == "junction":
+        from crfsdca.junction_oracle import JunctionProblem
+
+        return JunctionProblem
+    if kind == "tree":
+        from crfsdca.tree_oracle import TreeProblem
+
+        return TreeProblem
+    return Problem
 
 
 @dataclass(frozen=True)
@@ -107,9 +152,21 @@ class PartitionSolver:
         variant: str = "practical",
         checkpoint_dir: str | None = None,
         resume: bool = False,
+        attribute_counts: NDArray[np.int64] | None = None,
     ) -> None:
         self.index, self.variant = index, variant
-        self.problem = spec.load()
+        problem = spec.load()
+        self.coords = None  # "sparse": c of crfsdca.solvers.cocoa (kernel coordinates w / c)
+        if variant == "sparse":
+            if attribute_counts is None:
+                raise ValueError("the sparse aggregation needs the attribute counts s_j")
+            fm = problem.feature_map
+            self.coords = coordinate_scale(
+                attribute_counts, n_partitions, fm.n_labels, fm.n_features
+            )
+            train = scaled_train(problem.train, attribute_counts, n_partitions)
+            problem = replace(problem, train=train)
+        self.problem = problem
         self.config = SDCAConfig(**config)
         path = None if checkpoint_dir is None else Path(checkpoint_dir, f"partition-{index}.npz")
         self.checkpoint_path = path
@@ -135,11 +192,17 @@ class PartitionSolver:
     def local_round(self, w: NDArray[np.float64], n_steps: int) -> tuple[np.ndarray, float]:
         """(Delta w of this partition, seconds spent computing it)."""
         start = _clock()
-        delta = self.local.local_round(w, n_steps, self.variant)
+        if self.coords is None:
+            delta = self.local.local_round(w, n_steps, self.variant)
+        else:
+            delta = self.local.local_round(w / self.coords, n_steps, "practical")
+            delta /= self.coords
         return delta, _clock() - start
 
     def objective_terms(self, w: NDArray[np.float64]) -> dict[str, float]:
         st = self.local.state
+        if self.coords is not None:
+            w = w / self.coords
         return {
             **self.local.objective_terms(w),
             "oracle_calls": float(st.oracle_calls),
@@ -147,7 +210,8 @@ class PartitionSolver:
         }
 
     def primal_contribution(self) -> NDArray[np.float64]:
-        return self.local.primal_contribution()
+        v = self.local.primal_contribution()
+        return v if self.coords is None else v / self.coords
 
     def checkpoint(self) -> None:
         """Write this partition's state atomically (.npz + JSON, no pickle)."""

@@ -1,8 +1,9 @@
 """``crfsdca train ... --workers K`` / ``--scheduler tcp://HOST:PORT``: DisDCA on Dask.
 
-The driver loads the data once (for the encoder, the model file and the test scores); every
-partition's worker loads its own shard from a :class:`~crfsdca.distributed.DatasetShard`, so
-only a few strings cross the wire. ``--epochs`` counts passes over the data, as in a serial run.
+The driver loads and encodes the data once (the encoder, the model file and the test scores
+need it anyway) and sends each partition only its shard's encoded arrays
+(:class:`~crfsdca._partition.ArrayShard`): a worker's memory is its shard, its duals and w.
+``--epochs`` counts passes over the data, as in a serial run.
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ def train_distributed(
     callback_factory: Any,
 ) -> tuple[Any, dict[str, Any]]:
     """Run DisDCA for a ``crfsdca train`` run; returns (result, the summary's extra fields)."""
-    from crfsdca.distributed import DatasetShard, fit
+    from crfsdca.distributed import fit
+    from crfsdca.features import FeatureMap
+    from crfsdca.problem import Problem
     from crfsdca.solvers.sdca import SDCAConfig
 
     options = dict(run["options"])
@@ -133,23 +136,18 @@ def train_distributed(
         per_round = P * m / n  # epochs per round
         max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
         eval_every = max(1, round(config.eval_every / per_round))
-        spec = DatasetShard(
-            run["dataset"],
-            0,
-            P,
-            fmt=run["fmt"],
-            template=run["template"],
-            data_dir=run["data_dir"],
-            max_sequences=run["max_sequences"],
-            n_bias_rows=run["n_bias_rows"],
-            regularization=run["regularization"],
-            label=run.get("label"),
+        # the driver encoded the data once: each partition gets only its shard's arrays and the
+        # attribute count (crfsdca._partition.ArrayShard); no worker reads the corpus
+        train = inputs.train
+        fm = FeatureMap(train.n_attributes, train.n_labels, run["n_bias_rows"])
+        problem = Problem(
+            train=train, feature_map=fm, regularization=run["regularization"], name=inputs.name
         )
         sdca_options = {k: v for k, v in options.items() if k not in (*DRIVER_OPTIONS, "sampling")}
         bar, callback = callback_factory(max_rounds)
         try:
             result = fit(
-                spec,
+                problem,
                 client,
                 P,
                 local_updates=m,

@@ -33,9 +33,14 @@ from crfsdca.modelfile import atomic_write_text
 from crfsdca.objectives import dual_value, primal_value
 from crfsdca.problem import Problem
 from crfsdca.solvers.base import record_summary
+from crfsdca.solvers.cocoa import attribute_counts, sequences_of
 from crfsdca.solvers.local import VARIANTS
 from crfsdca.solvers.sdca import SDCAConfig
 from crfsdca.trace import Trace, TraceRecord
+
+#: how the partitions' updates are combined: the local step variants, and "sparse" (CoCoA+
+#: adding with the per-attribute sigma' of ``crfsdca.solvers.cocoa``)
+AGGREGATIONS = (*VARIANTS, "sparse")
 
 __all__ = ["DatasetShard", "DistributedResult", "WorkerLostError", "fit", "simulate"]
 
@@ -331,8 +336,8 @@ def _check(P, local_updates, max_rounds, variant, eval_every, round_timeout) -> 
         raise ValueError(f"eval_every must be >= 1; got {eval_every}")
     if not round_timeout > 0:
         raise ValueError(f"round_timeout must be > 0; got {round_timeout}")
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+    if variant not in AGGREGATIONS:
+        raise ValueError(f"variant must be one of {', '.join(AGGREGATIONS)}; got {variant!r}")
 
 
 def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
@@ -340,17 +345,18 @@ def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
     config = SDCAConfig(sampling=sampling, tol=tol, seed=seed, **sdca_options).as_dict()
     seeds = np.random.SeedSequence(seed).spawn(P)  # by partition index, never by worker
     if isinstance(data, Problem):
-        n, lam = data.n_sequences, data.regularization
+        n = data.n_sequences
         if n < P:
             raise ValueError(f"n_partitions ({P}) exceeds the number of sequences ({n})")
-        bias = data.feature_map.n_bias_rows
-        specs = [
-            ArrayShard(data.train.subset(shard_indices(n, P, k)), bias, n, lam, data.name)
-            for k in range(P)
-        ]
+        specs = [ArrayShard.of(data, shard_indices(n, P, k)) for k in range(P)]
+        if variant == "sparse":
+            ids = [sequences_of(spec.train).attr_ids for spec in specs]
+            counts = attribute_counts(ids, sequences_of(data.train).n_attributes)
     elif isinstance(data, DatasetShard):
         from dataclasses import replace
 
+        if variant == "sparse":
+            raise ValueError("the sparse aggregation needs the data in memory (a Problem)")
         specs = [replace(data, index=k, n_partitions=P) for k in range(P)]
     else:
         raise TypeError(f"data must be a Problem or a DatasetShard; got {type(data).__name__}")
@@ -358,4 +364,7 @@ def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
         {"index": k, "n_partitions": P, "config": config, "seed": seeds[k], "variant": variant}
         for k in range(P)
     ]
+    if variant == "sparse":
+        for k in range(P):
+            kwargs[k]["attribute_counts"] = counts
     return specs, kwargs
