@@ -113,15 +113,23 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     "--checkpoint",
     "checkpoint_dir",
     default=None,
-    help="save the run's state here every --checkpoint-every epochs and on Ctrl-C",
+    help="save the run's state here every --checkpoint-seconds (or --checkpoint-every epochs),"
+    " at the end and on Ctrl-C; written from a copy in the background",
 )
 @click.option(
     "--checkpoint-every",
     type=float,
     callback=_finite,
-    default=1.0,
+    default=None,
+    help="epochs between checkpoints [by wall time: --checkpoint-seconds]",
+)
+@click.option(
+    "--checkpoint-seconds",
+    type=float,
+    callback=_finite,
+    default=300.0,
     show_default=True,
-    help="epochs between checkpoints",
+    help="wall-time seconds between checkpoints (a killed run loses at most this much)",
 )
 @click.option(
     "--resume",
@@ -199,7 +207,8 @@ def train(
     score_test: str | None,
     plot_path: str | None,
     checkpoint_dir: str | None,
-    checkpoint_every: float,
+    checkpoint_every: float | None,
+    checkpoint_seconds: float,
     resume_dir: str | None,
     workers: int | None,
     scheduler: str | None,
@@ -302,6 +311,7 @@ def train(
                 resume,
                 checkpoint_dir=checkpoint_dir,
                 checkpoint_every=checkpoint_every,
+                checkpoint_seconds=checkpoint_seconds,
                 model_path=model_path,
                 trace_path=trace_path,
                 score_test=score_test or ("every" if trace_path else "end"),
@@ -416,13 +426,14 @@ def _train(
     *,
     checkpoint_dir,
     checkpoint_every,
+    checkpoint_seconds,
     model_path,
     trace_path,
     score_test="end",
     as_json,
     quiet,
 ) -> None:
-    from crfsdca.checkpoint import save_checkpoint
+    from crfsdca.checkpoint import CheckpointWriter
     from crfsdca.cli_predict import check_labels
     from crfsdca.model import SequenceCRF
     from crfsdca.sources import load_inputs, train_fingerprint
@@ -457,9 +468,7 @@ def _train(
     max_epochs = model.solver_options.get("max_epochs") or _default(run["solver"], "max_epochs")
     checkpointer = None
     if checkpoint_dir:
-
-        def checkpointer(state, trace):
-            save_checkpoint(checkpoint_dir, state, trace, run)
+        checkpointer = CheckpointWriter(checkpoint_dir, run)
 
     bar, callback = progress(max_epochs, quiet)
     try:
@@ -471,6 +480,7 @@ def _train(
             callback=callback,
             checkpointer=checkpointer,
             checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
             state=resume["state"] if resume else None,
             records=resume["records"] if resume else None,
             score_test=score_test,
@@ -485,7 +495,7 @@ def _train(
     }
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:
-        checkpointer(result.state, result.trace)
+        checkpointer.now(result.state, result.trace)
     if trace_path:
         Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
         result.trace.to_jsonl(trace_path)
@@ -494,6 +504,8 @@ def _train(
         Path(model_path).parent.mkdir(parents=True, exist_ok=True)
         model.save(model_path)
     summary = _summary(model, inputs, model_path)
+    if checkpointer is not None:
+        checkpointer.wait()  # the last checkpoint was written while the test set was scored
     if as_json:
         click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
     else:

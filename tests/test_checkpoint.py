@@ -155,7 +155,7 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
     ]
     ck = tmp_path / "ck"
     proc = subprocess.Popen(
-        [*base, "--epochs", "6", "--checkpoint", str(ck)],
+        [*base, "--epochs", "6", "--checkpoint", str(ck), "--checkpoint-every", "1"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
