@@ -29,6 +29,7 @@ from crfsdca.sequences import SequenceData
 from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
 from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
+from crfsdca.solvers.sparse_update import Update, apply, attribute_block, touched_rows
 
 
 def shard_indices(n: int, n_partitions: int, index: int) -> NDArray[np.int64]:
@@ -177,6 +178,9 @@ class PartitionSolver:
             state = SDCA(self.config).initial_state(self.problem)
             state.rng_state = np.random.default_rng(seed).bit_generator.state
         self.local = LocalSDCA(self.problem, self.config, state, scale=n_partitions)
+        fm = self.problem.feature_map
+        self.shape = (fm.n_attributes, fm.n_labels)  # the attribute rows of w
+        self.w = np.zeros(0)  # the replica of the global w (set_weights)
 
     def info(self) -> dict[str, Any]:
         fm = self.problem.feature_map
@@ -187,22 +191,63 @@ class PartitionSolver:
             "lambda_n": self.local.lam_n,
             "pid": os.getpid(),
             "dual_bytes": self.local.state.dual.nbytes,
+            "n_attributes": fm.n_attributes,
+            "n_labels": fm.n_labels,
         }
 
-    def local_round(self, w: NDArray[np.float64], n_steps: int) -> tuple[np.ndarray, float]:
-        """(Delta w of this partition, seconds spent computing it)."""
-        start = _clock()
-        if self.coords is None:
-            delta = self.local.local_round(w, n_steps, self.variant)
-        else:
-            delta = self.local.local_round(w / self.coords, n_steps, "practical")
-            delta /= self.coords
-        return delta, _clock() - start
+    def set_weights(self, w: NDArray[np.float64]) -> None:
+        """Start this partition's replica of the global w (a copy; ``w`` is never written)."""
+        self.w = np.array(w, dtype=np.float64, copy=True)
+        d = self.local.state.dual
+        d.weights = self.w.copy() if self.coords is None else self.w / self.coords
 
-    def objective_terms(self, w: NDArray[np.float64]) -> dict[str, float]:
-        st = self.local.state
+    def local_round(self, update: Update | None, n_steps: int) -> tuple[Update, float]:
+        """Apply the driver's last summed update to the replica of w, run ``n_steps`` steps;
+        returns (this partition's Delta w as a sparse update, seconds spent computing it).
+
+        The steps move the kernel's local copy u (= w, or w / c for "sparse") with the scale
+        P; Delta w = (u - w) / P on the rows the steps moved (divided by c for "sparse").
+        """
+        self._apply(update)
+        start = _clock()
+        if self.variant not in ("practical", "sparse"):  # comparison variants: dense
+            delta = self.local.local_round(self.w, n_steps, self.variant)
+            return (None, delta, None), _clock() - start
+        A, K = self.shape
+        self.local.take_steps(n_steps, scale=self.local.scale)
+        rows = touched_rows(sequences_of(self.problem.train), self.local.visited)
+        u, w, P = self.local.state.dual.weights, self.w, self.local.scale
+        u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
+        if self.coords is None:
+            values = (u_rows - w_rows) / P
+        else:
+            c = attribute_block(self.coords, A, K)[rows]
+            values = (u_rows - w_rows / c) / P / c
+        tail = (u[A * K :] - w[A * K :]) / P
+        return (rows, values, tail), _clock() - start
+
+    def _apply(self, update: Update | None) -> None:
+        """w += update on the replica, and the kernel's copy u reset to w on those rows."""
+        if update is None:
+            return
+        A, K = self.shape
+        apply(self.w, update, A, K)
+        rows, _, _ = update
+        u, w = self.local.state.dual.weights, self.w
+        if rows is None:
+            u[:] = w if self.coords is None else w / self.coords
+            return
+        w_rows = attribute_block(w, A, K)[rows]
         if self.coords is not None:
-            w = w / self.coords
+            w_rows = w_rows / attribute_block(self.coords, A, K)[rows]
+        attribute_block(u, A, K)[rows] = w_rows
+        u[A * K :] = w[A * K :]
+
+    def objective_terms(self, update: Update | None) -> dict[str, float]:
+        """Shard sums at the global w (this replica after ``update``)."""
+        self._apply(update)
+        st = self.local.state
+        w = self.w if self.coords is None else self.w / self.coords
         return {
             **self.local.objective_terms(w),
             "oracle_calls": float(st.oracle_calls),

@@ -1,10 +1,12 @@
 """Distributed SDCA (practical DisDCA, Yang 2013) on Dask: one actor per partition.
 
-Each round the driver sends the global ``w`` to every partition; each runs ``local_updates``
-SDCA steps on its own shard with the scale P (the number of partitions) and the global lambda
-n, on a local copy of ``w`` (:meth:`LocalSDCA.local_round`), and returns its Delta w. The driver
-sums them in partition order (bitwise reproducible) into a new ``w``, so ``w = w_hat(mu)`` holds
-throughout. Every ``eval_every`` rounds it reduces the partitions' scalar sums into the exact
+Every partition keeps a replica of the global ``w``. Each round the driver sends every
+partition the previous round's summed update (sparse: the rows it moved,
+``crfsdca.solvers.sparse_update``); each applies it and runs ``local_updates`` SDCA steps on its
+own shard with the scale P (the number of partitions) and the global lambda n, on a local copy
+of ``w``, and returns its Delta w on the rows it moved. The driver sums them in partition order
+(bitwise reproducible), so ``w = w_hat(mu)`` holds throughout on the driver and every
+replica. Every ``eval_every`` rounds it reduces the partitions' scalar sums into the exact
 primal, dual and gap (one trace record in the common format) and stops when the gap <= tol.
 
 The dual state never leaves the workers: a partition's marginals, gap estimates and RNG live in
@@ -36,6 +38,7 @@ from crfsdca.solvers.base import record_summary
 from crfsdca.solvers.cocoa import attribute_counts, sequences_of
 from crfsdca.solvers.local import VARIANTS
 from crfsdca.solvers.sdca import SDCAConfig
+from crfsdca.solvers.sparse_update import aggregate, apply
 from crfsdca.trace import Trace, TraceRecord
 
 #: how the partitions' updates are combined: the local step variants, and "sparse" (CoCoA+
@@ -177,6 +180,10 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     lam = lam_n / n
     contributions = [h.call("primal_contribution") for h in handles]
     w = np.add.reduce(contributions) if P > 1 else contributions[0].copy()
+    for h in handles:  # each partition keeps a replica of w; rounds send sparse updates
+        h.call("set_weights", w)
+    A, K = info[0]["n_attributes"], info[0]["n_labels"]
+    pending: list[Any] = [None]  # the last round's summed update, not yet sent to the partitions
     trace = Trace(
         header={
             "solver": "disdca",
@@ -198,7 +205,8 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         trace.records[:] = [TraceRecord.from_json(r) for r in saved["records"]]
 
     def evaluate() -> TraceRecord:
-        terms = [h.call("objective_terms", w) for h in handles]
+        terms = [h.call("objective_terms", pending[0]) for h in handles]
+        pending[0] = None
         total = {k: sum(t[k] for t in terms) for k in terms[0]}
         wsq = float(w @ w)
         primal = primal_value(lam, wsq, total["loss"], n)
@@ -240,9 +248,10 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     reason = "tol" if record.gap <= opts["tol"] else "max_rounds"
     while reason != "tol" and rounds < opts["max_rounds"]:
         began = time.perf_counter()
-        sent = [h.send("local_round", w, m) for h in handles]
+        sent = [h.send("local_round", pending[0], m) for h in handles]
         results = [s.result() for s in sent]  # partition order: bitwise reproducible
-        w = w + np.add.reduce([r[0] for r in results])  # a new array: never written in place
+        pending[0] = aggregate([r[0] for r in results])
+        apply(w, pending[0], A, K)  # the driver's own w: no partition holds it
         rounds += 1
         took = time.perf_counter() - began
         spent += took
