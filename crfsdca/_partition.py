@@ -15,6 +15,7 @@ global: the encoder is fitted on the whole training set, and block ``index`` of
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,7 @@ class PartitionSolver:
         seed: np.random.SeedSequence,
         variant: str = "practical",
         checkpoint_dir: str | None = None,
-        resume: bool = False,
+        resume: int | None = None,
         attribute_counts: NDArray[np.int64] | None = None,
     ) -> None:
         self.index, self.variant = index, variant
@@ -169,9 +170,12 @@ class PartitionSolver:
             problem = replace(problem, train=train)
         self.problem = problem
         self.config = SDCAConfig(**config)
-        path = None if checkpoint_dir is None else Path(checkpoint_dir, f"partition-{index}.npz")
-        self.checkpoint_path = path
-        if resume and path is not None and path.exists():
+        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self._writer: threading.Thread | None = None
+        self._written: int | None = None  # round of the last complete checkpoint write
+        self._write_error: BaseException | None = None
+        if resume is not None and self.checkpoint_dir is not None:
+            path = partition_file(self.checkpoint_dir, index, resume)
             arrays, header = load_model(str(path))
             state = SDCAState.from_checkpoint(arrays, header["state"])
         else:
@@ -258,14 +262,55 @@ class PartitionSolver:
         v = self.local.primal_contribution()
         return v if self.coords is None else v / self.coords
 
-    def checkpoint(self) -> None:
-        """Write this partition's state atomically (.npz + JSON, no pickle)."""
-        if self.checkpoint_path is None:
+    def checkpoint(self, round_: int) -> None:
+        """Start writing this partition's state at round ``round_`` (.npz + JSON, no pickle,
+        atomic) from a copy, in a background thread: the next round need not wait."""
+        if self.checkpoint_dir is None:
             return
-        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_done()
         self.local.state.counters = dict(self.local.counters)
         arrays, header = self.local.state.to_checkpoint()
-        save_model(str(self.checkpoint_path), arrays, {"state": header, "index": self.index})
+        arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
+        header = {"state": header, "index": self.index, "round": round_}
+        path = partition_file(self.checkpoint_dir, self.index, round_)
+        self._writer = threading.Thread(
+            target=self._write, args=(path, arrays, header, round_), name="crfsdca-checkpoint"
+        )
+        self._writer.start()
+
+    def checkpoint_done(self, wait: bool = True) -> int | None:
+        """The round of the last complete write (None: none yet, or one under way and not
+        ``wait``); raises the write's error."""
+        if self._writer is not None:
+            if not wait and self._writer.is_alive():
+                return None
+            self._writer.join()
+            self._writer = None
+        if self._write_error is not None:
+            error, self._write_error = self._write_error, None
+            raise error
+        return self._written
+
+    def prune(self, keep: int) -> None:
+        """Delete this partition's checkpoint files other than round ``keep``'s."""
+        if self.checkpoint_dir is None:
+            return
+        for path in self.checkpoint_dir.glob(f"partition-{self.index}-r*.npz"):
+            if path != partition_file(self.checkpoint_dir, self.index, keep):
+                path.unlink(missing_ok=True)
+
+    def _write(self, path: Path, arrays: dict, header: dict, round_: int) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_model(str(path), arrays, header)
+            self._written = round_
+        except BaseException as err:  # noqa: BLE001 - raised by checkpoint_done()
+            self._write_error = err
+
+
+def partition_file(directory: Path, index: int, round_: int) -> Path:
+    """Partition ``index``'s checkpoint at round ``round_``."""
+    return Path(directory, f"partition-{index}-r{round_}.npz")
 
 
 def _clock() -> float:

@@ -114,6 +114,7 @@ def train_distributed(
     round_timeout: float,
     checkpoint_dir: str | None,
     resume: bool,
+    checkpoint_seconds: float = 300.0,
     callback_factory: Any,
 ) -> tuple[Any, dict[str, Any]]:
     """Run DisDCA for a ``crfsdca train`` run; returns (result, the summary's extra fields)."""
@@ -158,6 +159,7 @@ def train_distributed(
                 round_timeout=round_timeout,
                 eval_every=eval_every,
                 checkpoint_dir=checkpoint_dir,
+                checkpoint_seconds=checkpoint_seconds,
                 resume=resume,
                 callback=callback,
                 **sdca_options,

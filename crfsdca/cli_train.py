@@ -279,7 +279,14 @@ def train(
             _check_config(run)
             with plain_warnings(quiet):
                 train_on_cluster(
-                    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
+                    run,
+                    {**cluster, "checkpoint_seconds": checkpoint_seconds},
+                    checkpoint_dir,
+                    resume_dir,
+                    model_path,
+                    trace_path,
+                    as_json,
+                    quiet,
                 )
         return
     for name in ("partitions", "local_updates"):

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca._partition import ArrayShard, DatasetShard, PartitionSolver, shard_indices
+from crfsdca.checkpoint import DEFAULT_SECONDS
 from crfsdca.errors import WorkerLostError
 from crfsdca.modelfile import atomic_write_text
 from crfsdca.objectives import dual_value, primal_value
@@ -83,6 +84,7 @@ def fit(
     round_timeout: float = 600.0,
     eval_every: int = 1,
     checkpoint_dir: str | None = None,
+    checkpoint_seconds: float = DEFAULT_SECONDS,
     resume: bool = False,
     variant: str = "practical",
     callback: Callable[[TraceRecord], None] | None = None,
@@ -94,9 +96,11 @@ def fit(
     worker) or a :class:`DatasetShard` template (each worker loads its own shard; ``index`` and
     ``n_partitions`` are filled in). ``n_partitions`` defaults to the number of workers.
     ``sdca_options`` are fields of :class:`SDCAConfig` (``non_uniformity``,
-    ``line_search_tol``, ...). With ``checkpoint_dir`` every partition saves its state at each
-    evaluation; ``resume=True`` starts each partition from its checkpoint (or afresh where it
-    has none) and rebuilds w as the sum of the partitions' contributions.
+    ``line_search_tol``, ...). With ``checkpoint_dir`` every partition writes its state in the
+    background at the first evaluation after each ``checkpoint_seconds`` of wall time (0: at
+    every evaluation), and at the end of a run stopped above ``tol``; ``resume=True`` starts
+    every partition from the last committed checkpoint (or afresh when there is none) and
+    rebuilds w as the sum of the partitions' contributions.
     """
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:
@@ -111,7 +115,7 @@ def fit(
             specs[k],
             **kwargs[k],
             checkpoint_dir=checkpoint_dir,
-            resume=resume,
+            resume=saved_round(checkpoint_dir) if resume else None,
             actor=True,
             workers=[workers[k % len(workers)]],
             pure=False,
@@ -137,6 +141,7 @@ def simulate(
     seed: int = 0,
     eval_every: int = 1,
     checkpoint_dir: str | None = None,
+    checkpoint_seconds: float = DEFAULT_SECONDS,
     resume: bool = False,
     variant: str = "practical",
     callback: Callable[[TraceRecord], None] | None = None,
@@ -147,8 +152,9 @@ def simulate(
     P = n_partitions
     _check(P, local_updates, max_rounds, variant, eval_every, 1.0)
     specs, kwargs = _partition_args(data, P, seed, sampling, tol, variant, sdca_options)
+    start = saved_round(checkpoint_dir) if resume else None
     handles = [
-        _Local(PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=resume))
+        _Local(PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=start))
         for k in range(P)
     ]
     result = _drive(handles, _driver_options(locals()))
@@ -164,6 +170,7 @@ def _driver_options(scope: dict[str, Any]) -> dict[str, Any]:
     out.update(
         n_partitions=scope["P"],
         checkpoint_dir=scope["checkpoint_dir"],
+        checkpoint_seconds=scope["checkpoint_seconds"],
         resume=scope["resume"],
         callback=scope["callback"],
         variant=scope["variant"],
@@ -203,6 +210,18 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         rounds, spent = saved["round"], saved["seconds"]
         communication = saved["seconds_communication"]
         trace.records[:] = [TraceRecord.from_json(r) for r in saved["records"]]
+    checkpoints = None
+    if state_path is not None:
+        checkpoints = _Checkpoints(state_path, handles, opts["checkpoint_seconds"])
+
+    def snapshot() -> dict[str, Any]:
+        """What driver.json records of the run so far."""
+        return {
+            "round": rounds,
+            "seconds": spent,
+            "seconds_communication": communication,
+            "records": [r.to_json() for r in trace.records],
+        }
 
     def evaluate() -> TraceRecord:
         terms = [h.call("objective_terms", pending[0]) for h in handles]
@@ -232,16 +251,8 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         trace.append(record)
         if opts["callback"] is not None:
             opts["callback"](record)
-        if state_path is not None:
-            for h in handles:
-                h.call("checkpoint")
-            saved = {
-                "round": rounds,
-                "seconds": spent,
-                "seconds_communication": communication,
-                "records": [r.to_json() for r in trace.records],
-            }
-            atomic_write_text(state_path / "driver.json", json.dumps(saved))
+        if checkpoints is not None:
+            checkpoints.due(rounds, snapshot())
         return record
 
     record = evaluate()  # also after a resume: w was rebuilt from the partitions' duals
@@ -260,6 +271,8 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
             record = evaluate()
             if math.isfinite(record.gap) and record.gap <= opts["tol"]:
                 reason = "tol"
+    if checkpoints is not None:  # a run stopped above tol can be continued from its end
+        checkpoints.finish(rounds, None if reason == "tol" else snapshot())
     return DistributedResult(
         weights=w,
         trace=trace,
@@ -269,6 +282,54 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         seconds_communication=communication,
         info=info,
     )
+
+
+class _Checkpoints:
+    """The driver's side of checkpoints: every ``seconds`` of wall time (at an evaluation)
+    each partition starts writing its state in the background; once all have written that
+    round, ``driver.json`` (round, clock, trace) commits it and older files are deleted. A
+    lost worker or a killed driver loses at most one interval and a write."""
+
+    def __init__(self, path: Path, handles: Sequence[Any], seconds: float) -> None:
+        self.path, self.handles, self.seconds = path, handles, seconds
+        self.last = time.perf_counter()
+        self.flight: tuple[int, dict[str, Any]] | None = None  # started, not yet committed
+
+    def due(self, round_: int, saved: dict[str, Any], force: bool = False) -> None:
+        self.commit(wait=False)
+        if self.flight is None and (force or time.perf_counter() - self.last >= self.seconds):
+            for h in self.handles:
+                h.call("checkpoint", round_)
+            self.flight, self.last = (round_, saved), time.perf_counter()
+
+    def commit(self, wait: bool) -> None:
+        if self.flight is None:
+            return
+        round_, saved = self.flight
+        done = [h.call("checkpoint_done", wait) for h in self.handles]
+        if all(d == round_ for d in done):
+            atomic_write_text(self.path / "driver.json", json.dumps(saved))
+            for h in self.handles:
+                h.call("prune", round_)
+            self.flight = None
+
+    def finish(self, round_: int, saved: dict[str, Any] | None) -> None:
+        """Commit the write under way; with ``saved``, then write and commit the end state."""
+        self.commit(wait=True)
+        if saved is not None and saved["round"] != self._committed():
+            self.due(round_, saved, force=True)
+            self.commit(wait=True)
+
+    def _committed(self) -> int | None:
+        return saved_round(str(self.path))
+
+
+def saved_round(checkpoint_dir: str | None) -> int | None:
+    """The round of the last committed checkpoint in ``checkpoint_dir`` (None: none)."""
+    if checkpoint_dir is None:
+        return None
+    path = Path(checkpoint_dir, "driver.json")
+    return json.loads(path.read_text())["round"] if path.exists() else None
 
 
 # -- partition handles -------------------------------------------------------------------------
