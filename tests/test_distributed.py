@@ -116,6 +116,24 @@ def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client):
     assert {i["pid"] for i in remote.info} != {os.getpid()}  # the work ran in the workers
 
 
+@pytest.mark.slow  # a local Dask cluster
+def test_trees_on_two_workers_equal_the_simulation_and_reach_the_serial_optimum(dask_client):
+    from test_distributed_math import lbfgs_optimum
+    from test_tree_oracle import tree_data
+
+    from crfsdca.tree_oracle import tree_problem
+
+    problem = tree_problem(tree_data(seed=4, n=16, max_T=6, K=3, A=12, n_types=2))
+    opts = {"local_updates": 8, "max_rounds": 2000, "tol": 1e-6, "seed": 3}
+    remote = fit(problem, dask_client, 2, round_timeout=60, **opts)
+    local = simulate(problem, 2, **opts)
+    np.testing.assert_array_equal(remote.weights, local.weights)
+    assert records(remote) == records(local)
+    p_star = lbfgs_optimum(problem)
+    last = remote.trace.records[-1]
+    assert remote.stop_reason == "tol" and last.dual - 1e-10 <= p_star <= last.primal + 1e-10
+
+
 @needs_conll
 @pytest.mark.slow  # a local Dask cluster
 def test_exact_gap_falls_on_a_conll_slice(dask_client):

@@ -71,3 +71,17 @@ def test_sparse_aggregation_keeps_w_the_sum_of_contributions_and_the_dual_rising
     assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False))
     total = np.add.reduce([p.primal_contribution() for p in sparse.partitions])
     assert np.max(np.abs(sparse.weights - total)) < 1e-12
+
+
+def test_second_order_chains_on_three_partitions_reach_the_lbfgs_optimum():
+    from _synthetic import random_sequences
+
+    from crfsdca.junction_oracle import junction_problem, second_order_data
+
+    problem = junction_problem(second_order_data(random_sequences(6, n=12, max_T=5, K=3, A=10)))
+    p_star = lbfgs_optimum(problem)
+    result = simulate(problem, 3, local_updates=4, max_rounds=3000, tol=1e-6, seed=2,
+                      keep_partitions=True)  # fmt: skip
+    check_run(result, p_star)
+    total = np.add.reduce([p.primal_contribution() for p in result.partitions])
+    assert np.max(np.abs(result.weights - total)) < 1e-12
