@@ -101,10 +101,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--latency", type=float, default=3e-3, help="seconds per round trip")
     parser.add_argument("--bandwidth", type=float, default=5e8, help="bytes/s via the driver")
+    parser.add_argument(
+        "--step-seconds", type=float, default=None, help="serial seconds per step [measured]"
+    )
     args = parser.parse_args()
     problem = load(args)
     n = problem.n_sequences
-    step = seconds_per_step(problem, args.seed)
+    step = args.step_seconds or seconds_per_step(problem, args.seed)
     print(
         f"{problem.name}: n = {n}, d = {problem.feature_map.n_features}, tol {args.tol:g},"
         f" {args.variant}, serial {1e6 * step:.0f} us / step, latency {1e3 * args.latency:g} ms,"

@@ -25,6 +25,9 @@ DRIVER_OPTIONS = ("max_epochs", "tol", "eval_every", "seed", "time_limit")
 INSTALL_HINT = "distributed training needs Dask: pip install 'crfsdca[distributed]'"
 
 
+#: SDCA steps per partition and round unless --local-updates says otherwise
+DEFAULT_LOCAL_UPDATES = 100
+
 #: seconds to reach the scheduler of --scheduler (apart from --round-timeout, which waits for work)
 CONNECT_TIMEOUT = 10.0
 
@@ -131,9 +134,9 @@ def train_distributed(
         P = partitions or n_workers
         if n < P:
             raise ValueError(f"--partitions {P} exceeds the {n} training sequences")
-        # default: 1,000 steps (or a pass over the shard, if shorter); longer local passes need
-        # more epochs (BENCHMARKS.md, distributed SDCA)
-        m = local_updates or min(1000, math.ceil(n / P))
+        # default: 100 steps (or a pass over the shard, if shorter): longer local rounds need
+        # more epochs (BENCHMARKS.md section 9: 20 at m = 100, 66 at m = 1,000 on CoNLL-2000)
+        m = local_updates or min(DEFAULT_LOCAL_UPDATES, math.ceil(n / P))
         per_round = P * m / n  # epochs per round
         max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
         eval_every = max(1, round(config.eval_every / per_round))

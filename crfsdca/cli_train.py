@@ -158,7 +158,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     "--local-updates",
     type=click.IntRange(min=1),
     default=None,
-    help="distributed: SDCA steps per partition and round [1000, or one pass over the shard]",
+    help="distributed: SDCA steps per partition and round [100, or one pass over the shard]",
 )
 @click.option(
     "--round-timeout",
