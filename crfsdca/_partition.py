@@ -5,11 +5,14 @@ This module never imports dask: a :class:`PartitionSolver` is a plain object tha
 that the tests compare with. It lives in an importable module so that numba's cache and the
 scheduler's unpickling work on every worker.
 
-A shard comes from a small spec: :class:`ArrayShard` carries the shard's arrays (the Python
-API with data in memory), :class:`DatasetShard` names a dataset that the worker loads and
-encodes itself (the CLI), so only a few strings cross the wire. Either way feature numbering is
-global: the encoder is fitted on the whole training set, and block ``index`` of
-``np.array_split(range(n), n_partitions)`` is the partition's.
+A shard comes from a spec: :class:`ArrayShard` carries the shard's encoded arrays and the
+global feature map (the driver encodes the data once; the CLI and ``fit(problem, ...)`` do
+this, and a worker's memory is then its shard, duals and w). :class:`DatasetShard` names a
+dataset that every worker loads and encodes whole, keeping its block (only strings cross the
+wire, but every worker holds the whole corpus while it encodes). Either way feature numbering
+is global, and block ``index`` of ``np.array_split(range(n), n_partitions)`` is the
+partition's. Between rounds a partition keeps a replica of w and exchanges sparse updates
+(``crfsdca.solvers.sparse_update``).
 """
 
 from __future__ import annotations

@@ -169,14 +169,24 @@ def train_distributed(
             )
         finally:
             bar.close()
+        peaks = client.run(peak_rss_mib)  # each worker process's peak resident memory
     extra = {
         "workers": n_workers,
         "partitions": P,
         "local_updates": m,
         "rounds": result.rounds,
         "seconds_communication": result.seconds_communication,
+        "worker_peak_rss_mib": max(peaks.values()),
     }
     return result, extra
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (Linux reports KiB, macOS bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
 def progress(total_rounds: int, quiet: bool):
@@ -268,7 +278,7 @@ def train_on_cluster(
     click.echo(
         f"  {extra['partitions']} partitions on {extra['workers']} workers, {extra['rounds']}"
         f" rounds of {extra['local_updates']} steps, {extra['seconds_communication']:.1f} s"
-        " communicating"
+        f" communicating, worker peak memory {extra['worker_peak_rss_mib']:.0f} MiB"
     )
     if result.stop_reason != "tol" and not quiet:
         click.echo(

@@ -262,6 +262,7 @@ def test_cli_trains_on_a_local_cluster_and_reports_the_distributed_fields(tmp_pa
     assert (out["workers"], out["partitions"]) == (2, 2) and out["rounds"] >= 1
     assert out["stop_reason"] == "tol" and out["gap"] <= 1e-3
     assert out["seconds_communication"] >= 0 and out["local_updates"] == 30
+    assert out["worker_peak_rss_mib"] > 0
     last = read_trace(tmp_path / "t.jsonl").records[-1]
     assert (last.gap, last.oracle_calls) == (out["gap"], out["oracle_calls"])
     evaluated = CliRunner().invoke(main, ["evaluate", str(tmp_path / "m.npz"), str(data), "--json"])
