@@ -107,28 +107,44 @@ def cluster_client(workers: int | None, scheduler: str | None, timeout: float):
 
 
 def train_distributed(
+    run: dict[str, Any], inputs: Any, **cluster: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Run DisDCA on the chains of a ``crfsdca train`` run; (result, the summary's extra
+    fields). The driver encoded the data once: each partition gets only its shard's arrays and
+    the feature map (crfsdca._partition.ArrayShard); no worker reads the corpus."""
+    from crfsdca.features import FeatureMap
+    from crfsdca.problem import Problem
+
+    train = inputs.train
+    fm = FeatureMap(train.n_attributes, train.n_labels, run["n_bias_rows"])
+    problem = Problem(
+        train=train, feature_map=fm, regularization=run["regularization"], name=inputs.name
+    )
+    return fit_on_cluster(problem, run, **cluster)
+
+
+def fit_on_cluster(
+    problem: Any,
     run: dict[str, Any],
-    inputs: Any,
     *,
     workers: int | None,
     scheduler: str | None,
     partitions: int | None,
     local_updates: int | None,
     round_timeout: float,
-    checkpoint_dir: str | None,
-    resume: bool,
-    checkpoint_seconds: float = 300.0,
     callback_factory: Any,
+    checkpoint_dir: str | None = None,
+    resume: bool = False,
+    checkpoint_seconds: float = 300.0,
 ) -> tuple[Any, dict[str, Any]]:
-    """Run DisDCA for a ``crfsdca train`` run; returns (result, the summary's extra fields)."""
+    """DisDCA on ``problem`` (chains, trees or junction trees) with the run's options."""
+    require_dask()
     from crfsdca.distributed import fit
-    from crfsdca.features import FeatureMap
-    from crfsdca.problem import Problem
     from crfsdca.solvers.sdca import SDCAConfig
 
     options = dict(run["options"])
     config = SDCAConfig(seed=run["seed"], **options)
-    n = inputs.train.n_sequences
+    n = problem.n_sequences
     with cluster_client(workers, scheduler, round_timeout) as client:
         n_workers = len(client.scheduler_info()["workers"])
         P = partitions or n_workers
@@ -140,13 +156,6 @@ def train_distributed(
         per_round = P * m / n  # epochs per round
         max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
         eval_every = max(1, round(config.eval_every / per_round))
-        # the driver encoded the data once: each partition gets only its shard's arrays and the
-        # attribute count (crfsdca._partition.ArrayShard); no worker reads the corpus
-        train = inputs.train
-        fm = FeatureMap(train.n_attributes, train.n_labels, run["n_bias_rows"])
-        problem = Problem(
-            train=train, feature_map=fm, regularization=run["regularization"], name=inputs.name
-        )
         sdca_options = {k: v for k, v in options.items() if k not in (*DRIVER_OPTIONS, "sampling")}
         bar, callback = callback_factory(max_rounds)
         try:

@@ -257,16 +257,18 @@ def train(
         resume=resume_dir,
     )  # fmt: skip
     if graph is not None:
-        if workers or scheduler or checkpoint_dir or resume_dir:
-            raise click.UsageError(
-                "--graph runs in one process without checkpoints (no --workers, --scheduler,"
-                " --checkpoint or --resume)"
-            )
+        if checkpoint_dir or resume_dir:
+            raise click.UsageError("--graph runs without checkpoints (no --checkpoint or --resume)")
+        on_cluster = None
+        if workers or scheduler:
+            if solver != "sdca":
+                raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
+            on_cluster = cluster
         with errors_to_exit(verbose, flag_text):
             _check_config(run)
             with plain_warnings(quiet):
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
+                train_on_graph(run, graph, model_path, trace_path, as_json, quiet, on_cluster)
         return
     if scheduler is not None:
         from crfsdca.cli_distributed import scheduler_address
