@@ -24,14 +24,20 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def load_problem(args):
+    from crfsdca.distributed import DatasetShard
+
+    return DatasetShard(
+        args.dataset, 0, 1, data_dir=args.data_dir, max_sequences=args.max_sequences
+    ).load()
+
+
 def run(args, P: int, m_option: int) -> dict:
     import distributed
 
-    from crfsdca.distributed import DatasetShard, fit
+    from crfsdca.distributed import fit
 
-    spec = DatasetShard(
-        args.dataset, 0, 1, data_dir=args.data_dir, max_sequences=args.max_sequences
-    )
+    spec = load_problem(args)  # encoded once here; each worker gets its shard's arrays
     with (
         distributed.LocalCluster(
             n_workers=P,
@@ -58,6 +64,7 @@ def run(args, P: int, m_option: int) -> dict:
             seed=args.seed,
             eval_every=eval_every,
             round_timeout=3600,
+            variant=args.variant,
         )
         wall = time.perf_counter() - started
         peaks = client.run(peak_rss_mib)
@@ -88,7 +95,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=None, help="n, to size m = 0 (default 8936)")
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--local-updates", type=int, nargs="+", default=[100, 1000, 0])
+    parser.add_argument("--local-updates", type=int, nargs="+", default=[50, 100, 1000])
+    parser.add_argument("--variant", default="practical", help="aggregation: practical | sparse")
     parser.add_argument("--max-rounds", type=int, default=100000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory-limit-gib", type=float, default=8)

@@ -155,7 +155,7 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
     ]
     ck = tmp_path / "ck"
     proc = subprocess.Popen(
-        [*base, "--epochs", "6", "--checkpoint", str(ck)],
+        [*base, "--epochs", "6", "--checkpoint", str(ck), "--checkpoint-every", "1"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -282,3 +282,47 @@ def test_solver_states_round_trip_through_checkpoint_arrays(solver):
     assert set(again_arrays) == set(arrays)
     for name, array in arrays.items():
         np.testing.assert_array_equal(again_arrays[name], array)
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [(0.0, "every"), (1e9, "end")])
+def test_checkpoints_follow_the_wall_clock_cadence(seconds, expected):
+    """checkpoint_seconds = 0: one at every evaluation; a cadence longer than the run: only
+    the final one."""
+    from _synthetic import random_sequences
+
+    from crfsdca.estimators.model import SequenceCRF
+
+    calls = []
+    model = SequenceCRF(solver="sdca", seed=0, tol=0.0, max_epochs=4)
+    model.fit(
+        random_sequences(2, n=12, max_T=5),
+        checkpointer=lambda state, trace: calls.append(state.oracle_calls),
+        checkpoint_every=None,
+        checkpoint_seconds=seconds,
+    )
+    assert calls[-1] == 4 * 12  # the end state
+    assert len(calls) == (4 if expected == "every" else 1)
+
+
+def test_background_writer_saves_the_state_as_it_was_when_called(tmp_path):
+    from _synthetic import random_problem
+
+    from crfsdca.solvers.checkpoint import CheckpointWriter
+    from crfsdca.solvers.monitor import Monitor
+    from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
+
+    problem = random_problem(seed=1, n=8)
+    config = SDCAConfig(max_epochs=1, tol=0.0)
+    state = SDCA(config).solve(problem, Monitor(problem, "sdca", config)).state
+    expected = {k: v.copy() for k, v in state.to_checkpoint()[0].items()}
+    writer = CheckpointWriter(tmp_path / "ck", {"solver": "sdca"})
+    writer(state, Monitor(problem, "sdca", config).trace)
+    for array in state.to_checkpoint()[0].values():  # the solver goes on: live arrays change
+        array[...] = 0
+    writer.wait()
+    arrays, header = load_checkpoint(tmp_path / "ck")
+    assert header["state"]["oracle_calls"] == state.oracle_calls
+    restored = SDCAState.from_checkpoint(arrays, header["state"]).to_checkpoint()[0]
+    assert restored.keys() == expected.keys()
+    for key, value in expected.items():
+        np.testing.assert_array_equal(restored[key], value)

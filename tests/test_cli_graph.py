@@ -67,11 +67,30 @@ def test_train_tree_certifies_and_saves(tmp_path, solver):
     assert arrays["weights"].size == out["d"] == (header["n_attributes"] + 3) * 3 + 2 * 9
 
 
+@pytest.mark.slow  # a local Dask cluster
+@pytest.mark.timeout(300)
+def test_train_tree_on_two_workers_reaches_the_serial_optimum(tmp_path):
+    pytest.importorskip("distributed")
+    data = conllu(tmp_path / "train.conllu", SENTENCES)
+    common = ["train", str(data), "--graph", "tree", "--label", "upos", "--tol", "1e-6"]
+    runs = {}
+    for name, extra in (("serial", []), ("dask", ["--workers", "2", "--local-updates", "4"])):
+        result = CliRunner().invoke(main, [*common, *extra, "--json", "-q"])
+        assert result.exit_code == 0, result.output
+        runs[name] = json.loads(result.stdout.splitlines()[-1])
+    serial, dask = runs["serial"], runs["dask"]
+    assert (dask["partitions"], dask["graph"], dask["stop_reason"]) == (2, "tree", "tol")
+    assert dask["gap"] <= 1e-6 and serial["gap"] <= 1e-6
+    assert abs(dask["primal"] - serial["primal"]) <= 2e-6  # both certified within 1e-6
+
+
 def test_graph_misuse_is_one_line(tmp_path):
     data = conllu(tmp_path / "train.conllu", SENTENCES)
     common = ["train", str(data), "--graph", "tree"]
-    result = CliRunner().invoke(main, [*common, "--workers", "2"])
-    assert result.exit_code == 2 and "--graph runs in one process" in result.stderr
+    result = CliRunner().invoke(main, [*common, "--checkpoint", str(tmp_path / "ck")])
+    assert result.exit_code == 2 and "--graph runs without checkpoints" in result.stderr
+    result = CliRunner().invoke(main, [*common, "--workers", "2", "--solver", "lbfgs"])
+    assert result.exit_code == 2 and "--workers and --scheduler run --solver sdca" in result.stderr
     bad = conllu(tmp_path / "cycle.conllu", [[("a", "X", "X", 2), ("b", "X", "X", 1)]])
     result = CliRunner().invoke(main, ["train", str(bad), "--graph", "tree"])
     assert result.exit_code == 1

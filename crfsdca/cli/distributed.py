@@ -1,8 +1,10 @@
 """``crfsdca train ... --workers K`` / ``--scheduler tcp://HOST:PORT``: DisDCA on Dask.
 
-The driver loads the data once (for the encoder, the model file and the test scores); every
-partition's worker loads its own shard from a :class:`~crfsdca.distributed.DatasetShard`, so
-only a few strings cross the wire. ``--epochs`` counts passes over the data, as in a serial run.
+The driver loads and encodes the data once (the encoder, the model file and the test scores
+need it anyway) and sends each partition only its shard's encoded arrays
+(:class:`~crfsdca.distributed.partition.ArrayShard`): a worker's memory is its shard, its duals and
+w.
+``--epochs`` counts passes over the data, as in a serial run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from crfsdca.cli.common import json_value
 DRIVER_OPTIONS = ("max_epochs", "tol", "eval_every", "seed", "time_limit")
 INSTALL_HINT = "distributed training needs Dask: pip install 'crfsdca[distributed]'"
 
+
+#: SDCA steps per partition and round unless --local-updates says otherwise
+DEFAULT_LOCAL_UPDATES = 100
 
 #: seconds to reach the scheduler of --scheduler (apart from --round-timeout, which waits for work)
 CONNECT_TIMEOUT = 10.0
@@ -103,53 +108,60 @@ def cluster_client(workers: int | None, scheduler: str | None, timeout: float):
 
 
 def train_distributed(
+    run: dict[str, Any], inputs: Any, **cluster: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Run DisDCA on the chains of a ``crfsdca train`` run; (result, the summary's extra
+    fields). The driver encoded the data once: each partition gets only its shard's arrays and
+    the feature map (crfsdca.distributed.partition.ArrayShard); no worker reads the corpus."""
+    from crfsdca.features.feature_map import FeatureMap
+    from crfsdca.structures.problem import Problem
+
+    train = inputs.train
+    fm = FeatureMap(train.n_attributes, train.n_labels, run["n_bias_rows"])
+    problem = Problem(
+        train=train, feature_map=fm, regularization=run["regularization"], name=inputs.name
+    )
+    return fit_on_cluster(problem, run, **cluster)
+
+
+def fit_on_cluster(
+    problem: Any,
     run: dict[str, Any],
-    inputs: Any,
     *,
     workers: int | None,
     scheduler: str | None,
     partitions: int | None,
     local_updates: int | None,
     round_timeout: float,
-    checkpoint_dir: str | None,
-    resume: bool,
     callback_factory: Any,
+    checkpoint_dir: str | None = None,
+    resume: bool = False,
+    checkpoint_seconds: float = 300.0,
 ) -> tuple[Any, dict[str, Any]]:
-    """Run DisDCA for a ``crfsdca train`` run; returns (result, the summary's extra fields)."""
-    from crfsdca.distributed import DatasetShard, fit
+    """DisDCA on ``problem`` (chains, trees or junction trees) with the run's options."""
+    require_dask()
+    from crfsdca.distributed import fit
     from crfsdca.solvers.sdca import SDCAConfig
 
     options = dict(run["options"])
     config = SDCAConfig(seed=run["seed"], **options)
-    n = inputs.train.n_sequences
+    n = problem.n_sequences
     with cluster_client(workers, scheduler, round_timeout) as client:
         n_workers = len(client.scheduler_info()["workers"])
         P = partitions or n_workers
         if n < P:
             raise ValueError(f"--partitions {P} exceeds the {n} training sequences")
-        # default: 1,000 steps (or a pass over the shard, if shorter); longer local passes need
-        # more epochs (BENCHMARKS.md, distributed SDCA)
-        m = local_updates or min(1000, math.ceil(n / P))
+        # default: 100 steps (or a pass over the shard, if shorter): longer local rounds need
+        # more epochs (BENCHMARKS.md section 9: 20 at m = 100, 66 at m = 1,000 on CoNLL-2000)
+        m = local_updates or min(DEFAULT_LOCAL_UPDATES, math.ceil(n / P))
         per_round = P * m / n  # epochs per round
         max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
         eval_every = max(1, round(config.eval_every / per_round))
-        spec = DatasetShard(
-            run["dataset"],
-            0,
-            P,
-            fmt=run["fmt"],
-            template=run["template"],
-            data_dir=run["data_dir"],
-            max_sequences=run["max_sequences"],
-            n_bias_rows=run["n_bias_rows"],
-            regularization=run["regularization"],
-            label=run.get("label"),
-        )
         sdca_options = {k: v for k, v in options.items() if k not in (*DRIVER_OPTIONS, "sampling")}
         bar, callback = callback_factory(max_rounds)
         try:
             result = fit(
-                spec,
+                problem,
                 client,
                 P,
                 local_updates=m,
@@ -160,20 +172,31 @@ def train_distributed(
                 round_timeout=round_timeout,
                 eval_every=eval_every,
                 checkpoint_dir=checkpoint_dir,
+                checkpoint_seconds=checkpoint_seconds,
                 resume=resume,
                 callback=callback,
                 **sdca_options,
             )
         finally:
             bar.close()
+        peaks = client.run(peak_rss_mib)  # each worker process's peak resident memory
     extra = {
         "workers": n_workers,
         "partitions": P,
         "local_updates": m,
         "rounds": result.rounds,
         "seconds_communication": result.seconds_communication,
+        "worker_peak_rss_mib": max(peaks.values()),
     }
     return result, extra
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (Linux reports KiB, macOS bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
 def progress(total_rounds: int, quiet: bool):
@@ -265,7 +288,7 @@ def train_on_cluster(
     click.echo(
         f"  {extra['partitions']} partitions on {extra['workers']} workers, {extra['rounds']}"
         f" rounds of {extra['local_updates']} steps, {extra['seconds_communication']:.1f} s"
-        " communicating"
+        f" communicating, worker peak memory {extra['worker_peak_rss_mib']:.0f} MiB"
     )
     if result.stop_reason != "tol" and not quiet:
         click.echo(

@@ -83,8 +83,11 @@ def tree_data(corpus, nodes):
     return TreeData(nodes, trees_from_parents(corpus.heads, types))
 
 
-def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_json, quiet, bar):
-    """Train on CoNLL-U data as trees or chains; print the summary (as ``train`` does)."""
+def train_graph(
+    run: dict[str, Any], graph: str, *, model_path, trace_path, as_json, quiet, bar, cluster=None
+):
+    """Train on CoNLL-U data as trees or chains; print the summary (as ``train`` does).
+    ``cluster``: the options of ``cli_distributed.fit_on_cluster`` (SDCA on Dask)."""
     from crfsdca.cli.report import summary
     from crfsdca.evaluation import evaluate_data
     from crfsdca.features.attributes import make_encoder
@@ -119,12 +122,18 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
                           l1=run.get("l1", 0.0))  # fmt: skip
     cls = SOLVERS[solver_name]
     config = cls.config_class(seed=run["seed"], **run["options"])
-    progress, callback = bar(config.max_epochs)
-    monitor = Monitor(problem, solver_name, config, callback=callback, header={"graph": graph})
-    try:
-        result = cls(config).solve(problem, monitor)
-    finally:
-        progress.close()
+    extra: dict[str, Any] = {}
+    if cluster:
+        from crfsdca.cli.distributed import fit_on_cluster
+
+        result, extra = fit_on_cluster(problem, run, **cluster, callback_factory=bar)
+    else:
+        progress, callback = bar(config.max_epochs)
+        monitor = Monitor(problem, solver_name, config, callback=callback, header={"graph": graph})
+        try:
+            result = cls(config).solve(problem, monitor)
+        finally:
+            progress.close()
     scores = {}
     if problem.test is not None:
         scores = evaluate_data(problem.test, problem.test_oracle.predict(result.weights))
@@ -161,6 +170,7 @@ def train_graph(run: dict[str, Any], graph: str, *, model_path, trace_path, as_j
         scores=scores,
         model_path=model_path,
         graph=graph,
+        **extra,
     )
     return result, report
 
@@ -173,8 +183,8 @@ def dumps(summary: dict[str, Any]) -> str:
     return json.dumps({k: _finite(v) for k, v in summary.items()})
 
 
-def train_on_graph(run, graph, model_path, trace_path, as_json, quiet) -> None:
-    """``train --graph tree|chain`` (crfsdca.cli.graph)."""
+def train_on_graph(run, graph, model_path, trace_path, as_json, quiet, cluster=None) -> None:
+    """``train --graph tree|chain`` (crfsdca.cli.graph), on Dask with ``cluster``."""
     from crfsdca.cli.report import draw_plot, print_summary, progress
 
     result, summary = train_graph(
@@ -185,6 +195,7 @@ def train_on_graph(run, graph, model_path, trace_path, as_json, quiet) -> None:
         as_json=as_json,
         quiet=quiet,
         bar=lambda total: progress(total, quiet),
+        cluster=cluster,
     )
     draw_plot(result.trace)
     if as_json:

@@ -128,15 +128,23 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     "--checkpoint",
     "checkpoint_dir",
     default=None,
-    help="save the run's state here every --checkpoint-every epochs and on Ctrl-C",
+    help="save the run's state here every --checkpoint-seconds (or --checkpoint-every epochs),"
+    " at the end and on Ctrl-C; written from a copy in the background",
 )
 @click.option(
     "--checkpoint-every",
     type=float,
     callback=_finite,
-    default=1.0,
+    default=None,
+    help="epochs between checkpoints [by wall time: --checkpoint-seconds]",
+)
+@click.option(
+    "--checkpoint-seconds",
+    type=float,
+    callback=_finite,
+    default=300.0,
     show_default=True,
-    help="epochs between checkpoints",
+    help="wall-time seconds between checkpoints (a killed run loses at most this much)",
 )
 @click.option(
     "--resume",
@@ -165,7 +173,7 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     "--local-updates",
     type=click.IntRange(min=1),
     default=None,
-    help="distributed: SDCA steps per partition and round [1000, or one pass over the shard]",
+    help="distributed: SDCA steps per partition and round [100, or one pass over the shard]",
 )
 @click.option(
     "--round-timeout",
@@ -215,7 +223,8 @@ def train(
     score_test: str | None,
     plot_path: str | None,
     checkpoint_dir: str | None,
-    checkpoint_every: float,
+    checkpoint_every: float | None,
+    checkpoint_seconds: float,
     resume_dir: str | None,
     workers: int | None,
     scheduler: str | None,
@@ -277,16 +286,18 @@ def train(
         resume=resume_dir,
     )  # fmt: skip
     if graph is not None:
-        if workers or scheduler or checkpoint_dir or resume_dir:
-            raise click.UsageError(
-                "--graph runs in one process without checkpoints (no --workers, --scheduler,"
-                " --checkpoint or --resume)"
-            )
+        if checkpoint_dir or resume_dir:
+            raise click.UsageError("--graph runs without checkpoints (no --checkpoint or --resume)")
+        on_cluster = None
+        if workers or scheduler:
+            if solver != "sdca":
+                raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
+            on_cluster = cluster
         with errors_to_exit(verbose, flag_text):
             _check_config(run)
             with plain_warnings(quiet):
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                train_on_graph(run, graph, model_path, trace_path, as_json, quiet)
+                train_on_graph(run, graph, model_path, trace_path, as_json, quiet, on_cluster)
         return
     if scheduler is not None:
         from crfsdca.cli.distributed import scheduler_address
@@ -299,7 +310,14 @@ def train(
             _check_config(run)
             with plain_warnings(quiet):
                 train_on_cluster(
-                    run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
+                    run,
+                    {**cluster, "checkpoint_seconds": checkpoint_seconds},
+                    checkpoint_dir,
+                    resume_dir,
+                    model_path,
+                    trace_path,
+                    as_json,
+                    quiet,
                 )
         return
     for name in ("partitions", "local_updates"):
@@ -331,6 +349,7 @@ def train(
                 resume,
                 checkpoint_dir=checkpoint_dir,
                 checkpoint_every=checkpoint_every,
+                checkpoint_seconds=checkpoint_seconds,
                 model_path=model_path,
                 trace_path=trace_path,
                 score_test=score_test or ("every" if trace_path else "end"),
@@ -446,6 +465,7 @@ def _train(
     *,
     checkpoint_dir,
     checkpoint_every,
+    checkpoint_seconds,
     model_path,
     trace_path,
     score_test="end",
@@ -455,7 +475,7 @@ def _train(
     from crfsdca.cli.predict import check_labels
     from crfsdca.estimators.model import SequenceCRF
     from crfsdca.features.sources import load_inputs, train_fingerprint
-    from crfsdca.solvers.checkpoint import save_checkpoint
+    from crfsdca.solvers.checkpoint import CheckpointWriter
 
     inputs = load_inputs(
         run["dataset"],
@@ -488,9 +508,7 @@ def _train(
     max_epochs = model.solver_options.get("max_epochs") or _default(run["solver"], "max_epochs")
     checkpointer = None
     if checkpoint_dir:
-
-        def checkpointer(state, trace):
-            save_checkpoint(checkpoint_dir, state, trace, run)
+        checkpointer = CheckpointWriter(checkpoint_dir, run)
 
     bar, callback = progress(max_epochs, quiet)
     try:
@@ -502,6 +520,7 @@ def _train(
             callback=callback,
             checkpointer=checkpointer,
             checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
             state=resume["state"] if resume else None,
             records=resume["records"] if resume else None,
             score_test=score_test,
@@ -516,7 +535,7 @@ def _train(
     }
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:
-        checkpointer(result.state, result.trace)
+        checkpointer.now(result.state, result.trace)
     if trace_path:
         Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
         result.trace.to_jsonl(trace_path)
@@ -525,6 +544,8 @@ def _train(
         Path(model_path).parent.mkdir(parents=True, exist_ok=True)
         model.save(model_path)
     summary = _summary(model, inputs, model_path)
+    if checkpointer is not None:
+        checkpointer.wait()  # the last checkpoint was written while the test set was scored
     if as_json:
         click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
     else:

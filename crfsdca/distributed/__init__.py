@@ -1,10 +1,12 @@
 """Distributed SDCA (practical DisDCA, Yang 2013) on Dask: one actor per partition.
 
-Each round the driver sends the global ``w`` to every partition; each runs ``local_updates``
-SDCA steps on its own shard with the scale P (the number of partitions) and the global lambda
-n, on a local copy of ``w`` (:meth:`LocalSDCA.local_round`), and returns its Delta w. The driver
-sums them in partition order (bitwise reproducible) into a new ``w``, so ``w = w_hat(mu)`` holds
-throughout. Every ``eval_every`` rounds it reduces the partitions' scalar sums into the exact
+Every partition keeps a replica of the global ``w``. Each round the driver sends every
+partition the previous round's summed update (sparse: the rows it moved,
+``crfsdca.solvers.sparse_update``); each applies it and runs ``local_updates`` SDCA steps on its
+own shard with the scale P (the number of partitions) and the global lambda n, on a local copy
+of ``w``, and returns its Delta w on the rows it moved. The driver sums them in partition order
+(bitwise reproducible), so ``w = w_hat(mu)`` holds throughout on the driver and every
+replica. Every ``eval_every`` rounds it reduces the partitions' scalar sums into the exact
 primal, dual and gap (one trace record in the common format) and stops when the gap <= tol.
 
 The dual state never leaves the workers: a partition's marginals, gap estimates and RNG live in
@@ -32,11 +34,18 @@ from crfsdca.distributed.partition import ArrayShard, DatasetShard, PartitionSol
 from crfsdca.errors import WorkerLostError
 from crfsdca.io.modelfile import atomic_write_text
 from crfsdca.solvers.base import record_summary
+from crfsdca.solvers.checkpoint import DEFAULT_SECONDS
+from crfsdca.solvers.cocoa import attribute_counts, sequences_of
 from crfsdca.solvers.local import VARIANTS
 from crfsdca.solvers.sdca import SDCAConfig
+from crfsdca.solvers.sparse_update import aggregate, apply
 from crfsdca.solvers.trace import Trace, TraceRecord
 from crfsdca.structures.objectives import dual_value, primal_value
 from crfsdca.structures.problem import Problem
+
+#: how the partitions' updates are combined: the local step variants, and "sparse" (CoCoA+
+#: adding with the per-attribute sigma' of ``crfsdca.solvers.cocoa``)
+AGGREGATIONS = (*VARIANTS, "sparse")
 
 __all__ = ["DatasetShard", "DistributedResult", "WorkerLostError", "fit", "simulate"]
 
@@ -76,6 +85,7 @@ def fit(
     round_timeout: float = 600.0,
     eval_every: int = 1,
     checkpoint_dir: str | None = None,
+    checkpoint_seconds: float = DEFAULT_SECONDS,
     resume: bool = False,
     variant: str = "practical",
     callback: Callable[[TraceRecord], None] | None = None,
@@ -87,9 +97,11 @@ def fit(
     worker) or a :class:`DatasetShard` template (each worker loads its own shard; ``index`` and
     ``n_partitions`` are filled in). ``n_partitions`` defaults to the number of workers.
     ``sdca_options`` are fields of :class:`SDCAConfig` (``non_uniformity``,
-    ``line_search_tol``, ...). With ``checkpoint_dir`` every partition saves its state at each
-    evaluation; ``resume=True`` starts each partition from its checkpoint (or afresh where it
-    has none) and rebuilds w as the sum of the partitions' contributions.
+    ``line_search_tol``, ...). With ``checkpoint_dir`` every partition writes its state in the
+    background at the first evaluation after each ``checkpoint_seconds`` of wall time (0: at
+    every evaluation), and at the end of a run stopped above ``tol``; ``resume=True`` starts
+    every partition from the last committed checkpoint (or afresh when there is none) and
+    rebuilds w as the sum of the partitions' contributions.
     """
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:
@@ -104,7 +116,7 @@ def fit(
             specs[k],
             **kwargs[k],
             checkpoint_dir=checkpoint_dir,
-            resume=resume,
+            resume=saved_round(checkpoint_dir) if resume else None,
             actor=True,
             workers=[workers[k % len(workers)]],
             pure=False,
@@ -130,6 +142,7 @@ def simulate(
     seed: int = 0,
     eval_every: int = 1,
     checkpoint_dir: str | None = None,
+    checkpoint_seconds: float = DEFAULT_SECONDS,
     resume: bool = False,
     variant: str = "practical",
     callback: Callable[[TraceRecord], None] | None = None,
@@ -140,8 +153,9 @@ def simulate(
     P = n_partitions
     _check(P, local_updates, max_rounds, variant, eval_every, 1.0)
     specs, kwargs = _partition_args(data, P, seed, sampling, tol, variant, sdca_options)
+    start = saved_round(checkpoint_dir) if resume else None
     handles = [
-        _Local(PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=resume))
+        _Local(PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=start))
         for k in range(P)
     ]
     result = _drive(handles, _driver_options(locals()))
@@ -157,6 +171,7 @@ def _driver_options(scope: dict[str, Any]) -> dict[str, Any]:
     out.update(
         n_partitions=scope["P"],
         checkpoint_dir=scope["checkpoint_dir"],
+        checkpoint_seconds=scope["checkpoint_seconds"],
         resume=scope["resume"],
         callback=scope["callback"],
         variant=scope["variant"],
@@ -173,6 +188,10 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     lam = lam_n / n
     contributions = [h.call("primal_contribution") for h in handles]
     w = np.add.reduce(contributions) if P > 1 else contributions[0].copy()
+    for h in handles:  # each partition keeps a replica of w; rounds send sparse updates
+        h.call("set_weights", w)
+    A, K = info[0]["n_attributes"], info[0]["n_labels"]
+    pending: list[Any] = [None]  # the last round's summed update, not yet sent to the partitions
     trace = Trace(
         header={
             "solver": "disdca",
@@ -192,9 +211,22 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         rounds, spent = saved["round"], saved["seconds"]
         communication = saved["seconds_communication"]
         trace.records[:] = [TraceRecord.from_json(r) for r in saved["records"]]
+    checkpoints = None
+    if state_path is not None:
+        checkpoints = _Checkpoints(state_path, handles, opts["checkpoint_seconds"])
+
+    def snapshot() -> dict[str, Any]:
+        """What driver.json records of the run so far."""
+        return {
+            "round": rounds,
+            "seconds": spent,
+            "seconds_communication": communication,
+            "records": [r.to_json() for r in trace.records],
+        }
 
     def evaluate() -> TraceRecord:
-        terms = [h.call("objective_terms", w) for h in handles]
+        terms = [h.call("objective_terms", pending[0]) for h in handles]
+        pending[0] = None
         total = {k: sum(t[k] for t in terms) for k in terms[0]}
         wsq = float(w @ w)
         primal = primal_value(lam, wsq, total["loss"], n)
@@ -220,25 +252,18 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         trace.append(record)
         if opts["callback"] is not None:
             opts["callback"](record)
-        if state_path is not None:
-            for h in handles:
-                h.call("checkpoint")
-            saved = {
-                "round": rounds,
-                "seconds": spent,
-                "seconds_communication": communication,
-                "records": [r.to_json() for r in trace.records],
-            }
-            atomic_write_text(state_path / "driver.json", json.dumps(saved))
+        if checkpoints is not None:
+            checkpoints.due(rounds, snapshot())
         return record
 
     record = evaluate()  # also after a resume: w was rebuilt from the partitions' duals
     reason = "tol" if record.gap <= opts["tol"] else "max_rounds"
     while reason != "tol" and rounds < opts["max_rounds"]:
         began = time.perf_counter()
-        sent = [h.send("local_round", w, m) for h in handles]
+        sent = [h.send("local_round", pending[0], m) for h in handles]
         results = [s.result() for s in sent]  # partition order: bitwise reproducible
-        w = w + np.add.reduce([r[0] for r in results])  # a new array: never written in place
+        pending[0] = aggregate([r[0] for r in results])
+        apply(w, pending[0], A, K)  # the driver's own w: no partition holds it
         rounds += 1
         took = time.perf_counter() - began
         spent += took
@@ -247,6 +272,8 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
             record = evaluate()
             if math.isfinite(record.gap) and record.gap <= opts["tol"]:
                 reason = "tol"
+    if checkpoints is not None:  # a run stopped above tol can be continued from its end
+        checkpoints.finish(rounds, None if reason == "tol" else snapshot())
     return DistributedResult(
         weights=w,
         trace=trace,
@@ -256,6 +283,54 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         seconds_communication=communication,
         info=info,
     )
+
+
+class _Checkpoints:
+    """The driver's side of checkpoints: every ``seconds`` of wall time (at an evaluation)
+    each partition starts writing its state in the background; once all have written that
+    round, ``driver.json`` (round, clock, trace) commits it and older files are deleted. A
+    lost worker or a killed driver loses at most one interval and a write."""
+
+    def __init__(self, path: Path, handles: Sequence[Any], seconds: float) -> None:
+        self.path, self.handles, self.seconds = path, handles, seconds
+        self.last = time.perf_counter()
+        self.flight: tuple[int, dict[str, Any]] | None = None  # started, not yet committed
+
+    def due(self, round_: int, saved: dict[str, Any], force: bool = False) -> None:
+        self.commit(wait=False)
+        if self.flight is None and (force or time.perf_counter() - self.last >= self.seconds):
+            for h in self.handles:
+                h.call("checkpoint", round_)
+            self.flight, self.last = (round_, saved), time.perf_counter()
+
+    def commit(self, wait: bool) -> None:
+        if self.flight is None:
+            return
+        round_, saved = self.flight
+        done = [h.call("checkpoint_done", wait) for h in self.handles]
+        if all(d == round_ for d in done):
+            atomic_write_text(self.path / "driver.json", json.dumps(saved))
+            for h in self.handles:
+                h.call("prune", round_)
+            self.flight = None
+
+    def finish(self, round_: int, saved: dict[str, Any] | None) -> None:
+        """Commit the write under way; with ``saved``, then write and commit the end state."""
+        self.commit(wait=True)
+        if saved is not None and saved["round"] != self._committed():
+            self.due(round_, saved, force=True)
+            self.commit(wait=True)
+
+    def _committed(self) -> int | None:
+        return saved_round(str(self.path))
+
+
+def saved_round(checkpoint_dir: str | None) -> int | None:
+    """The round of the last committed checkpoint in ``checkpoint_dir`` (None: none)."""
+    if checkpoint_dir is None:
+        return None
+    path = Path(checkpoint_dir, "driver.json")
+    return json.loads(path.read_text())["round"] if path.exists() else None
 
 
 # -- partition handles -------------------------------------------------------------------------
@@ -332,8 +407,8 @@ def _check(P, local_updates, max_rounds, variant, eval_every, round_timeout) -> 
         raise ValueError(f"eval_every must be >= 1; got {eval_every}")
     if not round_timeout > 0:
         raise ValueError(f"round_timeout must be > 0; got {round_timeout}")
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+    if variant not in AGGREGATIONS:
+        raise ValueError(f"variant must be one of {', '.join(AGGREGATIONS)}; got {variant!r}")
 
 
 def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
@@ -346,17 +421,18 @@ def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
     config = SDCAConfig(sampling=sampling, tol=tol, seed=seed, **sdca_options).as_dict()
     seeds = np.random.SeedSequence(seed).spawn(P)  # by partition index, never by worker
     if isinstance(data, Problem):
-        n, lam = data.n_sequences, data.regularization
+        n = data.n_sequences
         if n < P:
             raise ValueError(f"n_partitions ({P}) exceeds the number of sequences ({n})")
-        bias = data.feature_map.n_bias_rows
-        specs = [
-            ArrayShard(data.train.subset(shard_indices(n, P, k)), bias, n, lam, data.name)
-            for k in range(P)
-        ]
+        specs = [ArrayShard.of(data, shard_indices(n, P, k)) for k in range(P)]
+        if variant == "sparse":
+            ids = [sequences_of(spec.train).attr_ids for spec in specs]
+            counts = attribute_counts(ids, sequences_of(data.train).n_attributes)
     elif isinstance(data, DatasetShard):
         from dataclasses import replace
 
+        if variant == "sparse":
+            raise ValueError("the sparse aggregation needs the data in memory (a Problem)")
         specs = [replace(data, index=k, n_partitions=P) for k in range(P)]
     else:
         raise TypeError(f"data must be a Problem or a DatasetShard; got {type(data).__name__}")
@@ -364,4 +440,7 @@ def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
         {"index": k, "n_partitions": P, "config": config, "seed": seeds[k], "variant": variant}
         for k in range(P)
     ]
+    if variant == "sparse":
+        for k in range(P):
+            kwargs[k]["attribute_counts"] = counts
     return specs, kwargs

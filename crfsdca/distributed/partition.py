@@ -5,17 +5,21 @@ This module never imports dask: a :class:`PartitionSolver` is a plain object tha
 that the tests compare with. It lives in an importable module so that numba's cache and the
 scheduler's unpickling work on every worker.
 
-A shard comes from a small spec: :class:`ArrayShard` carries the shard's arrays (the Python
-API with data in memory), :class:`DatasetShard` names a dataset that the worker loads and
-encodes itself (the CLI), so only a few strings cross the wire. Either way feature numbering is
-global: the encoder is fitted on the whole training set, and block ``index`` of
-``np.array_split(range(n), n_partitions)`` is the partition's.
+A shard comes from a spec: :class:`ArrayShard` carries the shard's encoded arrays and the
+global feature map (the driver encodes the data once; the CLI and ``fit(problem, ...)`` do
+this, and a worker's memory is then its shard, duals and w). :class:`DatasetShard` names a
+dataset that every worker loads and encodes whole, keeping its block (only strings cross the
+wire, but every worker holds the whole corpus while it encodes). Either way feature numbering
+is global, and block ``index`` of ``np.array_split(range(n), n_partitions)`` is the
+partition's. Between rounds a partition keeps a replica of w and exchanges sparse updates
+(``crfsdca.solvers.sparse_update``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +29,10 @@ from numpy.typing import NDArray
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.modelfile import load_model, save_model
+from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
 from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
+from crfsdca.solvers.sparse_update import Update, apply, attribute_block, touched_rows
 from crfsdca.structures.problem import Problem
 
 
@@ -35,25 +41,64 @@ def shard_indices(n: int, n_partitions: int, index: int) -> NDArray[np.int64]:
     return np.array_split(np.arange(n), n_partitions)[index]
 
 
+def subset_train(train: Any, indices: NDArray[np.integer]) -> Any:
+    """The examples at ``indices`` of chain (:class:`SequenceData`), tree or junction data."""
+    if isinstance(train, SequenceData):
+        return train.subset(indices)
+    graphs = tuple(train.graphs[int(i)] for i in indices)
+    return replace(train, nodes=train.nodes.subset(indices), graphs=graphs)
+
+
 @dataclass(frozen=True)
 class ArrayShard:
-    """A shard shipped as arrays: its sequences and the global n and lambda."""
+    """A shard shipped as arrays: its encoded examples, the global feature map (hence the
+    attribute count), the global n and lambda, and the problem type (chain, tree, junction)."""
 
-    train: SequenceData
-    n_bias_rows: int
+    train: Any  # SequenceData, TreeData or JunctionData
+    feature_map: FeatureMap
     n_total: int
     regularization: float
     name: str = ""
+    kind: str = "chain"
+
+    @classmethod
+    def of(cls, problem: Problem, indices: NDArray[np.integer]) -> ArrayShard:
+        """Shard ``indices`` of ``problem`` (the driver encodes once; workers get arrays)."""
+        return cls(
+            subset_train(problem.train, indices),
+            problem.feature_map,
+            problem.n_sequences,
+            float(problem.regularization),
+            problem.name,
+            _kind(problem),
+        )
 
     def load(self) -> Problem:
-        fm = FeatureMap(self.train.n_attributes, self.train.n_labels, self.n_bias_rows)
         lam_n = self.regularization * self.n_total
-        return Problem(
+        n = sequences_of(self.train).n_sequences
+        cls = _problem_class(self.kind)
+        return cls(
             train=self.train,
-            feature_map=fm,
-            regularization=lam_n / self.train.n_sequences,
+            feature_map=self.feature_map,
+            regularization=lam_n / n,
             name=self.name,
         )
+
+
+def _kind(problem: Problem) -> str:
+    return problem.structure.kind
+
+
+def _problem_class(kind: str) -> type:
+    if kind == "junction":
+        from crfsdca.structures.junction import JunctionProblem
+
+        return JunctionProblem
+    if kind == "tree":
+        from crfsdca.structures.tree import TreeProblem
+
+        return TreeProblem
+    return Problem
 
 
 @dataclass(frozen=True)
@@ -106,20 +151,38 @@ class PartitionSolver:
         seed: np.random.SeedSequence,
         variant: str = "practical",
         checkpoint_dir: str | None = None,
-        resume: bool = False,
+        resume: int | None = None,
+        attribute_counts: NDArray[np.int64] | None = None,
     ) -> None:
         self.index, self.variant = index, variant
-        self.problem = spec.load()
+        problem = spec.load()
+        self.coords = None  # "sparse": c of crfsdca.solvers.cocoa (kernel coordinates w / c)
+        if variant == "sparse":
+            if attribute_counts is None:
+                raise ValueError("the sparse aggregation needs the attribute counts s_j")
+            fm = problem.feature_map
+            self.coords = coordinate_scale(
+                attribute_counts, n_partitions, fm.n_labels, fm.n_features
+            )
+            train = scaled_train(problem.train, attribute_counts, n_partitions)
+            problem = replace(problem, train=train)
+        self.problem = problem
         self.config = SDCAConfig(**config)
-        path = None if checkpoint_dir is None else Path(checkpoint_dir, f"partition-{index}.npz")
-        self.checkpoint_path = path
-        if resume and path is not None and path.exists():
+        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self._writer: threading.Thread | None = None
+        self._written: int | None = None  # round of the last complete checkpoint write
+        self._write_error: BaseException | None = None
+        if resume is not None and self.checkpoint_dir is not None:
+            path = partition_file(self.checkpoint_dir, index, resume)
             arrays, header = load_model(str(path))
             state = SDCAState.from_checkpoint(arrays, header["state"])
         else:
             state = SDCA(self.config).initial_state(self.problem)
             state.rng_state = np.random.default_rng(seed).bit_generator.state
         self.local = LocalSDCA(self.problem, self.config, state, scale=n_partitions)
+        fm = self.problem.feature_map
+        self.shape = (fm.n_attributes, fm.n_labels)  # the attribute rows of w
+        self.w = np.zeros(0)  # the replica of the global w (set_weights)
 
     def info(self) -> dict[str, Any]:
         fm = self.problem.feature_map
@@ -130,16 +193,63 @@ class PartitionSolver:
             "lambda_n": self.local.lam_n,
             "pid": os.getpid(),
             "dual_bytes": self.local.state.dual.nbytes,
+            "n_attributes": fm.n_attributes,
+            "n_labels": fm.n_labels,
         }
 
-    def local_round(self, w: NDArray[np.float64], n_steps: int) -> tuple[np.ndarray, float]:
-        """(Delta w of this partition, seconds spent computing it)."""
-        start = _clock()
-        delta = self.local.local_round(w, n_steps, self.variant)
-        return delta, _clock() - start
+    def set_weights(self, w: NDArray[np.float64]) -> None:
+        """Start this partition's replica of the global w (a copy; ``w`` is never written)."""
+        self.w = np.array(w, dtype=np.float64, copy=True)
+        d = self.local.state.dual
+        d.weights = self.w.copy() if self.coords is None else self.w / self.coords
 
-    def objective_terms(self, w: NDArray[np.float64]) -> dict[str, float]:
+    def local_round(self, update: Update | None, n_steps: int) -> tuple[Update, float]:
+        """Apply the driver's last summed update to the replica of w, run ``n_steps`` steps;
+        returns (this partition's Delta w as a sparse update, seconds spent computing it).
+
+        The steps move the kernel's local copy u (= w, or w / c for "sparse") with the scale
+        P; Delta w = (u - w) / P on the rows the steps moved (divided by c for "sparse").
+        """
+        self._apply(update)
+        start = _clock()
+        if self.variant not in ("practical", "sparse"):  # comparison variants: dense
+            delta = self.local.local_round(self.w, n_steps, self.variant)
+            return (None, delta, None), _clock() - start
+        A, K = self.shape
+        self.local.take_steps(n_steps, scale=self.local.scale)
+        rows = touched_rows(sequences_of(self.problem.train), self.local.visited)
+        u, w, P = self.local.state.dual.weights, self.w, self.local.scale
+        u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
+        if self.coords is None:
+            values = (u_rows - w_rows) / P
+        else:
+            c = attribute_block(self.coords, A, K)[rows]
+            values = (u_rows - w_rows / c) / P / c
+        tail = (u[A * K :] - w[A * K :]) / P
+        return (rows, values, tail), _clock() - start
+
+    def _apply(self, update: Update | None) -> None:
+        """w += update on the replica, and the kernel's copy u reset to w on those rows."""
+        if update is None:
+            return
+        A, K = self.shape
+        apply(self.w, update, A, K)
+        rows, _, _ = update
+        u, w = self.local.state.dual.weights, self.w
+        if rows is None:
+            u[:] = w if self.coords is None else w / self.coords
+            return
+        w_rows = attribute_block(w, A, K)[rows]
+        if self.coords is not None:
+            w_rows = w_rows / attribute_block(self.coords, A, K)[rows]
+        attribute_block(u, A, K)[rows] = w_rows
+        u[A * K :] = w[A * K :]
+
+    def objective_terms(self, update: Update | None) -> dict[str, float]:
+        """Shard sums at the global w (this replica after ``update``)."""
+        self._apply(update)
         st = self.local.state
+        w = self.w if self.coords is None else self.w / self.coords
         return {
             **self.local.objective_terms(w),
             "oracle_calls": float(st.oracle_calls),
@@ -147,16 +257,58 @@ class PartitionSolver:
         }
 
     def primal_contribution(self) -> NDArray[np.float64]:
-        return self.local.primal_contribution()
+        v = self.local.primal_contribution()
+        return v if self.coords is None else v / self.coords
 
-    def checkpoint(self) -> None:
-        """Write this partition's state atomically (.npz + JSON, no pickle)."""
-        if self.checkpoint_path is None:
+    def checkpoint(self, round_: int) -> None:
+        """Start writing this partition's state at round ``round_`` (.npz + JSON, no pickle,
+        atomic) from a copy, in a background thread: the next round need not wait."""
+        if self.checkpoint_dir is None:
             return
-        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_done()
         self.local.state.counters = dict(self.local.counters)
         arrays, header = self.local.state.to_checkpoint()
-        save_model(str(self.checkpoint_path), arrays, {"state": header, "index": self.index})
+        arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
+        header = {"state": header, "index": self.index, "round": round_}
+        path = partition_file(self.checkpoint_dir, self.index, round_)
+        self._writer = threading.Thread(
+            target=self._write, args=(path, arrays, header, round_), name="crfsdca-checkpoint"
+        )
+        self._writer.start()
+
+    def checkpoint_done(self, wait: bool = True) -> int | None:
+        """The round of the last complete write (None: none yet, or one under way and not
+        ``wait``); raises the write's error."""
+        if self._writer is not None:
+            if not wait and self._writer.is_alive():
+                return None
+            self._writer.join()
+            self._writer = None
+        if self._write_error is not None:
+            error, self._write_error = self._write_error, None
+            raise error
+        return self._written
+
+    def prune(self, keep: int) -> None:
+        """Delete this partition's checkpoint files other than round ``keep``'s."""
+        if self.checkpoint_dir is None:
+            return
+        for path in self.checkpoint_dir.glob(f"partition-{self.index}-r*.npz"):
+            if path != partition_file(self.checkpoint_dir, self.index, keep):
+                path.unlink(missing_ok=True)
+
+    def _write(self, path: Path, arrays: dict, header: dict, round_: int) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_model(str(path), arrays, header)
+            self._written = round_
+        except BaseException as err:  # noqa: BLE001 - raised by checkpoint_done()
+            self._write_error = err
+
+
+def partition_file(directory: Path, index: int, round_: int) -> Path:
+    """Partition ``index``'s checkpoint at round ``round_``."""
+    return Path(directory, f"partition-{index}-r{round_}.npz")
 
 
 def _clock() -> float:

@@ -158,7 +158,8 @@ class SequenceCRF:
         callback: Callable[[TraceRecord], None] | None = None,
         state: object = None,
         checkpointer: Callable[[object, Any], None] | None = None,
-        checkpoint_every: float = 1.0,
+        checkpoint_every: float | None = 1.0,
+        checkpoint_seconds: float | None = None,
         records: list[dict[str, Any]] | None = None,
         dropped: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
         score_test: str = "every",
@@ -171,7 +172,8 @@ class SequenceCRF:
         or both :class:`~crfsdca.structures.junction.JunctionData` (one block per factor type);
         with ``order=2``, SequenceData train as second-order chains.
         ``state`` continues a run (e.g. from a checkpoint, whose trace ``records`` are put back
-        first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs.
+        first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs
+        and/or every ``checkpoint_seconds`` of wall time (None: not by that measure).
         ``dropped`` completes CRFsuite's sparse model (see
         :func:`crfsdca.features.observed_features`).
         """
@@ -185,6 +187,7 @@ class SequenceCRF:
             callback=callback,
             checkpointer=checkpointer,
             checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
             score_test=score_test,
         )
         if records:

@@ -177,6 +177,8 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
     example i, and stats = [newton iterations, line searches, line-search failures, cycles in
     the line search, cycles in all, cycles in the oracle, cycles in the block gap,
     single-precision predictor evaluations]. The cycle counts let the caller split its wall time.
+    On return ``draws[s, 0]`` holds the example of step s (s < steps done): the rows of w that
+    the steps moved, for a distributed round's sparse Delta w.
     """
     code, tree, mult = sampler.code, sampler.tree, sampler.multipliers
     gaps = dual.gaps
@@ -187,6 +189,7 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
     gap_sum = gaps.sum()
     for s in range(draws.shape[0]):
         i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
+        draws[s, 0] = i  # the draw is used: record the example stepped on
         g, gamma, its, status, phase_cycles, n32 = _step(i, structure, dual, w, params, ws, prox)
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]

@@ -76,6 +76,7 @@ class LocalSDCA:
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
+        self.visited = np.zeros(0, np.int64)
         self._epochs_done = state.oracle_calls / self.n
 
     def _elastic_net(self, dual) -> Any:
@@ -139,6 +140,7 @@ class LocalSDCA:
         start = time.perf_counter()
         done, status, stats = sdca_epoch.run_steps(self.kernel_args(draws, stop_gap, scale))
         elapsed = time.perf_counter() - start
+        self.visited = draws[:done, 0].astype(np.int64)  # the examples stepped on
         self._check_status(status)
         st.oracle_calls += done
         st.updates += done

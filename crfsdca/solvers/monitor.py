@@ -43,7 +43,8 @@ class Monitor:
         score_test: str = "every",
         header: dict[str, Any] | None = None,
         checkpointer: Callable[[Any, Trace], None] | None = None,
-        checkpoint_every: float = 1.0,
+        checkpoint_every: float | None = 1.0,
+        checkpoint_seconds: float | None = None,
     ) -> None:
         self.problem = problem
         self.solver_name = solver_name
@@ -69,8 +70,10 @@ class Monitor:
             }
         )
         self.checkpointer = checkpointer
-        self.checkpoint_every = checkpoint_every
-        self._next_checkpoint = checkpoint_every
+        self.checkpoint_every = checkpoint_every  # epochs (None: not by epochs)
+        self._next_checkpoint = math.inf if checkpoint_every is None else checkpoint_every
+        self.checkpoint_seconds = checkpoint_seconds  # wall time (None: not by time)
+        self._last_checkpoint = time.perf_counter()
         self._epoch = 0.0
         self.stop_reason = ""
         self._elapsed = 0.0
@@ -113,12 +116,20 @@ class Monitor:
             self._next_checkpoint += self.checkpoint_every
 
     def checkpoint(self, state: Any, final: bool = False) -> None:
-        """Hand ``state`` and the trace to the checkpointer when one is due (or at the end)."""
+        """Hand ``state`` and the trace to the checkpointer when one is due: every
+        ``checkpoint_every`` epochs, every ``checkpoint_seconds`` of wall time, or at the end."""
         if self.checkpointer is None:
             return
-        if final or self._epoch + 1e-12 >= self._next_checkpoint:
+        now = time.perf_counter()
+        timed = self.checkpoint_seconds is not None
+        if (
+            final
+            or self._epoch + 1e-12 >= self._next_checkpoint
+            or (timed and now - self._last_checkpoint >= self.checkpoint_seconds)
+        ):
             with self.paused():
                 self.checkpointer(state, self.trace)
+            self._last_checkpoint = time.perf_counter()
             while self._next_checkpoint <= self._epoch + 1e-12:
                 self._next_checkpoint += self.checkpoint_every
 
