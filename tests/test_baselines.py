@@ -18,10 +18,11 @@ from crfsdca.kernels import oeg as oeg_kernels
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor
-from crfsdca.solvers.oeg import OEG, OEGConfig, gibbs_start
+from crfsdca.solvers.oeg import OEG, OEGConfig
 from crfsdca.solvers.oeg import _Runner as OEGRunner
 from crfsdca.solvers.sag_nus import SAGNUS, SAGNUSConfig, SAGNUSSkipConfig
 from crfsdca.solvers.sag_nus import _Runner as SAGRunner
+from crfsdca.structures.dual import gibbs_start
 from crfsdca.structures.problem import Problem
 
 BASELINES = ["sag-nus", "sag-nus-skip", "oeg"]

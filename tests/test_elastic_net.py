@@ -397,7 +397,7 @@ def test_crf_refuses_a_bad_c1_in_one_line(kw, message):
 def _cli(*args):
     from click.testing import CliRunner
 
-    from crfsdca.cli import main
+    from crfsdca.cli.main import main
 
     return CliRunner().invoke(main, [str(a) for a in args])
 
