@@ -19,7 +19,7 @@ here, on contiguous rows of K entries, instead of the generic kernels' projectio
 
 Same tolerance rule as ``kernels.junction_scaled``: a message normaliser or a marginal below
 ``TINY`` (or not finite) returns ok False and the caller runs the generic oracle (scaled, then
-log space). Workspace ``ows = (Q, E2, fin (T, K^2), H, g, e (T, K), S, R)``.
+log space). Workspace ``ows = (Q, E2, fin (T, K^2), H, g, e (T, K), S / F^T, R)``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.fastmath import fast_exp, fast_log_normal
+from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log_normal, max_num
 from crfsdca.kernels.junction_batch import node_unary
 from crfsdca.kernels.junction_scaled import TINY
+from crfsdca.kernels.rowops import rows_sum
 
 
 @njit(cache=True, nogil=True)
@@ -43,22 +44,24 @@ def make_workspace(max_len, K, enabled):
 
 @njit(cache=True, nogil=True)
 def _factor_tables(w, woff, K, Q, E2):
-    """Q = exp(W_3[a, b, c] + W_2[b, c] - M), E2 = exp(W_2 - m2); returns (M, m2)."""
+    """Q[(b K + a) K + c] = exp(W_3[a, b, c] + W_2[b, c] - M) (rows ordered by b, then a, so
+    that the forward pass sums K contiguous rows per b), E2 = exp(W_2 - m2); returns (M, m2)."""
     b2, b3 = woff[0], woff[1]
     KK = K * K
     m2 = w[b2]
     for j in range(KK):
-        m2 = max(m2, w[b2 + j])
+        m2 = max_num(m2, w[b2 + j])
     M = w[b3] + w[b2]
     for a in range(K):
         for j in range(KK):
-            M = max(M, w[b3 + a * KK + j] + w[b2 + j])
+            M = max_num(M, w[b3 + a * KK + j] + w[b2 + j])
     for j in range(KK):
         E2[j] = fast_exp(w[b2 + j] - m2)
     for a in range(K):
-        o = a * KK
-        for j in range(KK):
-            Q[o + j] = fast_exp(w[b3 + o + j] + w[b2 + j] - M)
+        for b in range(K):
+            src, dst, o = b3 + (a * K + b) * K, (b * K + a) * K, b2 + b * K
+            for c in range(K):
+                Q[dst + c] = fast_exp(w[src + c] + w[o + c] - M)
     return M, m2
 
 
@@ -67,7 +70,7 @@ def _normalise_max(x, n):
     """x[:n] /= max(x[:n]); returns the log of the max (nan when it is not > TINY)."""
     top = 0.0
     for j in range(n):
-        top = max(top, x[j])
+        top = max_num(top, x[j])
     if not (top > TINY and np.isfinite(top)):
         return np.nan
     inv = 1.0 / top
@@ -79,12 +82,12 @@ def _normalise_max(x, n):
 @njit(cache=True, nogil=True)
 def _probabilities(nu, lnu, lo, n, inv):
     """nu[lo:lo+n] = min(nu * inv, 1), lnu = log nu; False when one falls below TINY."""
-    low = 1.0
+    neg_low = -1.0
     for j in range(lo, lo + n):
         p = min(nu[j] * inv, 1.0)
         nu[j] = p
-        low = min(low, p)
-    if not low >= TINY:
+        neg_low = max_num(neg_low, -p)
+    if not -neg_low >= TINY:
         return False
     for j in range(lo, lo + n):
         lnu[j] = fast_log_normal(nu[j])
@@ -95,7 +98,7 @@ def _probabilities(nu, lnu, lo, n, inv):
 def block_marginals(s, i, w, ows, unary, nu, lnu):
     """(log Z_i, ok) of second-order chain i (T >= 3 nodes) at w; when ok, its clique and
     separator marginals (each >= TINY) into nu and their logs into lnu (region-local)."""
-    Q, E2, fin, H, g, e = ows[:6]
+    Q, E2, fin, H, g, e, fT = ows[:7]  # fT (F^T) shares S's buffer
     A, K, n_bias = s.dims
     KK = K * K
     jt = s.jt
@@ -122,12 +125,11 @@ def block_marginals(s, i, w, ows, unary, nu, lnu):
     log_z += scale
     for t in range(T - 3):  # fin[t + 1][b, c] = e_{t+2}[c] sum_a fin[t][a, b] Q[a, b, c]
         f, out = fin[t], fin[t + 1]
-        out[:] = 0.0
         for a in range(K):
             for b in range(K):
-                x, q, o = f[a * K + b], (a * K + b) * K, b * K
-                for c in range(K):
-                    out[o + c] += x * Q[q + c]
+                fT[b * K + a] = f[a * K + b]
+        for b in range(K):
+            rows_sum(out[b * K : b * K + K], Q, None, fT, b * K, b * K + K, K)
         for b in range(K):
             for c in range(K):
                 out[b * K + c] *= e[t + 2, c]
@@ -144,11 +146,12 @@ def block_marginals(s, i, w, ows, unary, nu, lnu):
         for a in range(K):
             for b in range(K):
                 x, q, o = f[a * K + b], (a * K + b) * K, b * K
+                qt = (b * K + a) * K
                 acc = 0.0
                 for c in range(K):
-                    r = Q[q + c] * H[o + c]
+                    r = Q[qt + c] * H[o + c]
                     nu[t0 + q + c] = x * r
-                    acc += r
+                    acc = add_reassoc(acc, r)
                 g[a * K + b] = acc
                 total += x * acc
         if not (total > 0.0 and np.isfinite(total)):
@@ -221,13 +224,15 @@ def direction(s, i, mu, nu, dws, ows):
         for a in range(K):
             for b in range(K):
                 q, o = (a * K + b) * K, b * K
-                acc = 0.0
                 for c in range(K):
                     d = nu[t0 + q + c] - mu[t0 + q + c]
                     fdiff[b3 + q + c] += d
                     S[o + c] += d
-                    acc += d
-                R[a * K + b] = acc
+                if t == 0:
+                    acc = 0.0
+                    for c in range(K):
+                        acc += nu[t0 + q + c] - mu[t0 + q + c]
+                    R[a * K + b] = acc
         pk[:] = 0.0
         for b in range(K):
             for c in range(K):
@@ -249,10 +254,10 @@ def direction(s, i, mu, nu, dws, ows):
     sq = 0.0
     for r in range(U):
         for k in range(K):
-            sq += rows[r, k] * rows[r, k]
+            sq = add_reassoc(sq, rows[r, k] * rows[r, k])
     for r in range(3):
         for k in range(K):
             sq += bias[r, k] * bias[r, k]
     for j in range(fdiff.size):
-        sq += fdiff[j] * fdiff[j]
+        sq = add_reassoc(sq, fdiff[j] * fdiff[j])
     return U, sq
