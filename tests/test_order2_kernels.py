@@ -9,8 +9,8 @@ from _synthetic import random_sequences
 from numba import njit
 from test_junction_oracle import custom_data
 
+from crfsdca.kernels import order2, sdca_epoch
 from crfsdca.kernels import primitives as P
-from crfsdca.kernels import sdca_epoch
 from crfsdca.structures.junction import (
     junction_problem,
     junctions_from_cliques,
@@ -38,6 +38,18 @@ def _oracle_and_direction(s, w, mu, kappa):
     return log_z, nus, lnus, sq, moved
 
 
+@njit
+def _fast_path_taken(s, w):
+    """Whether the fast path's oracle succeeds (no fallback) on every block of >= 3 nodes."""
+    bufs, _, sws = sdca_epoch._make_ws(s)
+    for i in range(s.runs.start.size - 1):
+        if s.data[0][i + 1] - s.data[0][i] >= 3:
+            ok = order2.block_marginals(s, i, w, sws[5], sws[1][0], bufs[1], bufs[2])[1]
+            if not ok:
+                return False
+    return True
+
+
 def both(problem, w, mu):
     fast = problem.structure.blocks
     assert fast.order2
@@ -53,6 +65,7 @@ def test_the_fast_path_matches_the_generic_kernels(seed, K, scale):
     w = scale * rng.standard_normal(problem.feature_map.n_features)
     region = problem.train.packed[0][1]
     mu = rng.random(int(region[-1]))  # any dual entries: the direction is linear in nu - mu
+    assert _fast_path_taken(problem.structure.blocks, w)
     fast, generic = both(problem, w, mu)
     for a, b in zip(fast, generic, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
@@ -63,6 +76,7 @@ def test_marginals_too_small_for_scaled_space_fall_back_to_log_space():
     problem = junction_problem(data)
     w = 400.0 * np.random.default_rng(4).standard_normal(problem.feature_map.n_features)
     region = problem.train.packed[0][1]
+    assert not _fast_path_taken(problem.structure.blocks, w)
     fast, generic = both(problem, w, np.zeros(int(region[-1])))
     log_z, _, lnu, *_ = fast
     assert np.all(np.isfinite(log_z)) and lnu.min() < np.log(1e-280)

@@ -19,7 +19,7 @@ here, on contiguous rows of K entries, instead of the generic kernels' projectio
 
 Same tolerance rule as ``kernels.junction_scaled``: a message normaliser or a marginal below
 ``TINY`` (or not finite) returns ok False and the caller runs the generic oracle (scaled, then
-log space). Workspace ``ows = (Q, E2, fin (T, K^2), H, g, e (T, K), S / F^T, R)``.
+log space). Workspace: :func:`make_workspace`.
 """
 
 from __future__ import annotations
@@ -36,16 +36,26 @@ from crfsdca.kernels.rowops import rows_sum
 @njit(cache=True, nogil=True)
 def make_workspace(max_len, K, enabled):
     """``ows`` of :func:`block_marginals` and :func:`direction` (size-one arrays when the
-    structure has no second-order fast path)."""
+    structure has no second-order fast path): the factor tables (Q, Qt, Q2, lQ, E2), the
+    forward messages fin (T, K^2) and node factors e (T, K), five K^2 scratch rows and the b and
+    c of j = b K + c."""
     n, k = (max(max_len, 1), K) if enabled else (1, 1)
-    return (np.empty(k**3), np.empty(k * k), np.empty((n, k * k)), np.empty(k * k),
-            np.empty(k * k), np.empty((n, k)), np.empty(k * k), np.empty(k * k))  # fmt: skip
+    kk = k * k
+    bidx = np.empty(kk, np.int64)
+    cidx = np.empty(kk, np.int64)
+    for j in range(kk):
+        bidx[j], cidx[j] = j // k, j % k
+    tables = (np.empty(k**3), np.empty(k**3), np.empty(k**3), np.empty(k**3), np.empty(kk))
+    rows = (np.empty(kk), np.empty(kk), np.empty(kk), np.empty(kk), np.empty(kk))
+    return tables, (np.empty((n, kk)), np.empty((n, k))), rows, (bidx, cidx)
 
 
 @njit(cache=True, nogil=True)
-def _factor_tables(w, woff, K, Q, E2):
-    """Q[(b K + a) K + c] = exp(W_3[a, b, c] + W_2[b, c] - M) (rows ordered by b, then a, so
-    that the forward pass sums K contiguous rows per b), E2 = exp(W_2 - m2); returns (M, m2)."""
+def _factor_tables(w, woff, K, tables):
+    """Q[a, b, c] = exp(W_3[a, b, c] + W_2[b, c] - M) and its log lQ, the same entries ordered
+    (b, a, c) in Qt and (b, c, a) in Q2 (the forward and backward passes sum K contiguous rows
+    per b), E2 = exp(W_2 - m2); returns (M, m2)."""
+    Q, Qt, Q2, lQ, E2 = tables
     b2, b3 = woff[0], woff[1]
     KK = K * K
     m2 = w[b2]
@@ -58,10 +68,18 @@ def _factor_tables(w, woff, K, Q, E2):
     for j in range(KK):
         E2[j] = fast_exp(w[b2 + j] - m2)
     for a in range(K):
+        for j in range(KK):
+            lQ[a * KK + j] = w[b3 + a * KK + j] + w[b2 + j] - M
+    for j in range(K * KK):
+        Q[j] = fast_exp(lQ[j])
+    for a in range(K):
         for b in range(K):
-            src, dst, o = b3 + (a * K + b) * K, (b * K + a) * K, b2 + b * K
+            src, dst = (a * K + b) * K, (b * K + a) * K
             for c in range(K):
-                Q[dst + c] = fast_exp(w[src + c] + w[o + c] - M)
+                Qt[dst + c] = Q[src + c]
+    for a in range(K):
+        for j in range(KK):
+            Q2[j * K + a] = Q[a * KK + j]
     return M, m2
 
 
@@ -97,15 +115,17 @@ def _probabilities(nu, lnu, lo, n, inv):
 @njit(cache=True, nogil=True)
 def block_marginals(s, i, w, ows, unary, nu, lnu):
     """(log Z_i, ok) of second-order chain i (T >= 3 nodes) at w; when ok, its clique and
-    separator marginals (each >= TINY) into nu and their logs into lnu (region-local)."""
-    Q, E2, fin, H, g, e, fT = ows[:7]  # fT (F^T) shares S's buffer
+    separator marginals (each >= TINY) into nu and their logs into lnu (region-local; a clique
+    entry's log is log F + log Q + log H - log total, no log per entry)."""
+    tables, (fin, e), (H, g, gT, lf, lH), (bidx, cidx) = ows
+    Q, Qt, Q2, lQ, E2 = tables
     A, K, n_bias = s.dims
     KK = K * K
     jt = s.jt
     c0, tab_off, sep_off = jt[0][i], jt[8], jt[9]
     a0 = s.data[0][i]
     T = s.data[0][i + 1] - a0
-    M, m2 = _factor_tables(w, s.feat[0], K, Q, E2)
+    M, m2 = _factor_tables(w, s.feat[0], K, tables)
     node_unary(s.data, a0, a0 + T, w, s.dims, unary)
     log_z = (T - 2) * M + m2
     for v in range(T):
@@ -124,54 +144,64 @@ def block_marginals(s, i, w, ows, unary, nu, lnu):
         return 0.0, False
     log_z += scale
     for t in range(T - 3):  # fin[t + 1][b, c] = e_{t+2}[c] sum_a fin[t][a, b] Q[a, b, c]
-        f, out = fin[t], fin[t + 1]
+        f, out, et = fin[t], fin[t + 1], e[t + 2]
         for a in range(K):
             for b in range(K):
-                fT[b * K + a] = f[a * K + b]
+                gT[b * K + a] = f[a * K + b]
         for b in range(K):
-            rows_sum(out[b * K : b * K + K], Q, None, fT, b * K, b * K + K, K)
-        for b in range(K):
-            for c in range(K):
-                out[b * K + c] *= e[t + 2, c]
+            rows_sum(out[b * K : b * K + K], Qt, None, gT, b * K, b * K + K, K)
+        for j in range(KK):
+            out[j] *= et[cidx[j]]
         scale = _normalise_max(out, KK)
         if not np.isfinite(scale):
             return 0.0, False
         log_z += scale
-    for b in range(K):
-        for c in range(K):
-            H[b * K + c] = e[T - 1, c]
-    for t in range(T - 3, -1, -1):  # clique t: marginal fin[t] Q H, g = sum_c Q H
+    for j in range(KK):
+        H[j] = e[T - 1, cidx[j]]
+    for t in range(T - 3, -1, -1):  # clique t: marginal fin[t] Q H / total, g = sum_c Q H
         f, t0 = fin[t], tab_off[c0 + t]
+        for b in range(K):  # gT[b, a] = sum_c H[b, c] Q2[b, c, a]
+            rows_sum(gT[b * K : b * K + K], Q2, None, H, b * K, b * K + K, K)
         total = 0.0
         for a in range(K):
             for b in range(K):
-                x, q, o = f[a * K + b], (a * K + b) * K, b * K
-                qt = (b * K + a) * K
-                acc = 0.0
-                for c in range(K):
-                    r = Q[qt + c] * H[o + c]
-                    nu[t0 + q + c] = x * r
-                    acc = add_reassoc(acc, r)
-                g[a * K + b] = acc
-                total += x * acc
+                x = gT[b * K + a]
+                g[a * K + b] = x
+                total += f[a * K + b] * x
         if not (total > 0.0 and np.isfinite(total)):
             return 0.0, False
+        log_total = np.log(total)
         if t == T - 3:
-            log_z += np.log(total)
-        if not _probabilities(nu, lnu, t0, K * KK, 1.0 / total):
+            log_z += log_total
+        inv = 1.0 / total
+        neg_low = -1.0
+        for a in range(K):
+            q, fa = a * KK, a * K
+            for j in range(KK):
+                p = min(f[fa + bidx[j]] * Q[q + j] * H[j] * inv, 1.0)
+                nu[t0 + q + j] = p
+                neg_low = max_num(neg_low, -p)
+        if not -neg_low >= TINY:
             return 0.0, False
+        for j in range(KK):
+            lf[j] = np.log(f[j]) - log_total
+            lH[j] = np.log(H[j])
+        for a in range(K):
+            q, fa = a * KK, a * K
+            for j in range(KK):
+                lnu[t0 + q + j] = min(lf[fa + bidx[j]] + lQ[q + j] + lH[j], 0.0)
         if t == 0:
             break
         so = sep_off[c0 + t]
         for j in range(KK):
             nu[so + j] = f[j] * g[j]
-        if not _probabilities(nu, lnu, so, KK, 1.0 / total):
+        if not _probabilities(nu, lnu, so, KK, inv):
             return 0.0, False
         if not np.isfinite(_normalise_max(g, KK)):
             return 0.0, False
-        for a in range(K):
-            for b in range(K):
-                H[a * K + b] = e[t + 1, b] * g[a * K + b]
+        et = e[t + 1]
+        for j in range(KK):
+            H[j] = et[cidx[j]] * g[j]
     return log_z, True
 
 
@@ -203,7 +233,7 @@ def direction(s, i, mu, nu, dws, ows):
     """B delta of second-order chain i (T >= 3) on its distinct attributes, the bias rows and
     the factor blocks, as ``junction_blocks._direction``; returns (U, |B delta|^2)."""
     ids, rows, bias, fdiff, pk = dws
-    S, R = ows[6], ows[7]
+    S, R = ows[2][0], ows[2][1]
     lay = s.layout
     A, K, n_bias = s.dims
     KK = K * K
@@ -222,17 +252,17 @@ def direction(s, i, mu, nu, dws, ows):
         t0 = tab_off[c0 + t]
         S[:] = 0.0
         for a in range(K):
-            for b in range(K):
-                q, o = (a * K + b) * K, b * K
+            q, o = t0 + a * KK, b3 + a * KK
+            for j in range(KK):
+                d = nu[q + j] - mu[q + j]
+                fdiff[o + j] += d
+                S[j] += d
+        if t == 0:
+            for r in range(KK):
+                acc = 0.0
                 for c in range(K):
-                    d = nu[t0 + q + c] - mu[t0 + q + c]
-                    fdiff[b3 + q + c] += d
-                    S[o + c] += d
-                if t == 0:
-                    acc = 0.0
-                    for c in range(K):
-                        acc += nu[t0 + q + c] - mu[t0 + q + c]
-                    R[a * K + b] = acc
+                    acc += nu[t0 + r * K + c] - mu[t0 + r * K + c]
+                R[r] = acc
         pk[:] = 0.0
         for b in range(K):
             for c in range(K):
