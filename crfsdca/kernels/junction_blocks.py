@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from crfsdca.kernels import order2
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import clique_tables, marginals, potentials
@@ -27,8 +28,9 @@ class JunctionBlocks(NamedTuple):
     """Packed junction trees: the nodes' arrays ``data`` and their ``SequenceLayout``, ``jt``,
     ``assign`` and ``feat`` as in ``kernels.junction_batch``, ``dims`` = (A, K, n_bias), the run
     table, the largest block, ``sizes`` = (largest table, most cliques, longest example, most
-    attribute entries, factor weights, factor types) of the workspace, and the rows of K
-    weights of the factor blocks."""
+    attribute entries, factor weights, factor types) of the workspace, the rows of K
+    weights of the factor blocks, and whether every example is a second-order chain (the fast
+    path of ``crfsdca.kernels.order2`` for those of >= 3 nodes)."""
 
     data: tuple
     layout: tuple
@@ -40,6 +42,7 @@ class JunctionBlocks(NamedTuple):
     max_block: int
     sizes: tuple
     n_factor_rows: int
+    order2: bool
 
 
 def _is_junction(s):
@@ -47,9 +50,9 @@ def _is_junction(s):
 
 
 @njit(cache=True, nogil=True)
-def _workspace(R, K, sizes):
+def _workspace(R, K, sizes, fast2):
     """(message workspace, batch workspace, exponentiated factor blocks, direction buffers,
-    number of distinct attributes of the last direction)."""
+    number of distinct attributes of the last direction, ``kernels.order2``'s workspace)."""
     table, cliques, max_len, max_attrs, n_factor, n_types = sizes
     mws = (np.empty(R), np.empty(R), np.empty(table), np.empty(table), np.empty(cliques),
            np.empty(table, np.int64))  # fmt: skip
@@ -59,13 +62,13 @@ def _workspace(R, K, sizes):
     a = max(max_attrs, 1)
     dws = (np.empty(a, np.int64), np.empty((a, K)), np.empty((3, K)), np.empty(n_factor),
            np.empty(K))  # fmt: skip
-    return mws, bws, ews, dws, np.zeros(1, np.int64)
+    return mws, bws, ews, dws, np.zeros(1, np.int64), order2.make_workspace(max_len, K, fast2)
 
 
 @overload(P.step_workspace, jit_options={"cache": True})
 def _ov_step_workspace(s):
     if _is_junction(s):
-        return lambda s: _workspace(max(s.max_block, 1), s.dims[1], s.sizes)
+        return lambda s: _workspace(max(s.max_block, 1), s.dims[1], s.sizes, s.order2)
 
 
 @overload(P.block_oracle, jit_options={"cache": True})
@@ -76,6 +79,10 @@ def _ov_block_oracle(s, i, w, sws, bufs):
             mws, bws, ews = sws[0], sws[1], sws[2]
             R = s.jt[1][i + 1] - s.jt[1][i]
             nu, lnu, marg = bufs[1], bufs[2], bws[2]
+            if s.order2 and s.data[0][i + 1] - s.data[0][i] >= 3:
+                log_z, ok = order2.block_marginals(s, i, w, sws[5], bws[0], nu, lnu)
+                if ok:
+                    return log_z
             exp_blocks(w, s.feat, s.dims[1], ews)
             log_z, ok = scaled_marginals(s.data, s.jt, s.assign, s.feat, i, w, s.dims,
                                          (mws, bws), ews)  # fmt: skip
@@ -158,7 +165,10 @@ def _ov_block_direction(s, i, bufs, sws, kappa):
     if _is_junction(s):
 
         def impl(s, i, bufs, sws, kappa):
-            U, sq = _direction(s, i, bufs[0], bufs[1], sws[3], sws[0][5])
+            if s.order2 and s.layout[0][i + 1] - s.layout[0][i] >= 3:
+                U, sq = order2.direction(s, i, bufs[0], bufs[1], sws[3], sws[5])
+            else:
+                U, sq = _direction(s, i, bufs[0], bufs[1], sws[3], sws[0][5])
             sws[4][0] = U
             return kappa * kappa * sq
 

@@ -54,7 +54,11 @@ from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.chain import ChainStructure
 from crfsdca.structures.dual import DualState, junction_dual_bytes, junction_smoothed_empirical
 from crfsdca.structures.junction_pack import pack, region
-from crfsdca.structures.junction_tree import JunctionTree, second_order_chain
+from crfsdca.structures.junction_tree import (
+    JunctionTree,
+    is_second_order_chain,
+    second_order_chain,
+)
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
 from crfsdca.structures.problem import Problem
 
@@ -406,6 +410,8 @@ class JunctionStructure(ChainStructure):
             feat=oracle._feat, dims=oracle._dims, runs=self.runs,
             max_block=int(data.region_sizes.max()), sizes=sizes,
             n_factor_rows=int(n_factor) // fm.n_labels,
+            order2=tuple(fm.factor_arities) == (2, 3)
+            and all(g.n_nodes <= 2 or is_second_order_chain(g) for g in data.graphs),
         )  # fmt: skip
 
     def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:

@@ -293,6 +293,21 @@ def second_order_chain(T: int, example: int | None = None) -> JunctionTree:
     return JunctionTree(T, tuple(cliques), parents, tuple(factors), example=example)
 
 
+def is_second_order_chain(g: JunctionTree) -> bool:
+    """Whether g is ``second_order_chain(g.n_nodes)``: the same cliques, clique tree and
+    factors (in any order)."""
+    T = g.n_nodes
+    if T <= 2 or g.n_cliques != T - 2:
+        return False
+    if g.cliques != tuple((t, t + 1, t + 2) for t in range(T - 2)):
+        return False
+    if not np.array_equal(g.clique_parents, np.arange(-1, T - 3)):
+        return False
+    expected = [((t, t + 1), 0) for t in range(T - 1)]
+    expected += [((t, t + 1, t + 2), 1) for t in range(T - 2)]
+    return sorted(g.factors) == sorted(expected)
+
+
 def junction_from_tree(tree: Tree, example: int | None = None) -> JunctionTree:
     """The junction tree of a tree or forest: one clique (parent(v), v) per edge, carrying a
     factor of the edge's type; an isolated node is a clique of its own."""
