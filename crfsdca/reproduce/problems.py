@@ -68,8 +68,7 @@ def restrict_to_training_support(
 def dual_start(problem: Problem, start: str, epsilon: float = 1e-3) -> Any:
     """DualState of a starting point: ``gibbs`` (the authors'), ``epsilon`` (crfsdca's mix) or
     ``uniform`` (the uniform law on every block: egstra's OEG start, App. A.1)."""
-    from crfsdca.solvers.oeg import gibbs_start
-    from crfsdca.structures.dual import smoothed_empirical
+    from crfsdca.structures.dual import gibbs_start, smoothed_empirical
 
     if start == "gibbs":
         return gibbs_start(problem, GIBBS_SCORE)
