@@ -139,8 +139,9 @@ def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
     b32 is given, the number of stored logs below ``IN_PLACE_LOG_MIN`` (else 0).
 
     bufs' nu and log_nu must already hold the oracle's probabilities and logs on [lo, hi).
-    ``b32 is None`` is decided at compile time (numba prunes the branches per signature), so
-    callers without a line search compile a loop without the float32 stores.
+    ``b32 is None`` is decided at compile time (numba prunes the branches per signature); the
+    SDCA kernels always pass b32 (also where no line search follows: fixed steps, the exact gap
+    pass, runs of coefficient 0), so that a run compiles this loop once.
     """
     n = hi - lo
     src = log_mu[mu_off : mu_off + n]
@@ -176,17 +177,17 @@ def block_gap_given_nu(mu_arrays, runs, bufs, b32):
     runs point (``BlockRuns``). bufs = (mu, nu, log_nu, log_mix) flat block buffers whose nu
     and log_nu hold the oracle's probabilities and logs (each structure's block oracle writes
     them there); mu is filled here on every run, and b32 = float32 (mu, nu, log nu) buffers of
-    the same size for the line-search predictor on the runs of non-zero coefficient
-    (``_mu_segment``; None when no line search follows). n_low counts the stored logs below
-    ``IN_PLACE_LOG_MIN`` on those runs when b32 is given (else 0); when there are none, the line
-    search may write the new logs straight into the dual state (``line_search``'s ``outs``).
+    the same size for the line-search predictor, filled on every run (``_mu_segment``; None
+    skips them). n_low counts the stored logs below ``IN_PLACE_LOG_MIN`` on the runs of non-zero
+    coefficient when b32 is given (else 0); when there are none, the line search may write the
+    new logs straight into the dual state (``line_search``'s ``outs``).
     """
     kl, fp, n_low = 0.0, 0.0, 0.0
     for r in range(runs.lo.shape[0]):
         lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
         src = mu_arrays[runs.dst[r]]
-        if c == 0.0:
-            _mu_segment(src, runs.off[r], bufs, None, lo, hi)
+        if c == 0.0:  # mu only; the float32 copies here go unused (one compiled loop for all)
+            _mu_segment(src, runs.off[r], bufs, b32, lo, hi)
             continue
         k, f, low = _mu_segment(src, runs.off[r], bufs, b32, lo, hi)
         kl += c * k

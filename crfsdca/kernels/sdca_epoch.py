@@ -233,14 +233,15 @@ def _make_ws(structure):
 def _exact_gaps(structure, mu_arrays, w, lo, hi, gaps):
     """gaps[i] = KL~(mu_i || nu_i(w)) for examples lo..hi-1 (one oracle call each); nan where
     the oracle is non-finite. Releases the GIL: the wrapper runs chunks on threads."""
-    bufs, _, sws = _make_ws(structure)
+    bufs, b32, sws = _make_ws(structure)
     for i in range(lo, hi):
         log_z = block_oracle(structure, i, w, sws, bufs)
         if not np.isfinite(log_z):
             gaps[i] = np.nan
             continue
         runs = block_runs(structure.runs, i)
-        gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, None)[0]
+        # b32 filled but unused: the block gap compiled for the SDCA steps serves here too
+        gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, b32)[0]
 
 
 @njit(cache=True, nogil=True)
