@@ -277,13 +277,16 @@ def test_update_block_mixes_and_returns_the_new_entropy(T, K, gamma):
 def test_line_search_in_place_equals_search_then_update(T, K, start):
     """With outs (the block's segments of the dual state) the line search leaves exactly the
     logs, and update_block(in_place=True) exactly the state and entropy, of the search into
-    bufs followed by the update's copy; block_gap_given_nu counts the logs that forbid it."""
+    bufs followed by the update's copy; with outs given but in_place=False (the choice is made
+    at run time) it leaves the state alone until the update; block_gap_given_nu counts the logs
+    that forbid writing in place."""
     rng = np.random.default_rng(7 * T + K)
     _, lpn, lpe = random_chain(rng, T, K)
     _, lqn, lqe = random_chain(rng, T, K, scale=3.0)
     cb = 1.3
     results = []
-    for in_place in (False, True):
+    for mode in ("bufs", "in_place", "outs_not_in_place"):
+        in_place = mode == "in_place"
         node, edge = lpn.reshape(-1).copy(), lpe.reshape(-1).copy()
         bufs, b32 = block_bufs(T, K), block_bufs32(T, K)
         nu_src = (lqn.reshape(-1).copy(), lqe.reshape(-1).copy())
@@ -293,19 +296,26 @@ def test_line_search_in_place_equals_search_then_update(T, K, start):
         mu_src = (edge, node)
         gap, fp0, n_low = K_sdca.block_gap_given_nu(mu_src, R(T, K), bufs, b32)
         assert n_low == 0.0
-        if in_place:
-            outs = (edge, node)
-            search = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100, outs)
-        else:
+        stored = (edge.copy(), node.copy())
+        if mode == "bufs":
             search = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100)
+        else:
+            outs = (edge, node)
+            search = K_sdca.line_search(
+                bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100, outs, None, in_place
+            )
+        if not in_place:  # the state is written by the update only
+            np.testing.assert_array_equal(edge, stored[0])
+            np.testing.assert_array_equal(node, stored[1])
         gamma, _, _, have, h, _ = search
         assert have and 0.0 < gamma < 1.0
         entropy = K_sdca.update_block(gamma, mu_src, R(T, K), bufs, have, h, in_place)
         results.append((search, entropy, node, edge))
-    (s0, h0, n0, e0), (s1, h1, n1, e1) = results
-    assert s0 == s1 and h0 == h1
-    np.testing.assert_array_equal(n0, n1)
-    np.testing.assert_array_equal(e0, e1)
+    (s0, h0, n0, e0), (s1, h1, n1, e1), (s2, h2, n2, e2) = results
+    assert s0 == s1 == s2 and h0 == h1 == h2
+    for n_, e_ in ((n1, e1), (n2, e2)):
+        np.testing.assert_array_equal(n0, n_)
+        np.testing.assert_array_equal(e0, e_)
     assert h1 == pytest.approx(K_sdca.block_entropy(n1.reshape(T, K), e1.reshape(lpe.shape)))
     # one stored log below the bound (edges, or the nodes the line search writes) is counted
     bufs, b32 = block_bufs(T, K), block_bufs32(T, K)

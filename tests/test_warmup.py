@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -170,3 +171,51 @@ def test_train_after_warmup_compiles_nothing(tmp_path):
     )
     assert train.returncode == 0, train.stderr
     assert "COMPILED 0 " in train.stderr, train.stderr
+
+
+COUNT_SPECIALISATIONS = """
+import collections, json, sys
+from numba.core import event
+seen = collections.Counter()
+class Count(event.Listener):
+    def on_start(self, ev):
+        f = ev.data["dispatcher"].py_func
+        seen[f"{f.__module__.rsplit('.', 1)[-1]}.{f.__qualname__}"] += 1
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", Count())
+from crfsdca.cli.main import main
+try:
+    main(sys.argv[1:])
+finally:
+    print("SPECIALISATIONS", json.dumps(seen), file=sys.stderr)
+"""
+
+
+@pytest.mark.slow
+def test_the_sdca_loop_compiles_one_line_search(tmp_path):
+    """On an empty cache an SDCA run compiles each line-search kernel and the block gap once (in
+    place or not is decided at run time; the block gap fills the float32 copies also where they
+    go unused), and the f' loop twice (with and without f'')."""
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES))
+    env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    run = subprocess.run(
+        [sys.executable, "-c", COUNT_SPECIALISATIONS, "train", str(corpus), "--format", "conll"]
+        + ["--template", "conll", "--test", str(corpus), "--epochs", "2", "-q"]
+        + ["--refresh-every", "1"],  # an exact gap pass after the first epoch: its kernel too
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr
+    counts = json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
+    line_search = ["line_search", "rtsafe", "line_derivatives", "line_slope", "predict_step"]
+    once = [f"sdca.{name}" for name in line_search + ["_update_range", "block_gap_given_nu"]]
+    once += ["sdca._mu_segment"]
+    once += ["sdca_epoch._search", "sdca_epoch._run_steps"]
+    assert {name: counts.get(name) for name in once} == dict.fromkeys(once, 1)
+    assert counts["sdca._line_segment"] == 2
+    assert counts["trees.update"] == 1

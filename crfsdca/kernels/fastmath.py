@@ -51,10 +51,14 @@ results; they can differ from numpy's (which is not correctly rounded either) in
 
 Using them
 ----------
-The functions are ``@njit(inline="always")``, so numba inlines them into any njit caller (also
-``cache=True, nogil=True`` ones in other modules). Numba's cache does not track this dependency:
-after editing this file, clear the ``__pycache__`` entries of cached callers (or touch their
-source files).
+``fast_log``, ``fast_log_positive``, ``fast_log_normal`` and ``fast_exp`` are plain
+``@njit(cache=True, nogil=True, error_model="numpy")`` functions: numba compiles each once and
+LLVM inlines it into the caller's loop before vectorizing (same code, same bits), instead of
+numba inlining and retyping their bodies at every call site, which cost about 2 CPU s of a first
+``crfsdca train`` (BENCHMARKS §7). The others are ``@njit(inline="always")``, so numba inlines
+them into any njit caller (also ``cache=True, nogil=True`` ones in other modules). Numba's cache
+does not track either dependency: after editing this file, clear the ``__pycache__`` entries of
+cached callers (or touch their source files).
 
 Loop shapes that vectorize (checked on this machine with numba 0.68 / llvmlite 0.50, by packed
 ``ymm`` instructions in ``inspect_asm`` and by timing)::
@@ -392,7 +396,7 @@ def _scale(y, ki):
 # --- public functions --------------------------------------------------------------------------
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True, error_model="numpy")
 def fast_log(x):
     """Natural logarithm of a float64, vectorizable (fdlibm method, error < 1 ulp).
 
@@ -416,7 +420,7 @@ def fast_log(x):
     return -_INF if x == 0.0 else r
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True, error_model="numpy")
 def fast_log_positive(x):
     """``fast_log`` of a positive finite float64 (subnormals included), without the selects for
     the special values: the same bits as ``fast_log`` there, a few instructions fewer. Any
@@ -428,7 +432,7 @@ def fast_log_positive(x):
     return _log_from(k - 54.0 if sub else k, f)
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True, error_model="numpy")
 def fast_log_normal(x):
     """``fast_log`` of a positive normal finite float64, without the subnormal scaling either:
     the same bits as ``fast_log`` there; any value (no trap) elsewhere."""
@@ -477,7 +481,7 @@ def approx_logf(x):
     return (f * f * q + k * _LN2F_LO) + f + k * _LN2F_HI
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True, error_model="numpy")
 def fast_exp(x):
     """Exponential of a float64, vectorizable (error < 1 ulp, subnormal results included).
 

@@ -58,7 +58,6 @@ from crfsdca.kernels.fastmath import (
     exp_into,
     fast_exp,
     fast_log,
-    fast_log_normal,
     fast_log_positive,
 )
 from crfsdca.kernels.prox import quad_term
@@ -140,8 +139,9 @@ def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
     b32 is given, the number of stored logs below ``IN_PLACE_LOG_MIN`` (else 0).
 
     bufs' nu and log_nu must already hold the oracle's probabilities and logs on [lo, hi).
-    ``b32 is None`` is decided at compile time (numba prunes the branches per signature), so
-    callers without a line search compile a loop without the float32 stores.
+    ``b32 is None`` is decided at compile time (numba prunes the branches per signature); the
+    SDCA kernels always pass b32 (also where no line search follows: fixed steps, the exact gap
+    pass, runs of coefficient 0), so that a run compiles this loop once.
     """
     n = hi - lo
     src = log_mu[mu_off : mu_off + n]
@@ -177,17 +177,17 @@ def block_gap_given_nu(mu_arrays, runs, bufs, b32):
     runs point (``BlockRuns``). bufs = (mu, nu, log_nu, log_mix) flat block buffers whose nu
     and log_nu hold the oracle's probabilities and logs (each structure's block oracle writes
     them there); mu is filled here on every run, and b32 = float32 (mu, nu, log nu) buffers of
-    the same size for the line-search predictor on the runs of non-zero coefficient
-    (``_mu_segment``; None when no line search follows). n_low counts the stored logs below
-    ``IN_PLACE_LOG_MIN`` on those runs when b32 is given (else 0); when there are none, the line
-    search may write the new logs straight into the dual state (``line_search``'s ``outs``).
+    the same size for the line-search predictor, filled on every run (``_mu_segment``; None
+    skips them). n_low counts the stored logs below ``IN_PLACE_LOG_MIN`` on the runs of non-zero
+    coefficient when b32 is given (else 0); when there are none, the line search may write the
+    new logs straight into the dual state (``line_search``'s ``outs``).
     """
     kl, fp, n_low = 0.0, 0.0, 0.0
     for r in range(runs.lo.shape[0]):
         lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
         src = mu_arrays[runs.dst[r]]
-        if c == 0.0:
-            _mu_segment(src, runs.off[r], bufs, None, lo, hi)
+        if c == 0.0:  # mu only; the float32 copies here go unused (one compiled loop for all)
+            _mu_segment(src, runs.off[r], bufs, b32, lo, hi)
             continue
         k, f, low = _mu_segment(src, runs.off[r], bufs, b32, lo, hi)
         kl += c * k
@@ -209,11 +209,9 @@ def block_gap(mu_arrays, nu_src, runs, bufs, b32):
 
 
 @njit(**VEC)
-def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal=None):
+def _line_segment(gamma, bufs, lo, hi, second, log_mix):
     """(sum delta (log nu - log mu^g), sum delta^2 / mu^g, entropy) on [lo, hi); the second sum
     is left at 0 when ``second`` is None (decided at compile time: no division in that loop).
-    ``normal`` not None promises every mu^g normal (the in-place case: all stored logs above
-    ``IN_PLACE_LOG_MIN``), so the logarithm skips the subnormal scaling (same bits).
 
     Stores the new log-marginal min(log mu^g, 0) in log_mix (hi - lo entries: bufs' log_mix on
     [lo, hi), or the block's segment of the dual state), or -inf where mu^g <= TINY (those
@@ -230,7 +228,7 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal=None):
         d = v - m
         mg = one_minus * m + gamma * v
         # mg >= 0 finite: the log is exact for mg > 0; at mg = 0 (so d = 0) it is discarded
-        lg = fast_log_positive(mg) if normal is None else fast_log_normal(mg)
+        lg = fast_log_positive(mg)
         ok = mg > TINY
         lc = min(lg, 0.0)
         log_mix[p] = lc if ok else -np.inf
@@ -243,27 +241,37 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal=None):
 
 
 @njit(cache=True, nogil=True)
-def line_derivatives(gamma, bufs, runs, cb, outs=None, pw=None):
+def _log_target(bufs, runs, r, outs, in_place):
+    """Where the line search leaves the new logs of run r: bufs' log_mix on the run, or, with
+    outs given and ``in_place``, the run's segment of the dual state (one compiled loop serves
+    both: the choice is made at run time)."""
+    lo, hi = runs.lo[r], runs.hi[r]
+    if outs is None:  # decided at compile time
+        return bufs[3][lo:hi]
+    if in_place:
+        o = runs.off[r]
+        return outs[runs.dst[r]][o : o + hi - lo]
+    return bufs[3][lo:hi]
+
+
+@njit(cache=True, nogil=True)
+def line_derivatives(gamma, bufs, runs, cb, outs=None, pw=None, in_place=True):
     """f'(gamma), f''(gamma) of eq. 20 (KL form), cb = c * b = lambda n b / scale, and the
     junction-tree entropy of mu^gamma (without the entries <= TINY).
 
     Leaves the new log-marginals of the runs of non-zero coefficient (see ``_line_segment``) in
     bufs' log_mix, for ``update_block`` to copy, or, when given, in ``outs`` = the dual state's
-    (log_edge_flat, log_node_flat) where the runs point (float64 or float32): only for a block
-    whose stored logs there are all above ``IN_PLACE_LOG_MIN``, so that every mixture is a
-    normal number (``_line_segment``'s ``normal``).
+    (log_edge_flat, log_node_flat) where the runs point (float64), when ``in_place``: only for
+    a block whose stored logs there are all above ``IN_PLACE_LOG_MIN`` (no entry near 0 that the
+    update would have to mix in log space).
     """
     d1, d2, h = 0.0, 0.0, 0.0
     for r in range(runs.lo.shape[0]):
         lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
         if c == 0.0:
             continue
-        if outs is None:  # decided at compile time
-            a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, bufs[3][lo:hi])
-        else:
-            o = runs.off[r]
-            dst = outs[runs.dst[r]][o : o + hi - lo]
-            a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, dst, True)
+        dst = _log_target(bufs, runs, r, outs, in_place)
+        a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, dst)
         d1 += c * a1
         d2 += c * a2
         h += c * ah
@@ -272,7 +280,7 @@ def line_derivatives(gamma, bufs, runs, cb, outs=None, pw=None):
 
 
 @njit(cache=True, nogil=True)
-def line_slope(gamma, bufs, runs, cb, outs=None, pw=None):
+def line_slope(gamma, bufs, runs, cb, outs=None, pw=None, in_place=True):
     """f'(gamma) and the entropy of mu^gamma as ``line_derivatives``, without f'' (one division
     per entry less), for the evaluation that starts from the predictor's estimate."""
     d1, h = 0.0, 0.0
@@ -280,12 +288,8 @@ def line_slope(gamma, bufs, runs, cb, outs=None, pw=None):
         lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
         if c == 0.0:
             continue
-        if outs is None:
-            a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, bufs[3][lo:hi])
-        else:
-            o = runs.off[r]
-            dst = outs[runs.dst[r]][o : o + hi - lo]
-            a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, dst, True)
+        dst = _log_target(bufs, runs, r, outs, in_place)
+        a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, dst)
         d1 += c * a1
         h += c * ah
     return d1 - quad_term(gamma, cb, pw)[0], h
@@ -413,23 +417,29 @@ def predict_step(b32, runs, cb, gamma0, tol, max_iter, pw=None):
 
 
 @njit(cache=True, nogil=True)
-def line_search(bufs, b32, runs, cb, fprime0, gamma0, tol, max_iter, outs=None, pw=None):
+def line_search(
+    bufs, b32, runs, cb, fprime0, gamma0, tol, max_iter, outs=None, pw=None, in_place=True
+):
     """Step size of eq. 20: the single-precision predictor, then ``rtsafe`` from its estimate.
 
     Returns rtsafe's (gamma, n_evaluations, status, evaluated, entropy) plus the predictor's
-    evaluations. With max_iter = 1 (the one-Newton-step ablation) there is no predictor. outs:
-    where rtsafe's evaluations leave their logs (``line_derivatives``). pw: the elastic net's
+    evaluations. With max_iter = 1 (the one-Newton-step ablation) there is no predictor. outs,
+    in_place: where rtsafe's evaluations leave their logs (``line_derivatives``). pw: the elastic
+    net's
     exact quadratic term along the step (``crfsdca.kernels.prox.quad_term``; cb is then
     q(1) >= 0); None: plain SDCA's s cb, decided at compile time.
     """
     if not fprime0 > 0.0 or cb <= 0.0 or max_iter < 2:
-        return (*rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, 0.0, outs, pw), 0)
-    start, n32, du32 = predict_step(b32, runs, cb, gamma0, tol, max_iter, pw)
-    return (*rtsafe(bufs, runs, cb, fprime0, start, tol, max_iter, du32, outs, pw), n32)
+        start, n32, du32 = gamma0, 0, 0.0
+    else:
+        start, n32, du32 = predict_step(b32, runs, cb, gamma0, tol, max_iter, pw)
+    return (*rtsafe(bufs, runs, cb, fprime0, start, tol, max_iter, du32, outs, pw, in_place), n32)
 
 
 @njit(cache=True, nogil=True)
-def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None, pw=None):
+def rtsafe(
+    bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None, pw=None, in_place=True
+):
     """Safe bounded Newton on f' over [0, 1] from gamma0 (Numerical Recipes' rtsafe).
 
     du0 < 0: f'' near gamma0 from the predictor (at its last evaluation, one converged step
@@ -451,10 +461,10 @@ def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None, p
     dx_old = 1.0
     dx = 1.0
     if du0 < 0.0:
-        u, h = line_slope(gamma, bufs, runs, cb, outs, pw)
+        u, h = line_slope(gamma, bufs, runs, cb, outs, pw, in_place)
         du = du0
     else:
-        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs, pw)
+        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs, pw, in_place)
     for it in range(1, max_iter + 1):
         if u < 0.0:
             x_l = gamma
@@ -466,7 +476,7 @@ def rtsafe(bufs, runs, cb, fprime0, gamma0, tol, max_iter, du0=0.0, outs=None, p
         if abs(dx) < (0.5 * tol if bisect else tol):
             return gamma, it, 0, True, h  # its logs are in bufs (or outs)
         gamma = step
-        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs, pw)
+        u, du, h = line_derivatives(gamma, bufs, runs, cb, outs, pw, in_place)
     return gamma, max_iter, 1, True, h
 
 
@@ -572,10 +582,8 @@ def update_block(gamma, mu_arrays, runs, bufs, have_logs, ls_entropy, in_place=F
     for r in range(runs.lo.shape[0]):
         lo, hi, c = runs.lo[r], runs.hi[r], runs.coef[r]
         dst = mu_arrays[runs.dst[r]]
-        if c == 0.0:
-            entropy += _update_range(gamma, dst, runs.off[r], bufs, lo, hi, 0.0, False)
-        elif not done:
-            entropy += _update_range(gamma, dst, runs.off[r], bufs, lo, hi, c, reuse)
+        if c == 0.0 or not done:  # runs of coefficient 0 compute their logs (no reuse)
+            entropy += _update_range(gamma, dst, runs.off[r], bufs, lo, hi, c, reuse and c != 0.0)
     return entropy
 
 

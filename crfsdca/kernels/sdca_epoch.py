@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-from numba import get_num_threads, njit
+from numba import get_num_threads, njit, types
+from numba.extending import overload
 
 from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
 from crfsdca.kernels.cycles import cycles
@@ -101,6 +102,18 @@ def line_search_start(code, previous, kl, fprime0, cb):
     return previous if code == PREVIOUS else 0.5
 
 
+def _writable_logs(mu_arrays):
+    """The dual state's flat arrays when the line search may write its logs there (float64),
+    else None (float32 duals: the logs go through bufs and the update's copy)."""
+
+
+@overload(_writable_logs)
+def _ov_writable_logs(mu_arrays):
+    if mu_arrays[0].dtype == types.float64:
+        return lambda mu_arrays: mu_arrays
+    return lambda mu_arrays: None
+
+
 @njit(cache=True, nogil=True)
 def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
     """The step size of block i (the fixed step, or the line search with cb = c |v_i|^2, or
@@ -111,16 +124,14 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
         return params.fixed_step, 0, 0, False, 0.0, 0, False, 0
     g0 = line_search_start(params.line_search_start, dual.step_sizes[i], gap, fp0, cb)
     c3 = cycles()
-    in_place = n_low == 0.0  # no entry near 0 (``IN_PLACE_LOG_MIN``): logs go to the state
+    outs = _writable_logs(mu_arrays)
+    # no entry near 0 (``IN_PLACE_LOG_MIN``): the logs go straight to the state (a run-time
+    # choice: one compiled line search serves both)
+    in_place = outs is not None and n_low == 0.0
     tol, max_newton = params.tol, params.max_newton
-    if in_place:
-        gamma, its, status, have_logs, h, n32 = line_search(
-            bufs, b32, runs, cb, fp0, g0, tol, max_newton, mu_arrays, pw
-        )
-    else:
-        gamma, its, status, have_logs, h, n32 = line_search(
-            bufs, b32, runs, cb, fp0, g0, tol, max_newton, None, pw
-        )
+    gamma, its, status, have_logs, h, n32 = line_search(
+        bufs, b32, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
+    )
     return gamma, its, status, have_logs, h, n32, in_place, cycles() - c3
 
 
@@ -142,10 +153,8 @@ def _step(i, structure, dual, w, params, ws, prox):
     c1 = cycles()
     if not np.isfinite(log_z):
         return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
-    if params.fixed_step > 0.0:  # no line search: no float32 copies
-        gap, fp0, n_low = block_gap_given_nu(mu_arrays, runs, bufs, None)
-    else:
-        gap, fp0, n_low = block_gap_given_nu(mu_arrays, runs, bufs, b32)
+    # the float32 copies serve the line search only, but one compiled variant serves fixed steps
+    gap, fp0, n_low = block_gap_given_nu(mu_arrays, runs, bufs, b32)
     c2 = cycles()
     kappa = -scale / lam_n
     b = block_direction(structure, i, bufs, sws, kappa)
@@ -203,10 +212,8 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
         stats[3] += phase_cycles[2]
         gap_sum += g - gaps[i]
         gaps[i] = g
-        if code in (GAP, MAX):
-            trees.update(tree, i, g, code == MAX)
-        elif code == GAP_IMPORTANCE:
-            trees.update(tree, i, g * mult[i], False)
+        if code in (GAP, MAX, GAP_IMPORTANCE):
+            trees.update(tree, i, g * mult[i] if code == GAP_IMPORTANCE else g, code == MAX)
         if gap_sum <= stop_gap * n:
             return s + 1, 0, stats
     return draws.shape[0], 0, stats
@@ -226,14 +233,15 @@ def _make_ws(structure):
 def _exact_gaps(structure, mu_arrays, w, lo, hi, gaps):
     """gaps[i] = KL~(mu_i || nu_i(w)) for examples lo..hi-1 (one oracle call each); nan where
     the oracle is non-finite. Releases the GIL: the wrapper runs chunks on threads."""
-    bufs, _, sws = _make_ws(structure)
+    bufs, b32, sws = _make_ws(structure)
     for i in range(lo, hi):
         log_z = block_oracle(structure, i, w, sws, bufs)
         if not np.isfinite(log_z):
             gaps[i] = np.nan
             continue
         runs = block_runs(structure.runs, i)
-        gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, None)[0]
+        # b32 filled but unused: the block gap compiled for the SDCA steps serves here too
+        gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, b32)[0]
 
 
 @njit(cache=True, nogil=True)
