@@ -103,7 +103,8 @@ class CRF(FittedAttributes, _Base):
         solver's (100 for sdca).
     tol : float, optional
         Stop when the duality gap (dual solvers) or the L-BFGS gradient certificate falls
-        below it. Default: the solver's.
+        below it. Default: 1e-4 for ``"sdca"`` (a certified gap on the mean objective; the
+        ``crfsdca train`` default is 1e-7), the solver's for the others.
     sampling : str, optional
         SDCA sampling scheme (``"gap"``, ``"uniform"``, ...). Default: the solver's.
     non_uniformity : float, optional
