@@ -1,4 +1,4 @@
-"""Compiled online exponentiated gradient (OEG) on the dual clique marginals.
+"""The chain's online exponentiated gradient (OEG) primitives on the dual clique marginals.
 
 Dual block i is a chain distribution u_i with marginals mu_i (stored as logs, like SDCA's
 DualState). One EG step with learning rate eta (``baselines.md`` §6, Collins et al. 2008) is
@@ -23,37 +23,42 @@ The marginals of psi come from the chain kernel for position-dependent potential
 
 The primal change only needs the node marginals and the summed edge marginals of mu' and mu_i
 (``crfsdca.kernels.chain_blocks.add_features``): v = -(1/(lambda n)) (E_{mu'}[F] - E_{mu_i}[F]).
-This module holds the chain's OEG primitives (``crfsdca.kernels.primitives``); the visit itself
-is ``crfsdca.kernels.oeg_epoch``, written once for every structure.
+This module holds the chain's exponentiated-gradient primitives (``crfsdca.kernels.primitives``);
+the OEG visit itself is ``crfsdca.kernels.oeg_epoch``, written once for every structure.
 """
 
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from numba.extending import overload
 
 from crfsdca.kernels.chain import unary_scores
 from crfsdca.kernels.chain_blocks import ChainBlocks, add_features
 from crfsdca.kernels.chain_pairwise import pairwise_marginals
 from crfsdca.kernels.fastmath import add_reassoc, fast_exp
-from crfsdca.kernels.primitives import is_structure, oeg_accept, oeg_prepare, oeg_trial
+from crfsdca.kernels.oeg import compact_dot
+from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
 from crfsdca.kernels.sag import scatter_rows
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
-class OEGParams(NamedTuple):
-    """What an OEG call is told."""
+class ChainOEGWorkspace(NamedTuple):
+    """Buffers of a chain's OEG visit (``make_workspace``): node scores at w, theta(mu),
+    s - theta(mu) and psi (each an (edge, first-node) pair), the forward-backward buffers,
+    log mu' (node, edge), the (node, edge-sum) marginals of mu' and of mu_i, and the compact
+    direction v (emit, rest)."""
 
-    lam_n: float  # lambda n
-    max_halvings: int  # halvings of eta_i per visit at most
-    growth: float  # eta_i <- min(growth eta_i, 1) after an accepted trial
-    budget: int  # oracle calls at most
-
-
-# stats: accepted steps, halvings, visits that reached the halving cap (no update)
-N_STATS = 3
+    unary: np.ndarray
+    base: tuple
+    diff: tuple
+    psi: tuple
+    pairwise: tuple
+    log_node: np.ndarray
+    log_edge: np.ndarray
+    new: tuple
+    old: tuple
+    direction: tuple
 
 
 @njit(**VEC)
@@ -126,24 +131,6 @@ def block_stats(log_node, log_edge, T, node, edge_sum):
 
 
 @njit(cache=True, nogil=True)
-def compact_dot(sa, A, w, emit, rest):
-    """(<w, v>, ||v||^2) of the compact v = (emit rows at attributes sa, rest rows from A on)."""
-    K = emit.shape[1]
-    a, b = 0.0, 0.0
-    for s in range(sa.shape[0]):
-        for k in range(K):
-            x = emit[s, k]
-            a += w[sa[s] * K + k] * x
-            b += x * x
-    for r in range(rest.shape[0]):
-        for k in range(K):
-            x = rest[r, k]
-            a += w[(A + r) * K + k] * x
-            b += x * x
-    return a, b
-
-
-@njit(cache=True, nogil=True)
 def _direction(seq, sa, new, old, w, dims, kappa, v):
     """v = kappa (E_new[F] - E_old[F]) on the support (compact); return (<w, v>, ||v||^2).
 
@@ -159,77 +146,56 @@ def _direction(seq, sa, new, old, w, dims, kappa, v):
 
 
 @njit(cache=True, nogil=True)
-def _trial(eta, seq, sa, w, dims, lam_n, bufs):
-    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D))."""
-    base, diff, psi, pws, lnn, lne, new, old, v = bufs
+def _trial(eta, seq, sa, w, dims, lam_n, ws, old):
+    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D)).
+
+    ws a ``ChainOEGWorkspace``; old = mu_i's (node, edge-sum) marginals."""
     T = seq[1] - seq[0]
-    _mix(eta, base, diff, psi, T)
-    log_z = pairwise_marginals(psi[0][: T - 1], psi[1], pws, lnn, lne)
+    psi, lnn, lne, new = ws.psi, ws.log_node, ws.log_edge, ws.new
+    _mix(eta, ws.base, ws.diff, psi, T)
+    log_z = pairwise_marginals(psi[0][: T - 1], psi[1], ws.pairwise, lnn, lne)
     if not np.isfinite(log_z):
         return log_z, 0.0, 0.0
     h_new = block_stats(lnn, lne, T, new[0], new[1])
-    a, b = _direction(seq, sa, (new[0][:T], new[1]), old, w, dims, -1.0 / lam_n, v)
+    a, b = _direction(seq, sa, (new[0][:T], new[1]), old, w, dims, -1.0 / lam_n, ws.direction)
     return log_z, h_new, h_new - lam_n * (a + 0.5 * b)
 
 
-def _is_chain(s):
-    return is_structure(s, ChainBlocks)
+@implements(oeg_prepare, ChainBlocks)
+def _oeg_prepare(s, i, dual, w, sws):
+    lay = s.layout
+    A, K, nb = s.dims
+    unary = sws.unary
+    t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
+    T = t1 - t0
+    lmn, lme = dual[0][t0:t1], dual[1][t0 - i : t1 - i - 1]
+    unary_scores((lay.attr_offsets, lay.attr_ids, lay.attr_values), t0, t1, w, A, K, nb, unary)
+    off = (A + nb) * K
+    trans = w[off : off + K * K].reshape((K, K))
+    _eg_direction(lmn, lme, unary[:T], trans, sws.base, sws.diff)
+    block_stats(lmn, lme, T, sws.old[0], sws.old[1])
 
 
-@overload(oeg_prepare, jit_options={"cache": True})
-def _ov_oeg_prepare(s, i, dual, w, sws):
-    if _is_chain(s):
-
-        def impl(s, i, dual, w, sws):
-            lay = s.layout
-            A, K, nb = s.dims
-            unary, bufs = sws
-            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
-            T = t1 - t0
-            lmn, lme = dual[0][t0:t1], dual[1][t0 - i : t1 - i - 1]
-            unary_scores(
-                (lay.attr_offsets, lay.attr_ids, lay.attr_values), t0, t1, w, A, K, nb, unary
-            )
-            off = (A + nb) * K
-            trans = w[off : off + K * K].reshape((K, K))
-            _eg_direction(lmn, lme, unary[:T], trans, bufs[0], bufs[1])
-            block_stats(lmn, lme, T, bufs[7][0], bufs[7][1])
-
-        return impl
+@implements(oeg_trial, ChainBlocks)
+def _oeg_trial(s, i, eta, w, lam_n, sws):
+    lay = s.layout
+    t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
+    old_node, old_edge = sws.old
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    seq = (t0, t1, lay.attr_offsets, lay.attr_values, lay.entry_slot, lay.labels)
+    return _trial(eta, seq, sa, w, s.dims, lam_n, sws, (old_node[: t1 - t0], old_edge))
 
 
-@overload(oeg_trial, jit_options={"cache": True})
-def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
-    if _is_chain(s):
-
-        def impl(s, i, eta, w, lam_n, sws):
-            lay = s.layout
-            bufs = sws[1]
-            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
-            old_node, old_edge = bufs[7]
-            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
-            seq = (t0, t1, lay.attr_offsets, lay.attr_values, lay.entry_slot, lay.labels)
-            cur = bufs[:7] + ((old_node[: t1 - t0], old_edge), bufs[8])
-            return _trial(eta, seq, sa, w, s.dims, lam_n, cur)
-
-        return impl
-
-
-@overload(oeg_accept, jit_options={"cache": True})
-def _ov_oeg_accept(s, i, dual, w, sws):
-    if _is_chain(s):
-
-        def impl(s, i, dual, w, sws):
-            lay = s.layout
-            bufs = sws[1]
-            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
-            T = t1 - t0
-            dual[0][t0:t1] = bufs[4][:T]
-            dual[1][t0 - i : t1 - i - 1] = bufs[5][: T - 1]
-            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
-            scatter_rows(sa, s.dims[0], bufs[8][0][: sa.shape[0]], bufs[8][1], w, s.dims[1])
-
-        return impl
+@implements(oeg_accept, ChainBlocks)
+def _oeg_accept(s, i, dual, w, sws):
+    lay = s.layout
+    t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
+    T = t1 - t0
+    dual[0][t0:t1] = sws.log_node[:T]
+    dual[1][t0 - i : t1 - i - 1] = sws.log_edge[: T - 1]
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    emit, rest = sws.direction
+    scatter_rows(sa, s.dims[0], emit[: sa.shape[0]], rest, w, s.dims[1])
 
 
 @njit(cache=True, nogil=True)
@@ -239,8 +205,8 @@ def _gibbs_marginals(seq_offsets, labels, score, log_node, log_edge, ws):
     Node potentials are folded into the edges as in the EG step: psi_first(k) = score [k = y_0],
     psi_t(k, l) = score ([k = y_t and l = y_t+1] + [l = y_t+1]).
     """
-    p_edge, p_first = ws[1][2]
-    pws = ws[1][3]
+    p_edge, p_first = ws.psi
+    pws = ws.pairwise
     for i in range(seq_offsets.shape[0] - 1):
         t0, t1 = seq_offsets[i], seq_offsets[i + 1]
         T = t1 - t0
@@ -255,13 +221,8 @@ def _gibbs_marginals(seq_offsets, labels, score, log_node, log_edge, ws):
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------
-def make_workspace(max_T: int, dims: tuple[int, int, int], max_U: int):
-    """Workspace (node scores, step buffers) for sequences of up to max_T tokens.
-
-    Step buffers: theta(mu), s - theta(mu), psi (each an (edge, first-node) pair), the
-    forward-backward buffers, log mu' (node, edge), (node, edge-sum) marginals of mu' and of
-    mu_i, and the compact direction v (emit, rest).
-    """
+def make_workspace(max_T: int, dims: tuple[int, int, int], max_U: int) -> ChainOEGWorkspace:
+    """The :class:`ChainOEGWorkspace` of sequences of up to max_T tokens."""
     A, K, n_bias = dims
     T, E1 = max(int(max_T), 1), max(int(max_T) - 1, 1)
 
@@ -272,7 +233,7 @@ def make_workspace(max_T: int, dims: tuple[int, int, int], max_U: int):
     bufs = (pair(), pair(), pair(), pws, np.empty((T, K)), np.empty((E1, K, K)))
     bufs += ((np.empty((T, K)), np.empty((K, K))), (np.empty((T, K)), np.empty((K, K))))
     bufs += ((np.empty((max(int(max_U), 1), K)), np.empty((n_bias + K, K))),)
-    return np.empty((T, K)), bufs
+    return ChainOEGWorkspace(np.empty((T, K)), *bufs)
 
 
 def gibbs_marginals(seq_offsets, labels, K, score, log_node, log_edge, max_T):

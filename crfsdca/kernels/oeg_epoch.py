@@ -1,6 +1,6 @@
 """Compiled online exponentiated gradient (OEG) visits, written once for every structure.
 
-One visit of example i (``baselines.md`` §6; the math is in ``crfsdca.kernels.oeg``): the
+One visit of example i (``baselines.md`` §6; the math is in ``crfsdca.kernels.chain_eg``): the
 structure prepares the EG direction at w (``crfsdca.kernels.primitives.oeg_prepare``), then
 trials at the example's learning rate eta_i (one oracle call each, ``oeg_trial``) until the dual
 grows, halving eta_i after each failure (at most ``params.max_halvings`` times); an accepted
@@ -14,7 +14,7 @@ Arrays: ``dual = (log_node, log_edge, entropies, learning rates)`` in the struct
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels import junction_oeg, oeg, tree_oeg  # noqa: F401
+from crfsdca.kernels import chain_eg, junction_eg, tree_eg  # noqa: F401
 from crfsdca.kernels.oeg import N_STATS, OEGParams
 from crfsdca.kernels.primitives import oeg_accept, oeg_prepare, oeg_trial
 

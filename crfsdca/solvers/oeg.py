@@ -10,9 +10,9 @@ halving the per-sequence learning rate eta_i after every rejected trial. The dua
 clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
 :class:`crfsdca.structures.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
-compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.structures.tree.TreeProblem`,
-``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts; on a
-:class:`~crfsdca.structures.junction.JunctionProblem`, ``crfsdca.kernels.junction_oeg`` with
+compiled kernel (``crfsdca.kernels.chain_eg``; on a :class:`~crfsdca.structures.tree.TreeProblem`,
+``crfsdca.kernels.tree_eg`` with tree SDCA's dual state and starts; on a
+:class:`~crfsdca.structures.junction.JunctionProblem`, ``crfsdca.kernels.junction_eg`` with
 junction
 SDCA's clique and separator tables and its smoothed start).
 """

@@ -49,7 +49,7 @@ from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique
 from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels import junction_batch as kernels
-from crfsdca.kernels import junction_blocks, junction_oeg, junction_scaled, sag_epoch
+from crfsdca.kernels import junction_blocks, junction_eg, junction_scaled, sag_epoch
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.chain import ChainStructure
 from crfsdca.structures.dual import DualState, junction_dual_bytes, junction_smoothed_empirical
@@ -442,7 +442,7 @@ class JunctionStructure(ChainStructure):
         mws = make_workspace(data, b.dims[1])[0]
         dims = (*b.dims, b.n_factor_rows)
         sizes = (b.max_block, b.sizes[0])
-        return junction_oeg.make_workspace(b.sizes[2], dims, max_unique(self.layout), mws, sizes)
+        return junction_eg.make_workspace(b.sizes[2], dims, max_unique(self.layout), mws, sizes)
 
     def dual_size(self, dtype) -> tuple[int, str]:
         data, d = self.problem.train, self.problem.feature_map.n_features

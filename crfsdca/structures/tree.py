@@ -30,7 +30,7 @@ from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import sag_epoch, tree_blocks, tree_oeg, tree_scaled
+from crfsdca.kernels import sag_epoch, tree_blocks, tree_eg, tree_scaled
 from crfsdca.kernels import tree as kernels
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.chain import ChainStructure
@@ -295,7 +295,7 @@ class TreeStructure(ChainStructure):
         return sag_epoch.make_workspace(A + nb + n_types * K, sws)
 
     def oeg_workspace(self) -> tuple:
-        return tree_oeg.make_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
+        return tree_eg.make_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
 
     def dual_size(self, dtype) -> tuple[int, str]:
         data, d, K = self.problem.train, self.problem.feature_map.n_features, self.dims[1]
