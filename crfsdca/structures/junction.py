@@ -39,6 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -310,17 +311,11 @@ class JunctionProblem(Problem):
         check_labels(self.train)
         super().__post_init__()
 
+    oracle_class: ClassVar[type] = JunctionOracle
+
     @cached_property
     def structure(self) -> JunctionStructure:
         return JunctionStructure(self)
-
-    @cached_property
-    def oracle(self) -> JunctionOracle:  # type: ignore[override]
-        return JunctionOracle(self.train, self.feature_map)
-
-    @cached_property
-    def test_oracle(self) -> JunctionOracle | None:  # type: ignore[override]
-        return None if self.test is None else JunctionOracle(self.test, self.feature_map)
 
 
 def junction_problem(

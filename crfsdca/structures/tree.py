@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -186,17 +187,11 @@ class TreeOracle:
 class TreeProblem(Problem):
     """A :class:`Problem` on tree-structured examples (``train``/``test`` are TreeData)."""
 
+    oracle_class: ClassVar[type] = TreeOracle
+
     @cached_property
     def structure(self) -> TreeStructure:
         return TreeStructure(self)
-
-    @cached_property
-    def oracle(self) -> TreeOracle:  # type: ignore[override]
-        return TreeOracle(self.train, self.feature_map)
-
-    @cached_property
-    def test_oracle(self) -> TreeOracle | None:  # type: ignore[override]
-        return None if self.test is None else TreeOracle(self.test, self.feature_map)
 
 
 def tree_problem(
