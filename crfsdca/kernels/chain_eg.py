@@ -168,7 +168,7 @@ def _oeg_prepare(s, i, dual, w, sws):
     unary = sws.unary
     t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
     T = t1 - t0
-    lmn, lme = dual[0][t0:t1], dual[1][t0 - i : t1 - i - 1]
+    lmn, lme = dual.log_node[t0:t1], dual.log_edge[t0 - i : t1 - i - 1]
     unary_scores((lay.attr_offsets, lay.attr_ids, lay.attr_values), t0, t1, w, A, K, nb, unary)
     off = (A + nb) * K
     trans = w[off : off + K * K].reshape((K, K))
@@ -191,8 +191,8 @@ def _oeg_accept(s, i, dual, w, sws):
     lay = s.layout
     t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
     T = t1 - t0
-    dual[0][t0:t1] = sws.log_node[:T]
-    dual[1][t0 - i : t1 - i - 1] = sws.log_edge[: T - 1]
+    dual.log_node[t0:t1] = sws.log_node[:T]
+    dual.log_edge[t0 - i : t1 - i - 1] = sws.log_edge[: T - 1]
     sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
     emit, rest = sws.direction
     scatter_rows(sa, s.dims[0], emit[: sa.shape[0]], rest, w, s.dims[1])

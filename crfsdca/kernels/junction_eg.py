@@ -23,7 +23,7 @@ the node marginals and factor sums of mu' and mu_i (``kernels.junction_blocks.ad
 This module holds the junction tree's exponentiated-gradient primitives
 (``crfsdca.kernels.primitives``) on
 ``kernels.junction_blocks.JunctionBlocks``; the visit itself is ``crfsdca.kernels.oeg_epoch``.
-``dual = (log_node (empty), log_tab, entropies, learning_rates)`` (log_tab float64).
+``dual`` an ``oeg.OEGDual`` (log_node empty, log_edge the float64 log tables).
 """
 
 from typing import NamedTuple
@@ -129,7 +129,7 @@ def _runs(s, i):
 @implements(oeg_prepare, JunctionBlocks)
 def _oeg_prepare(s, i, dual, w, sws):
     lo, hi = s.jt[1][i], s.jt[1][i + 1]
-    lmu = dual[1][lo:hi]
+    lmu = dual.log_edge[lo:hi]
     scores, pidx = sws.scores, sws.pidx
     potentials(s.data, s.jt, s.assign, s.feat, i, w, s.dims, sws.unary, scores, pidx)
     _eg_direction(i, lmu, scores, s.jt, s.dims[1], sws.base, sws.diff, pidx)
@@ -149,7 +149,7 @@ def _oeg_trial(s, i, eta, w, lam_n, sws):
 @implements(oeg_accept, JunctionBlocks)
 def _oeg_accept(s, i, dual, w, sws):
     lo, hi = s.jt[1][i], s.jt[1][i + 1]
-    dual[1][lo:hi] = sws.log_mu[: hi - lo]
+    dual.log_edge[lo:hi] = sws.log_mu[: hi - lo]
     A, K = s.dims[0], s.dims[1]
     emit, rest = sws.direction
     lay = s.layout

@@ -37,7 +37,7 @@ g, emit, rest)``                            on the example's support
 ==========================================  ==============================================
 
 OEG (``crfsdca.kernels.oeg_epoch``) reads an example through three, on the dual state
-``dual = (log_node, log_edge, entropies, learning rates)``:
+``dual`` (``oeg.OEGDual``: log_node, log_edge, entropies, learning rates):
 
 ==========================================  ==============================================
 ``oeg_prepare(s, i, dual, w, sws)``         scores at w, the EG direction s(w) - theta(mu_i)

@@ -23,7 +23,7 @@ otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times
 This module holds the tree's exponentiated-gradient primitives
 (``crfsdca.kernels.primitives``) on
 ``kernels.tree_blocks.TreeBlocks``; the visit itself is ``crfsdca.kernels.oeg_epoch``.
-``dual = (log_node (N, K), log_edge (N, K, K), entropies, learning_rates)``.
+``dual`` an ``oeg.OEGDual`` (log_node (N, K), log_edge (N, K, K)).
 """
 
 from typing import NamedTuple
@@ -147,7 +147,7 @@ def _prepare(i, layout, graph, dual, w, dims, ws):
     off = (A + n_bias) * K
     log_pair = w[off : off + n_types * K * K].reshape((n_types, K, K))
     start = child_start[s : e + 1]
-    lmn, lme = dual[0][s:e], dual[1][s:e]
+    lmn, lme = dual.log_node[s:e], dual.log_edge[s:e]
     local = (parents[s:e], types[s:e], (start, children))
     _eg_direction(lmn, lme, (unary[:n], log_pair), local, ws.base, ws.diff)
     block_stats(lmn, lme, parents[s:e], types[s:e], ws.old[0], ws.old[1])
@@ -183,10 +183,10 @@ def _oeg_accept(s, i, dual, w, sws):
     lay = s.layout
     a, b = lay.seq_offsets[i], lay.seq_offsets[i + 1]
     parents = s.graph[0]
-    dual[0][a:b] = sws.log_node[: b - a]
+    dual.log_node[a:b] = sws.log_node[: b - a]
     for v in range(b - a):
         if parents[a + v] >= 0:
-            dual[1][a + v] = sws.log_edge[v]
+            dual.log_edge[a + v] = sws.log_edge[v]
     sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
     emit, rest = sws.direction
     scatter_rows(sa, s.dims[0], emit[: sa.shape[0]], rest, w, s.dims[1])

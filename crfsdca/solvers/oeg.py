@@ -165,7 +165,7 @@ class _Runner:
         self.structure = problem.structure
         self.workspace = self.structure.oeg_workspace()
 
-    def run_kernel(self, dual: tuple, params: oeg.OEGParams, indices: np.ndarray) -> tuple:
+    def run_kernel(self, dual: oeg.OEGDual, params: oeg.OEGParams, indices: np.ndarray) -> tuple:
         """The compiled visits of ``indices`` (``kernels.oeg_epoch.run_steps``)."""
         w = self.state.dual.weights
         blocks = self.structure.blocks
@@ -195,7 +195,7 @@ class _Runner:
     def run(self, indices: NDArray[np.int64], budget: int) -> tuple[int, int]:
         """Run the kernel on ``indices``; returns (visits, oracle calls)."""
         d, st = self.state.dual, self.state
-        dual = (d.log_node, d.log_edge, d.entropies, st.learning_rates)
+        dual = oeg.OEGDual(d.log_node, d.log_edge, d.entropies, st.learning_rates)
         done, calls, status, stats = self.run_kernel(dual, self.params(budget), indices)
         if self.cfg.oeg_sampling == "permutation":
             st.order = st.order[done + (status != 0) :]
