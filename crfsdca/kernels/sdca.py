@@ -259,7 +259,7 @@ def line_derivatives(gamma, bufs, runs, cb, outs=None, pw=None):
         if c == 0.0:
             continue
         if outs is None:  # decided at compile time
-            a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, bufs.log_mix[lo:hi])
+            a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, bufs[3][lo:hi])
         else:
             o = runs.off[r]
             dst = outs[runs.dst[r]][o : o + hi - lo]
@@ -281,7 +281,7 @@ def line_slope(gamma, bufs, runs, cb, outs=None, pw=None):
         if c == 0.0:
             continue
         if outs is None:
-            a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, bufs.log_mix[lo:hi])
+            a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, bufs[3][lo:hi])
         else:
             o = runs.off[r]
             dst = outs[runs.dst[r]][o : o + hi - lo]
