@@ -28,7 +28,7 @@ from crfsdca.cli.common import (
     plain_warnings,
     warn,
 )
-from crfsdca.cli.options import DATA_DIR_OPTION, label_option
+from crfsdca.cli.shared_options import DATA_DIR_OPTION, label_option
 from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, OptionError
 from crfsdca.io.corpora import FORMATS
 

@@ -21,15 +21,9 @@ from crfsdca.cli.common import (
 from crfsdca.cli.distributed import train_on_cluster
 from crfsdca.cli.graph import train_on_graph
 from crfsdca.cli.junction import check_order, train_second_order
-from crfsdca.cli.options import (
-    DATA_DIR_OPTION,
-    config_options,
-    count_option,
-    flag_text,
-    label_option,
-    solver_options,
-)
+from crfsdca.cli.options import config_options, flag_text, solver_options
 from crfsdca.cli.report import print_summary, progress, summary, write_outputs
+from crfsdca.cli.shared_options import DATA_DIR_OPTION, count_option, label_option
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.sources import FORMATS, TEMPLATES
 from crfsdca.solvers import SOLVERS
