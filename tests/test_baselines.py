@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 
 from crfsdca.cli.main import main
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels import oeg as oeg_kernels
+from crfsdca.kernels import chain_eg as oeg_kernels
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor
@@ -143,7 +143,7 @@ def test_pairwise_marginals_match_enumeration(scale, T):
     psi, psi0 = scale * rng.normal(size=(T - 1, K, K)), scale * rng.normal(size=K)
     if T > 1:
         psi[-1, :, 2] = -np.inf  # label 2 forbidden at the last position
-    ws = oeg_kernels.make_workspace(T, (0, K, 0), 1)[1][3]
+    ws = oeg_kernels.make_workspace(T, (0, K, 0), 1).pairwise
     log_node, log_edge = np.empty((T, K)), np.empty((max(T - 1, 1), K, K))
     log_z = oeg_kernels.pairwise_marginals(psi, psi0, ws, log_node, log_edge)
     ys = list(itertools.product(range(K), repeat=T))

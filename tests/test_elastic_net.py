@@ -16,6 +16,7 @@ from scipy.special import logsumexp
 
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.kernels import prox, sdca, sdca_epoch
+from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor
@@ -215,8 +216,10 @@ def test_line_search_equals_a_root_finder_on_the_piecewise_dual(seed):
     rng = np.random.default_rng(100 + seed)
     mu, nu = _block(seed)
     size = mu.size
-    bufs = (mu.copy(), nu.copy(), np.log(nu), np.empty(size))
-    b32 = (mu.astype(np.float32), nu.astype(np.float32), np.log(nu).astype(np.float32))
+    bufs = BlockBuffers(mu.copy(), nu.copy(), np.log(nu), np.empty(size))
+    b32 = BlockBuffers32(
+        mu.astype(np.float32), nu.astype(np.float32), np.log(nu).astype(np.float32)
+    )
     runs = sdca.BlockRuns(
         np.array([0]), np.array([size]), np.array([1.0]), np.array([0]), np.array([0])
     )

@@ -9,6 +9,7 @@ from scipy.optimize import minimize_scalar
 
 from crfsdca.kernels import sdca as K_sdca
 from crfsdca.kernels import trees
+from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
 from crfsdca.kernels.sdca import chain_runs as R
 
 
@@ -33,12 +34,12 @@ def random_chain(rng, T, K, scale=1.0):
 
 def block_bufs(T, K):
     size = max(T - 1, 0) * K * K + T * K
-    return tuple(np.empty(size) for _ in range(4))
+    return BlockBuffers(*(np.empty(size) for _ in range(4)))
 
 
 def block_bufs32(T, K):
     size = max(T - 1, 0) * K * K + T * K
-    return tuple(np.empty(size, np.float32) for _ in range(3))
+    return BlockBuffers32(*(np.empty(size, np.float32) for _ in range(3)))
 
 
 def gap_of(lpn, lpe, lqn, lqe, bufs, b32=None):

@@ -9,6 +9,7 @@ from test_tree_oracle import tree_data
 
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.kernels import sdca as K_sdca
+from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
 from crfsdca.structures.chain import ChainStructure, Oracle
 from crfsdca.structures.junction import (
     JunctionData,
@@ -151,8 +152,8 @@ def test_the_line_search_on_tree_and_junction_blocks_finds_the_root_of_the_refer
             log_mu, runs, _ = block_buffers(structure, i, mu_n, mu_e)
             log_nu, _, _ = block_buffers(structure, i, nu_n, nu_e)
             size = log_mu.size
-            bufs = (np.exp(log_mu), np.exp(log_nu), log_nu.copy(), np.empty(size))
-            b32 = tuple(np.empty(size, np.float32) for _ in range(3))
+            bufs = BlockBuffers(np.exp(log_mu), np.exp(log_nu), log_nu.copy(), np.empty(size))
+            b32 = BlockBuffers32(*(np.empty(size, np.float32) for _ in range(3)))
             arrays = tuple(np.ascontiguousarray(a).reshape(-1) for a in (mu_e, mu_n))
             gap, fp0, _ = K_sdca.block_gap_given_nu(arrays, runs, bufs, b32)
             assert gap == pytest.approx(kl_tilde(log_mu, log_nu, runs), rel=1e-10, abs=1e-12)

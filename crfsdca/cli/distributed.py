@@ -14,7 +14,6 @@ import logging
 import math
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import click
@@ -223,23 +222,15 @@ def train_on_cluster(
     run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
 ) -> None:
     """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
-    from crfsdca.cli.report import draw_plot, print_summary, summary
+    from crfsdca.cli.inputs import load_run_inputs
+    from crfsdca.cli.report import print_summary, summary, write_outputs
     from crfsdca.estimators.model import SequenceCRF
     from crfsdca.features.feature_map import FeatureMap
-    from crfsdca.features.sources import load_inputs
 
     require_dask()
     if cluster["scheduler"] is not None:
         check_scheduler(cluster["scheduler"])  # before the data is read
-    inputs = load_inputs(
-        run["dataset"],
-        fmt=run["fmt"],
-        template=run["template"],
-        test=run["test"],
-        data_dir=run["data_dir"],
-        max_sequences=run["max_sequences"],
-        label=run.get("label"),
-    )
+    inputs = load_run_inputs(run, quiet)
     bias = run["bias"]
     n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     run = {**run, "fmt": inputs.fmt, "n_bias_rows": n_bias}
@@ -261,13 +252,7 @@ def train_on_cluster(
     model.encoder = inputs.encoder.to_dict()
     model.meta = {"dataset": inputs.name, "template": run["template"], "format": inputs.fmt,
                   "label": run.get("label"), "distributed": extra}  # fmt: skip
-    if trace_path:
-        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-        result.trace.to_jsonl(trace_path)
-    draw_plot(result.trace)
-    if model_path:
-        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
-        model.save(model_path)
+    write_outputs(result.trace, trace_path, model, model_path)
     scores = model.score(inputs.test) if inputs.test is not None else {}
     report = summary(
         solver="sdca",

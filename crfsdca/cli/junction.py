@@ -75,31 +75,17 @@ def second_order_problem(inputs, run: dict[str, Any]):
 def train_second_order(run: dict[str, Any], *, model_path, trace_path, as_json, quiet) -> None:
     """``train --order 2``: load, train, save, print the summary as the chain path does."""
     from crfsdca.cli.common import json_value
-    from crfsdca.cli.predict import check_labels
-    from crfsdca.cli.report import draw_plot, print_summary, progress
-    from crfsdca.features.sources import load_inputs
+    from crfsdca.cli.inputs import load_run_inputs
+    from crfsdca.cli.report import print_summary, progress, write_outputs
 
-    inputs = load_inputs(
-        run["dataset"],
-        fmt=run["fmt"],
-        template=run["template"],
-        test=run["test"],
-        data_dir=run["data_dir"],
-        max_sequences=run["max_sequences"],
-        label=run.get("label"),
-    )
-    if run["test"] is not None and inputs.test is not None:
-        check_labels(inputs.test, f"--test {run['test']}", inputs.train.label_names, quiet)
+    inputs = load_run_inputs(run, quiet)
     problem = second_order_problem(inputs, run)
     bar, callback = progress(_max_epochs(run), quiet)
     try:
         result, scores = _solve(problem, run, callback)
     finally:
         bar.close()
-    if trace_path:
-        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-        result.trace.to_jsonl(trace_path)
-    draw_plot(result.trace)
+    write_outputs(result.trace, trace_path)
     if model_path:
         save_second_order(model_path, problem, result, inputs, run)
     report = _report(problem, result, inputs, run, model_path, scores)

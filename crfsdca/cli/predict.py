@@ -28,6 +28,7 @@ from crfsdca.cli.common import (
     plain_warnings,
     warn,
 )
+from crfsdca.cli.shared_options import DATA_DIR_OPTION, label_option
 from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, OptionError
 from crfsdca.io.corpora import FORMATS
 
@@ -233,18 +234,8 @@ FORMAT_OPTION = click.option(
 @click.argument("model_path", metavar="MODEL")
 @click.argument("source", metavar="DATASET|PATH")
 @FORMAT_OPTION
-@click.option(
-    "--label",
-    default=None,
-    type=click.Choice(["xpos", "upos"]),
-    help="CoNLL-U column holding the gold labels [the model's]",
-)
-@click.option(
-    "--data-dir",
-    default=None,
-    type=click.Path(exists=True, file_okay=False),
-    help="folder with the corpora [$CRFSDCA_DATA_DIR]",
-)
+@label_option("CoNLL-U column holding the gold labels [the model's]")
+@DATA_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 @click.option("--quiet", "-q", is_flag=True, help="no warnings")
 @click.option("--verbose", "-v", count=True, help="tracebacks on errors")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -83,6 +84,18 @@ def print_summary(s: dict[str, Any]) -> None:
         click.echo(f"  test F1 {s['test_f1']:.2f}")
     if s["model"]:
         click.echo(f"  model written to {s['model']}")
+
+
+def write_outputs(trace, trace_path, model=None, model_path=None) -> None:
+    """A finished run's files: the trace as JSON lines (``--trace``), the ``--plot`` figure and
+    the model (``--model``), their folders created."""
+    if trace_path:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        trace.to_jsonl(trace_path)
+    draw_plot(trace)
+    if model_path:
+        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
+        model.save(model_path)
 
 
 def draw_plot(trace) -> None:

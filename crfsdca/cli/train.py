@@ -7,7 +7,6 @@ import math
 import os
 import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import click
@@ -23,7 +22,8 @@ from crfsdca.cli.distributed import train_on_cluster
 from crfsdca.cli.graph import train_on_graph
 from crfsdca.cli.junction import check_order, train_second_order
 from crfsdca.cli.options import config_options, flag_text, solver_options
-from crfsdca.cli.report import draw_plot, print_summary, progress, summary
+from crfsdca.cli.report import print_summary, progress, summary, write_outputs
+from crfsdca.cli.shared_options import DATA_DIR_OPTION, count_option, label_option
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.sources import FORMATS, TEMPLATES
 from crfsdca.solvers import SOLVERS
@@ -41,6 +41,13 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     if not (math.isfinite(value) and value >= 0):
         raise click.BadParameter(f"expected a finite number >= 0, got {value}")
     return value
+
+
+def _seconds_option(name: str, default: float, help: str):
+    """A finite number of seconds, its default shown."""
+    return click.option(
+        name, type=float, callback=_finite, default=default, show_default=True, help=help
+    )
 
 
 @click.command(epilog=EXAMPLE)
@@ -61,12 +68,7 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     help="format of DATASET and --test files [from the name: .conll, .conllu, .attr,"
     " .crfsuite, .data; else conll with a token --template]",
 )
-@click.option(
-    "--label",
-    default=None,
-    type=click.Choice(["xpos", "upos"]),
-    help="CoNLL-U column to learn [xpos]",
-)
+@label_option("CoNLL-U column to learn [xpos]")
 @click.option(
     "--template",
     default=None,
@@ -93,22 +95,12 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
 @click.option(
     "--bias/--no-bias", default=None, help="count/first/last bias rows [on for templates]"
 )
-@click.option(
-    "--max-sequences",
-    type=click.IntRange(min=1),
-    default=None,
-    help="train on the first N sequences only",
-)
+@count_option("--max-sequences", help="train on the first N sequences only")
 @click.option(
     "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="random seed"
 )
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="numba threads [all]")
-@click.option(
-    "--data-dir",
-    default=None,
-    type=click.Path(exists=True, file_okay=False),
-    help="folder with the corpora [$CRFSDCA_DATA_DIR]",
-)
+@count_option("--threads", help="numba threads [all]")
+@DATA_DIR_OPTION
 @click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
 @click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
 @click.option(
@@ -138,13 +130,10 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     default=None,
     help="epochs between checkpoints [by wall time: --checkpoint-seconds]",
 )
-@click.option(
+@_seconds_option(
     "--checkpoint-seconds",
-    type=float,
-    callback=_finite,
-    default=300.0,
-    show_default=True,
-    help="wall-time seconds between checkpoints (a killed run loses at most this much)",
+    300.0,
+    "wall-time seconds between checkpoints (a killed run loses at most this much)",
 )
 @click.option(
     "--resume",
@@ -153,35 +142,21 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     help="continue the run saved in this checkpoint folder: the same command with --resume DIR"
     " appended, or --resume DIR alone",
 )
-@click.option(
+@count_option(
     "--workers",
-    type=click.IntRange(min=1),
-    default=None,
     help="distributed SDCA (DisDCA) on a local Dask cluster of this many processes x 1 thread"
     " (with --scheduler: wait for this many workers)",
 )
 @click.option(
     "--scheduler", default=None, help="distributed SDCA on the Dask cluster at tcp://HOST:PORT"
 )
-@click.option(
-    "--partitions",
-    type=click.IntRange(min=1),
-    default=None,
-    help="distributed: number of partitions [one per worker]",
-)
-@click.option(
+@count_option("--partitions", help="distributed: number of partitions [one per worker]")
+@count_option(
     "--local-updates",
-    type=click.IntRange(min=1),
-    default=None,
     help="distributed: SDCA steps per partition and round [100, or one pass over the shard]",
 )
-@click.option(
-    "--round-timeout",
-    type=float,
-    callback=_finite,
-    default=600.0,
-    show_default=True,
-    help="distributed: seconds to wait for a partition before calling it lost",
+@_seconds_option(
+    "--round-timeout", 600.0, "distributed: seconds to wait for a partition before calling it lost"
 )
 @click.option(
     "--graph",
@@ -472,22 +447,12 @@ def _train(
     as_json,
     quiet,
 ) -> None:
-    from crfsdca.cli.predict import check_labels
+    from crfsdca.cli.inputs import load_run_inputs
     from crfsdca.estimators.model import SequenceCRF
-    from crfsdca.features.sources import load_inputs, train_fingerprint
+    from crfsdca.features.sources import train_fingerprint
     from crfsdca.solvers.checkpoint import CheckpointWriter
 
-    inputs = load_inputs(
-        run["dataset"],
-        fmt=run["fmt"],
-        template=run["template"],
-        test=run["test"],
-        data_dir=run["data_dir"],
-        max_sequences=run["max_sequences"],
-        label=run.get("label"),
-    )
-    if run["test"] is not None and inputs.test is not None:
-        check_labels(inputs.test, f"--test {run['test']}", inputs.train.label_names, quiet)
+    inputs = load_run_inputs(run, quiet)
     fingerprint = train_fingerprint(inputs.train)
     if resume is not None and resume["run"].get("fingerprint") != fingerprint:
         raise ValueError("the training data differs from the checkpointed run's; cannot resume")
@@ -536,13 +501,7 @@ def _train(
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:
         checkpointer.now(result.state, result.trace)
-    if trace_path:
-        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-        result.trace.to_jsonl(trace_path)
-    draw_plot(result.trace)
-    if model_path:
-        Path(model_path).parent.mkdir(parents=True, exist_ok=True)
-        model.save(model_path)
+    write_outputs(result.trace, trace_path, model, model_path)
     summary = _summary(model, inputs, model_path)
     if checkpointer is not None:
         checkpointer.wait()  # the last checkpoint was written while the test set was scored

@@ -83,16 +83,50 @@ def _map_chunks(kernel, calls: list[tuple]) -> list:
         return [job.result() for job in jobs]
 
 
+def _over_chunks(kernel, data, w, dims, n_chunks, *rest) -> list:
+    """``kernel(data, lo, hi, w, dims, *rest)`` on every chunk of sequences lo..hi-1 (at most
+    ``n_chunks``, :func:`_map_chunks`); the results in chunk order."""
+    bounds = _bounds(data[0], n_chunks)
+    calls = [
+        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, *rest)
+        for c in range(bounds.shape[0] - 1)
+    ]
+    return _map_chunks(kernel, calls)
+
+
+def _sum_losses(parts) -> tuple[float, int]:
+    """(sum of the chunks' losses, the first bad sequence or -1) of (loss, bad) results."""
+    loss, first_bad = 0.0, -1
+    for part_loss, bad in parts:
+        loss += part_loss
+        if bad >= 0 and first_bad < 0:
+            first_bad = bad
+    return loss, first_bad
+
+
 @njit(cache=True, nogil=True)
 def _workspace(max_T, K):
-    """Scaled forward-backward workspace tuple for sequences of up to max_T items."""
+    """(scaled forward-backward workspace, node scores) for sequences of up to max_T items."""
     T = max(max_T, 1)
-    return (np.empty((T, K)), np.empty((T, K)), np.empty((T, K)), np.empty(T), np.empty(T))
+    ws = (np.empty((T, K)), np.empty((T, K)), np.empty((T, K)), np.empty(T), np.empty(T))
+    return ws, np.empty((max_T, K))
 
 
-def _transitions(w, A, K, n_bias):
+@njit(cache=True, nogil=True)
+def _sequence_scores(data, i, w, dims, unary):
+    """Node scores of sequence i into unary[:T]; returns its (start, end) items."""
+    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
+    start, end = seq_offsets[i], seq_offsets[i + 1]
+    attrs = (attr_offsets, attr_ids, attr_values)
+    A, K, n_bias, _ = dims
+    unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+    return start, end
+
+
+def _transitions(w, dims):
     """(log_trans view, exp_trans, trans_max) of the flat weights (Python around the
     ``transition_exp`` kernel: one entry point less to compile)."""
+    A, K, n_bias, _ = dims
     off = (A + n_bias) * K
     log_trans = w[off : off + K * K].reshape((K, K))
     exp_trans = np.empty((K, K))
@@ -108,18 +142,17 @@ def _chunk_value_and_gradient(data, lo, hi, w, dims, trans, grad, edge_acc):
     path add alpha v products to edge_acc; those that need the log-space path add exact
     summed edge marginals to the transition block of the gradient directly.
     """
-    seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
+    _, attr_offsets, attr_ids, attr_values, labels = data
     attrs = (attr_offsets, attr_ids, attr_values)
     A, K, n_bias, max_T = dims
     log_trans, exp_trans, trans_max = trans
-    ws = _workspace(max_T, K)
-    unary, node = np.empty((max_T, K)), np.empty((max_T, K))
+    ws, unary = _workspace(max_T, K)
+    node = np.empty((max_T, K))
     log_edge, edge_sum = np.empty((max(max_T - 1, 0), K, K)), np.zeros((K, K))
     loss, bad = 0.0, -1
     for i in range(lo, hi):
-        start, end = seq_offsets[i], seq_offsets[i + 1]
+        start, end = _sequence_scores(data, i, w, dims, unary)
         T = end - start
-        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
         u, y = unary[:T], labels[start:end]
         log_z, ok = scaled_forward(u, exp_trans, trans_max, ws)
         if ok and scaled_backward(exp_trans, ws, T):
@@ -162,7 +195,7 @@ def batch_value_and_gradient(data, w, dims, extra):
     A, K, n_bias, _ = dims
     bounds = _bounds(data[0], extra.shape[0] + 1)
     n_chunks = bounds.shape[0] - 1
-    trans = _transitions(w, A, K, n_bias)
+    trans = _transitions(w, dims)
     grad = np.zeros(w.shape[0])
     edge_acc = np.zeros((n_chunks, K, K))
     calls = []
@@ -173,11 +206,7 @@ def batch_value_and_gradient(data, w, dims, extra):
         calls.append((data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans, g, edge_acc[c]))
     parts = _map_chunks(_chunk_value_and_gradient, calls)
     _sum_chunks(grad, extra, trans[1], edge_acc, (A + n_bias) * K)
-    loss, first_bad = 0.0, -1
-    for part_loss, bad in parts:
-        loss += part_loss
-        if bad >= 0 and first_bad < 0:
-            first_bad = bad
+    loss, first_bad = _sum_losses(parts)
     return loss, grad, first_bad
 
 
@@ -185,16 +214,13 @@ def batch_value_and_gradient(data, w, dims, extra):
 def _chunk_loss(data, lo, hi, w, dims, trans):
     """Sum of log Z_i - score_i(y_i) over sequences lo..hi-1 (forward passes only) and the
     first sequence with a non-finite log Z or -1."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, labels = data
-    attrs = (attr_offsets, attr_ids, attr_values)
-    A, K, n_bias, max_T = dims
+    _, _, _, _, labels = data
+    _, K, _, max_T = dims
     log_trans, exp_trans, trans_max = trans
-    ws = _workspace(max_T, K)
-    unary = np.empty((max_T, K))
+    ws, unary = _workspace(max_T, K)
     loss, bad = 0.0, -1
     for i in range(lo, hi):
-        start, end = seq_offsets[i], seq_offsets[i + 1]
-        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+        start, end = _sequence_scores(data, i, w, dims, unary)
         u = unary[: end - start]
         log_z = log_partition(u, log_trans, exp_trans, trans_max, ws)
         if not np.isfinite(log_z) and bad < 0:
@@ -207,19 +233,8 @@ def batch_loss(data, w, dims, n_chunks):
     """Return (sum_i [log Z_i - score_i(y_i)], first bad sequence or -1): the loss of
     :func:`batch_value_and_gradient` without the gradient (summed in the same chunks and order;
     the same bits unless a scaled backward pass fails where the forward pass did not)."""
-    A, K, n_bias, _ = dims
-    bounds = _bounds(data[0], n_chunks)
-    trans = _transitions(w, A, K, n_bias)
-    calls = [
-        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans)
-        for c in range(bounds.shape[0] - 1)
-    ]
-    loss, first_bad = 0.0, -1
-    for part_loss, bad in _map_chunks(_chunk_loss, calls):
-        loss += part_loss
-        if bad >= 0 and first_bad < 0:
-            first_bad = bad
-    return loss, first_bad
+    trans = _transitions(w, dims)
+    return _sum_losses(_over_chunks(_chunk_loss, data, w, dims, n_chunks, trans))
 
 
 @njit(cache=True, nogil=True)
@@ -238,58 +253,38 @@ def _chunk_predict(data, lo, hi, w, dims, log_trans, out):
 
 def batch_predict(data, w, dims, n_chunks, out):
     """Viterbi labelling of every sequence into ``out`` (n_items,) int64."""
-    A, K, n_bias, _ = dims
-    bounds = _bounds(data[0], n_chunks)
-    log_trans = _transitions(w, A, K, n_bias)[0]
-    calls = [
-        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, log_trans, out)
-        for c in range(bounds.shape[0] - 1)
-    ]
-    _map_chunks(_chunk_predict, calls)
+    log_trans = _transitions(w, dims)[0]
+    _over_chunks(_chunk_predict, data, w, dims, n_chunks, log_trans, out)
 
 
 @njit(cache=True, nogil=True)
 def _chunk_log_partition(data, lo, hi, w, dims, trans, out):
     """log Z of sequences lo..hi-1 into out[lo:hi] (forward passes only)."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
-    attrs = (attr_offsets, attr_ids, attr_values)
-    A, K, n_bias, max_T = dims
+    _, K, _, max_T = dims
     log_trans, exp_trans, trans_max = trans
-    ws = _workspace(max_T, K)
-    unary = np.empty((max_T, K))
+    ws, unary = _workspace(max_T, K)
     for i in range(lo, hi):
-        start, end = seq_offsets[i], seq_offsets[i + 1]
-        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+        start, end = _sequence_scores(data, i, w, dims, unary)
         out[i] = log_partition(unary[: end - start], log_trans, exp_trans, trans_max, ws)
 
 
 def batch_log_partition(data, w, dims, n_chunks, out):
     """log Z of every sequence into ``out`` (n_sequences,) float64 (forward passes only)."""
-    A, K, n_bias, _ = dims
-    bounds = _bounds(data[0], n_chunks)
-    trans = _transitions(w, A, K, n_bias)
-    calls = [
-        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans, out)
-        for c in range(bounds.shape[0] - 1)
-    ]
-    _map_chunks(_chunk_log_partition, calls)
+    trans = _transitions(w, dims)
+    _over_chunks(_chunk_log_partition, data, w, dims, n_chunks, trans, out)
 
 
 @njit(cache=True, nogil=True)
 def _chunk_node_marginals(data, lo, hi, w, dims, trans, out):
     """Node marginals of the tokens of sequences lo..hi-1 into ``out``; the first sequence with
     a non-finite log Z or -1."""
-    seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
-    attrs = (attr_offsets, attr_ids, attr_values)
-    A, K, n_bias, max_T = dims
+    _, K, _, max_T = dims
     log_trans, exp_trans, trans_max = trans
-    ws = _workspace(max_T, K)
-    unary = np.empty((max_T, K))
+    ws, unary = _workspace(max_T, K)
     log_edge = np.empty((max(max_T - 1, 0), K, K))
     bad = -1
     for i in range(lo, hi):
-        start, end = seq_offsets[i], seq_offsets[i + 1]
-        unary_scores(attrs, start, end, w, A, K, n_bias, unary)
+        start, end = _sequence_scores(data, i, w, dims, unary)
         node = out[start:end]
         log_z = forward_backward(
             unary[: end - start], log_trans, exp_trans, trans_max, ws, node, log_edge
@@ -304,14 +299,8 @@ def _chunk_node_marginals(data, lo, hi, w, dims, trans, out):
 
 def batch_node_marginals(data, w, dims, n_chunks, out):
     """Node marginals of every token into ``out`` (n_items, K) float64; return first bad or -1."""
-    A, K, n_bias, _ = dims
-    bounds = _bounds(data[0], n_chunks)
-    trans = _transitions(w, A, K, n_bias)
-    calls = [
-        (data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans, out)
-        for c in range(bounds.shape[0] - 1)
-    ]
-    for bad in _map_chunks(_chunk_node_marginals, calls):
+    trans = _transitions(w, dims)
+    for bad in _over_chunks(_chunk_node_marginals, data, w, dims, n_chunks, trans, out):
         if bad >= 0:
             return bad
     return -1

@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.block_oracle import sequence_block_marginals
@@ -30,6 +29,8 @@ from crfsdca.kernels.direction import (
     direction_entries,
     primal_direction,
 )
+from crfsdca.kernels.items import add_item_rows, add_item_scores
+from crfsdca.kernels.sag import SAGVisit, make_visit
 
 
 class ChainBlocks(NamedTuple):
@@ -49,96 +50,78 @@ def _block_views(bufs, T, K):
     """(logs, probs) = ((node (T, K), edge (T-1, K, K)), same) views of bufs' log_nu and nu,
     where the block oracle writes nu_i (flat block layout: edges, then nodes)."""
     E = (T - 1) * K * K
-    lnu, nu = bufs[2], bufs[1]
+    lnu, nu = bufs.log_nu, bufs.nu
     logs = (lnu[E : E + T * K].reshape((T, K)), lnu[:E].reshape((T - 1, K, K)))
     probs = (nu[E : E + T * K].reshape((T, K)), nu[:E].reshape((T - 1, K, K)))
     return logs, probs
 
 
+class ChainStepWorkspace(NamedTuple):
+    """A chain step's buffers: the oracle's (``block_oracle``), the direction's rows of the
+    distinct attributes and its bias and transition rows."""
+
+    fb: tuple
+    rows: np.ndarray
+    rest: np.ndarray
+
+
 @njit(cache=True, nogil=True)
 def _workspace(max_T, K, max_U):
-    """Oracle buffers (``block_oracle``), the direction's rows and its bias and transition
-    rows."""
+    """The :class:`ChainStepWorkspace` of sequences of up to max_T items."""
     T = max(max_T, 1)
     fb_ws = (
         np.empty((T, K)), np.empty((K, K)), np.empty((T, K)), np.empty((T, K)),
         np.empty((T, K)), np.empty(T), np.empty(T),
     )  # fmt: skip
-    return fb_ws, np.empty((max(max_U, 1), K)), np.empty((3 + K, K))
+    return ChainStepWorkspace(fb_ws, np.empty((max(max_U, 1), K)), np.empty((3 + K, K)))
 
 
-def _is_chain(s):
-    return P.is_structure(s, ChainBlocks)
+@P.implements(P.step_workspace, ChainBlocks)
+def _step_workspace(s):
+    return _workspace(s.max_T, s.dims[1], s.max_U)
 
 
-@overload(P.step_workspace, jit_options={"cache": True})
-def _ov_step_workspace(s):
-    if _is_chain(s):
-        return lambda s: _workspace(s.max_T, s.dims[1], s.max_U)
+@P.implements(P.block_oracle, ChainBlocks)
+def _block_oracle(s, i, w, sws, bufs):
+    lay = s.layout
+    T = lay.seq_offsets[i + 1] - lay.seq_offsets[i]
+    data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
+    logs, probs = _block_views(bufs, T, s.dims[1])
+    return sequence_block_marginals(data, i, w, s.dims, sws.fb, logs, probs)
 
 
-@overload(P.block_oracle, jit_options={"cache": True})
-def _ov_block_oracle(s, i, w, sws, bufs):
-    if _is_chain(s):
-
-        def impl(s, i, w, sws, bufs):
-            lay = s.layout
-            T = lay.seq_offsets[i + 1] - lay.seq_offsets[i]
-            data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
-            logs, probs = _block_views(bufs, T, s.dims[1])
-            return sequence_block_marginals(data, i, w, s.dims, sws[0], logs, probs)
-
-        return impl
-
-
-@overload(P.block_direction, jit_options={"cache": True})
-def _ov_block_direction(s, i, bufs, sws, kappa):
-    if _is_chain(s):
-
-        def impl(s, i, bufs, sws, kappa):
-            lay = s.layout
-            A, K, n_bias = s.dims
-            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
-            vr = sws[2][: n_bias + K]
-            trans = vr[n_bias:].reshape((K * K,))
-            _edge_difference_sum(bufs[1], bufs[0], trans, t1 - t0 - 1, K * K)
-            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
-            seq = (t0, t1, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.entry_slot, sa)
-            return primal_direction(seq, (bufs[0], bufs[1]), (A, K, n_bias, kappa), sws[1], vr)
-
-        return impl
+@P.implements(P.block_direction, ChainBlocks)
+def _block_direction(s, i, bufs, sws, kappa):
+    lay = s.layout
+    A, K, n_bias = s.dims
+    t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
+    vr = sws.rest[: n_bias + K]
+    trans = vr[n_bias:].reshape((K * K,))
+    _edge_difference_sum(bufs.nu, bufs.mu, trans, t1 - t0 - 1, K * K)
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    seq = (t0, t1, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.entry_slot, sa)
+    return primal_direction(seq, (bufs.mu, bufs.nu), (A, K, n_bias, kappa), sws.rows, vr)
 
 
-@overload(P.add_block_direction, jit_options={"cache": True})
-def _ov_add_block_direction(s, i, coef, sws, w):
-    if _is_chain(s):
-
-        def impl(s, i, coef, sws, w):
-            lay = s.layout
-            A, K, n_bias = s.dims
-            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
-            add_direction(coef, sa, sws[1], sws[2][: n_bias + K], w, K, A)
-
-        return impl
+@P.implements(P.add_block_direction, ChainBlocks)
+def _add_block_direction(s, i, coef, sws, w):
+    lay = s.layout
+    A, K, n_bias = s.dims
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    add_direction(coef, sa, sws.rows, sws.rest[: n_bias + K], w, K, A)
 
 
-@overload(P.block_direction_entries, jit_options={"cache": True})
-def _ov_block_direction_entries(s, i, sws, idx, val):
-    if _is_chain(s):
-
-        def impl(s, i, sws, idx, val):
-            lay = s.layout
-            A, K, n_bias = s.dims
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            return direction_entries(sa, sws[1], sws[2][: n_bias + K], K, A, idx, val)
-
-        return impl
+@P.implements(P.block_direction_entries, ChainBlocks)
+def _block_direction_entries(s, i, sws, idx, val):
+    lay = s.layout
+    A, K, n_bias = s.dims
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    return direction_entries(sa, sws.rows, sws.rest[: n_bias + K], K, A, idx, val)
 
 
-@overload(P.direction_capacity, jit_options={"cache": True})
-def _ov_direction_capacity(s, sws):
-    if _is_chain(s):
-        return lambda s, sws: sws[1].size + sws[2].size
+@P.implements(P.direction_capacity, ChainBlocks)
+def _direction_capacity(s, sws):
+    return sws.rows.size + sws.rest.size
 
 
 # -- SAG-NUS ------------------------------------------------------------------------------------
@@ -146,7 +129,6 @@ def _ov_direction_capacity(s, sws):
 # visit; a gradient is held compactly as the rows of the sequence's distinct attributes ``emit``
 # (U, K) and ``rest`` (n_bias + K, K): the bias rows, then the transition matrix. The oracle
 # calls are ``chain.marginal_sums`` at w and ``chain.log_partition`` per line-search trial.
-# sws = (fb, bufs): forward-backward buffers and the step buffers of ``sag_workspace``.
 @njit(cache=True, nogil=True)
 def _scores(attrs, t0, t1, z, c, dims, unary, log_trans):
     """Node scores (T, K) and transition scores (K, K) of w = c z for tokens t0..t1-1."""
@@ -174,11 +156,8 @@ def add_features(seq, node, edge_sum, coef, gold_coef, emit, rest):
     nb = rest.shape[0] - K
     for t in range(T):
         y = labels[t0 + t]
-        for p in range(attr_offsets[t0 + t], attr_offsets[t0 + t + 1]):
-            s, v = entry_slot[p], attr_values[p]
-            for k in range(K):
-                emit[s, k] += coef * v * node[t, k]
-            emit[s, y] -= gold_coef * v
+        add_item_rows(attr_offsets, attr_values, entry_slot, t0 + t, node[t], y, coef, gold_coef,
+                      emit)  # fmt: skip
         for k in range(K if nb else 0):
             rest[0, k] += coef * node[t, k]
             rest[1, k] += coef * node[t, k] if t == 0 else 0.0
@@ -207,10 +186,7 @@ def _direction_scores(seq, emit, rest, ug):
                 ug[t, k] += rest[1, k]
             if nb and t == T - 1:
                 ug[t, k] += rest[2, k]
-        for p in range(attr_offsets[t0 + t], attr_offsets[t0 + t + 1]):
-            s, v = entry_slot[p], attr_values[p]
-            for k in range(K):
-                ug[t, k] += v * emit[s, k]
+        add_item_scores(attr_offsets, attr_values, entry_slot, t0 + t, emit, ug[t])
 
 
 @njit(cache=True, nogil=True)
@@ -226,108 +202,80 @@ def _seq(s, i):
     )
 
 
-@overload(P.sag_rest_rows, jit_options={"cache": True})
-def _ov_sag_rest_rows(s):
-    if _is_chain(s):
-        return lambda s: s.dims[2] + s.dims[1]
+@P.implements(P.sag_rest_rows, ChainBlocks)
+def _sag_rest_rows(s):
+    return s.dims[2] + s.dims[1]
 
 
-@overload(P.sag_oracle, jit_options={"cache": True})
-def _ov_sag_oracle(s, i, z, c, sws):
-    if _is_chain(s):
+class ChainSagWorkspace(NamedTuple):
+    """Buffers of a SAG-NUS visit (``sag_workspace``): forward-backward buffers, the scores at
+    w, the log edge marginals, the trial scores and the visit's ``sag.SAGVisit`` (node and
+    summed edge marginals, g and the change of d as emit and rest rows)."""
 
-        def impl(s, i, z, c, sws):
-            lay = s.layout
-            fb, bufs = sws
-            unary, log_trans, node, log_edge, edge_sum = bufs[:5]
-            t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
-            T = t1 - t0
-            _scores(
-                (lay.attr_offsets, lay.attr_ids, lay.attr_values),
-                t0,
-                t1,
-                z,
-                c,
-                s.dims,
-                unary,
-                log_trans,
-            )
-            log_z = marginal_sums(unary[:T], log_trans, fb, node, log_edge, edge_sum)
-            if not np.isfinite(log_z):
-                return log_z, 0.0
-            return log_z, log_z - gold_score(unary[:T], log_trans, lay.labels[t0:t1])
-
-        return impl
+    fb: tuple
+    unary: np.ndarray
+    log_trans: np.ndarray
+    log_edge: np.ndarray
+    trial_unary: np.ndarray
+    trial_trans: np.ndarray
+    visit: SAGVisit
 
 
-@overload(P.sag_buffers, jit_options={"cache": True})
-def _ov_sag_buffers(s, i, sws):
-    if _is_chain(s):
-
-        def impl(s, i, sws):
-            bufs = sws[1]
-            n = s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i]
-            return bufs[2][:n], bufs[4], bufs[5], bufs[6], bufs[7], bufs[8]
-
-        return impl
-
-
-@overload(P.sag_add_features, jit_options={"cache": True})
-def _ov_sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
-    if _is_chain(s):
-
-        def impl(s, i, node, sums, coef, gold_coef, emit, rest):
-            add_features(_seq(s, i), node, sums, coef, gold_coef, emit, rest)
-
-        return impl
+@P.implements(P.sag_oracle, ChainBlocks)
+def _sag_oracle(s, i, z, c, sws):
+    lay = s.layout
+    unary, log_trans = sws.unary, sws.log_trans
+    t0, t1 = lay.seq_offsets[i], lay.seq_offsets[i + 1]
+    T = t1 - t0
+    attrs = (lay.attr_offsets, lay.attr_ids, lay.attr_values)
+    _scores(attrs, t0, t1, z, c, s.dims, unary, log_trans)
+    visit = sws.visit
+    log_z = marginal_sums(unary[:T], log_trans, sws.fb, visit.node, sws.log_edge, visit.sums)
+    if not np.isfinite(log_z):
+        return log_z, 0.0
+    return log_z, log_z - gold_score(unary[:T], log_trans, lay.labels[t0:t1])
 
 
-@overload(P.sag_prepare_trials, jit_options={"cache": True})
-def _ov_sag_prepare_trials(s, i, sws):
-    if _is_chain(s):
-
-        def impl(s, i, sws):
-            bufs = sws[1]
-            _direction_scores(_seq(s, i), bufs[5], bufs[6], bufs[9])
-
-        return impl
+@P.implements(P.sag_add_features, ChainBlocks)
+def _sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
+    add_features(_seq(s, i), node, sums, coef, gold_coef, emit, rest)
 
 
-@overload(P.sag_trial, jit_options={"cache": True})
-def _ov_sag_trial(s, i, inv, sws):
-    if _is_chain(s):
-
-        def impl(s, i, inv, sws):
-            fb, bufs = sws
-            nb = s.dims[2]
-            t0, t1 = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
-            T = t1 - t0
-            unary, log_trans, ug, tg = bufs[0][:T], bufs[1], bufs[9][:T], bufs[6][nb:]
-            tu, tt = bufs[10], bufs[11]
-            K = unary.shape[1]
-            for t in range(T):
-                for k in range(K):
-                    tu[t, k] = unary[t, k] - inv * ug[t, k]
-            for k in range(K):
-                for l in range(K):
-                    tt[k, l] = log_trans[k, l] - inv * tg[k, l]
-            trans_max = transition_exp(tt, fb[0])
-            log_z = log_partition(tu[:T], tt, fb[0], trans_max, fb[1:])
-            return log_z - gold_score(tu[:T], tt, s.layout.labels[t0:t1])
-
-        return impl
+@P.implements(P.sag_prepare_trials, ChainBlocks)
+def _sag_prepare_trials(s, i, sws):
+    _direction_scores(_seq(s, i), sws.visit.g_emit, sws.visit.g_rest, sws.visit.ug)
 
 
-def sag_workspace(max_T: int, dims: tuple[int, int, int], max_U: int) -> tuple:
-    """sws of the chain's SAG primitives: forward-backward buffers and the step buffers
-    (unary, log_trans, node, log_edge, edge_sum, g (emit, rest), d change (emit, rest), node
-    scores of g, trial unary, trial transitions)."""
+@P.implements(P.sag_trial, ChainBlocks)
+def _sag_trial(s, i, inv, sws):
+    fb = sws.fb
+    t0, t1 = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
+    T = t1 - t0
+    unary, log_trans, ug = sws.unary[:T], sws.log_trans, sws.visit.ug[:T]
+    tg = sws.visit.g_rest[s.dims[2] :]
+    tu, tt = sws.trial_unary, sws.trial_trans
+    K = unary.shape[1]
+    for t in range(T):
+        for k in range(K):
+            tu[t, k] = unary[t, k] - inv * ug[t, k]
+    for k in range(K):
+        for l in range(K):
+            tt[k, l] = log_trans[k, l] - inv * tg[k, l]
+    trans_max = transition_exp(tt, fb[0])
+    log_z = log_partition(tu[:T], tt, fb[0], trans_max, fb[1:])
+    return log_z - gold_score(tu[:T], tt, s.layout.labels[t0:t1])
+
+
+def sag_workspace(max_T: int, dims: tuple[int, int, int], max_U: int) -> ChainSagWorkspace:
+    """The :class:`ChainSagWorkspace` of sequences of up to max_T items and max_U distinct
+    attributes."""
     A, K, n_bias = dims
     T, U, R = max(int(max_T), 1), max(int(max_U), 1), n_bias + K
     fb = (np.empty((K, K)), *(np.empty((T, K)) for _ in range(3)), np.empty(T), np.empty(T))
-    shapes = [(T, K), (K, K), (T, K), (max(T - 1, 1), K, K), (K, K), (U, K), (R, K), (U, K)]
-    shapes += [(R, K), (T, K), (T, K), (K, K)]
-    return fb, tuple(np.empty(shape) for shape in shapes)
+    log_edge = np.empty((max(T - 1, 1), K, K))
+    trial = (np.empty((T, K)), np.empty((K, K)))
+    visit = make_visit(T, K, U, (K, K), (R, K))
+    return ChainSagWorkspace(fb, np.empty((T, K)), np.empty((K, K)), log_edge, *trial, visit)
 
 
 def chain_run_table(seq_offsets: np.ndarray, K: int) -> P.RunTable:

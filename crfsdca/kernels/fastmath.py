@@ -99,10 +99,19 @@ Loop shapes that vectorize (checked on this machine with numba 0.68 / llvmlite 0
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
+
+from crfsdca.kernels.intrinsics import (
+    _as_float,
+    _as_int,
+    _div,
+    _fma,
+    _logf_k,
+    _logf_m,
+    add_reassoc,
+    add_reassoc32,
+    max_num,
+)
 
 __all__ = [
     "add_reassoc",
@@ -121,137 +130,6 @@ __all__ = [
     "make_weighted_sum",
     "max_num",
 ]
-
-
-# --- bit-level helpers (LLVM-level, so nothing numba-specific blocks vectorization) -----------
-
-
-@intrinsic
-def _as_int(typingctx, x):
-    """Reinterpret the bits of a float64 as an int64 (LLVM ``bitcast``)."""
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return sig, codegen
-
-
-@intrinsic
-def _as_float(typingctx, i):
-    """Reinterpret the bits of an int64 as a float64 (LLVM ``bitcast``)."""
-    sig = types.float64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return sig, codegen
-
-
-@intrinsic
-def _div(typingctx, a, b):
-    """Plain IEEE ``a / b`` (LLVM ``fdiv``), without numba's zero-division check."""
-    sig = types.float64(types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.fdiv(args[0], args[1])
-
-    return sig, codegen
-
-
-@intrinsic
-def _fma(typingctx, a, b, c):
-    """``a * b + c`` via ``llvm.fmuladd``: one fused rounding where the CPU has FMA, else two."""
-    sig = types.float64(types.float64, types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        d = ir.DoubleType()
-        fnty = ir.FunctionType(d, [d, d, d])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fmuladd.f64")
-        return builder.call(fn, args)
-
-    return sig, codegen
-
-
-@intrinsic
-def add_reassoc(typingctx, acc, v):
-    """``acc + v`` flagged ``reassoc``, so that LLVM may vectorize a sum accumulated with it.
-
-    Without fastmath LLVM keeps a float sum in source order, which keeps a whole loop scalar.
-    Writing the accumulation as ``s = add_reassoc(s, term)`` allows reordering of that sum only
-    (LLVM then keeps several partial sums and adds them at the end, like a pairwise sum; the
-    result may differ from the serial sum by rounding), while every other operation in the loop
-    stays exact IEEE arithmetic.
-    """
-    sig = types.float64(types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.fadd(args[0], args[1], flags=("reassoc",))
-
-    return sig, codegen
-
-
-@intrinsic
-def add_reassoc32(typingctx, acc, v):
-    """:func:`add_reassoc` for float32 sums."""
-    sig = types.float32(types.float32, types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.fadd(args[0], args[1], flags=("reassoc",))
-
-    return sig, codegen
-
-
-@intrinsic
-def max_num(typingctx, a, b):
-    """IEEE maxNum of two float64 (``llvm.maxnum``): the larger, or the other one if one is nan.
-
-    Unlike ``max`` (a compare and branch per element, about 1 ns), LLVM vectorizes a reduction
-    ``m = max_num(m, x[i])`` (0.2 ns per element for K^2 = 676 entries here).
-    """
-    sig = types.float64(types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        d = ir.DoubleType()
-        fnty = ir.FunctionType(d, [d, d])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.maxnum.f64")
-        return builder.call(fn, args)
-
-    return sig, codegen
-
-
-def _logf_bits(builder, x):
-    """IR: the float32 x's bits plus musl's offset, so that bits >> 23 is k + 127 (logf)."""
-    i32 = ir.IntType(32)
-    bits = builder.bitcast(x, i32)
-    return builder.add(bits, ir.Constant(i32, 0x3F800000 - 0x3F3504F3))
-
-
-@intrinsic
-def _logf_k(typingctx, x):
-    """k of x = 2**k * m, m in [sqrt(2)/2, sqrt(2)), as a float32 (x positive normal)."""
-    sig = types.float32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        shifted = builder.ashr(_logf_bits(builder, args[0]), ir.Constant(i32, 23))
-        k = builder.sub(shifted, ir.Constant(i32, 0x7F))
-        return builder.sitofp(k, ir.FloatType())
-
-    return sig, codegen
-
-
-@intrinsic
-def _logf_m(typingctx, x):
-    """m of x = 2**k * m, m in [sqrt(2)/2, sqrt(2)) (x positive normal)."""
-    sig = types.float32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        low = builder.and_(_logf_bits(builder, args[0]), ir.Constant(i32, 0x007FFFFF))
-        return builder.bitcast(builder.add(low, ir.Constant(i32, 0x3F3504F3)), ir.FloatType())
-
-    return sig, codegen
 
 
 # --- constants ---------------------------------------------------------------------------------
@@ -398,22 +276,9 @@ def _scale(y, ki):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def fast_log(x):
-    """Natural logarithm of a float64, vectorizable (fdlibm method, error < 1 ulp).
-
-    Parameters
-    ----------
-    x : float64
-
-    Returns
-    -------
-    float64
-        ``log(x)``; ``-inf`` for ``x == 0``, ``nan`` for ``x < 0`` or nan, ``inf`` for ``inf``.
-
-    Notes
-    -----
-    Table-free and branch-free; see the module docstring for the method and for the loop shapes
-    LLVM vectorizes. Measured maximum error: 0.87 ulp (``tests/test_fastmath.py``).
-    """
+    """``log(x)`` of a float64, vectorizable (fdlibm method; measured maximum error 0.87 ulp,
+    ``tests/test_fastmath.py``): ``-inf`` for ``x == 0``, ``nan`` for ``x < 0`` or nan, ``inf``
+    for ``inf``. Method and loop shapes: the module docstring."""
     r = fast_log_positive(x)
     r = r if x < _INF else x  # +inf -> inf, nan -> nan
     r = r if x >= 0.0 else _NAN  # negative (and nan) -> nan
@@ -483,24 +348,10 @@ def approx_logf(x):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def fast_exp(x):
-    """Exponential of a float64, vectorizable (error < 1 ulp, subnormal results included).
-
-    Parameters
-    ----------
-    x : float64
-
-    Returns
-    -------
-    float64
-        ``exp(x)``; ``inf`` above ``709.782712893384``, gradually underflowing subnormals down
-        to ``5e-324``, then ``0`` (``exp(-inf) == 0``); ``nan`` for nan.
-
-    Notes
-    -----
-    Table-free and branch-free; see the module docstring for the method and for the loop shapes
-    LLVM vectorizes. Measured maximum error: 0.76 ulp for normal results, 0.78 units of
-    ``2**-1074`` for subnormal ones.
-    """
+    """``exp(x)`` of a float64, vectorizable (measured maximum error 0.76 ulp for normal
+    results, 0.78 units of ``2**-1074`` for subnormal ones): ``inf`` above
+    ``709.782712893384``, gradually underflowing subnormals down to ``5e-324``, then ``0``
+    (``exp(-inf) == 0``); ``nan`` for nan. Method and loop shapes: the module docstring."""
     # clamp (nan goes to -746 here and is restored at the end); exp(-746) rounds to 0 and
     # exp(710) overflows, so the clamped values give the right 0 / inf
     xc = x if x > -746.0 else -746.0
@@ -512,23 +363,12 @@ def fast_exp(x):
 
 @njit(inline="always")
 def fast_log1p(x):
-    """``log(1 + x)`` of a float64, accurate for small ``x``, vectorizable (error < 1 ulp).
+    """``log(1 + x)`` of a float64, accurate for small ``x``, vectorizable (measured maximum
+    error 0.83 ulp): ``-inf`` for ``x == -1``, ``nan`` below ``-1`` or for nan, ``inf`` for
+    ``inf``; zeros (with their sign) and tiny ``x`` come back unchanged.
 
-    Parameters
-    ----------
-    x : float64
-
-    Returns
-    -------
-    float64
-        ``log1p(x)``; ``-inf`` for ``x == -1``, ``nan`` below ``-1`` or for nan, ``inf`` for
-        ``inf``; zeros (with their sign) and tiny ``x`` come back unchanged.
-
-    Notes
-    -----
     ``u = 1 + x`` is reduced like in ``fast_log``; the rounding error ``c`` of ``1 + x`` is
-    recovered exactly (Fast2Sum) and ``c / u`` added (fdlibm ``s_log1p.c``). Costs two divisions.
-    Measured maximum error: 0.83 ulp.
+    recovered exactly (Fast2Sum) and ``c / u`` added (fdlibm ``s_log1p.c``). Two divisions.
     """
     u = 1.0 + x
     k, f = _log_reduce(_as_int(u))
@@ -543,23 +383,13 @@ def fast_log1p(x):
 
 @njit(inline="always")
 def fast_expm1(x):
-    """``exp(x) - 1`` of a float64, accurate for small ``x``, vectorizable (error < 1.5 ulp).
+    """``exp(x) - 1`` of a float64, accurate for small ``x``, vectorizable (measured maximum
+    error 1.16 ulp): ``-1`` for ``x < -40`` (and ``-inf``), ``inf`` above ``709.782712893384``,
+    ``nan`` for nan; zeros (with their sign) and tiny ``x`` come back unchanged.
 
-    Parameters
-    ----------
-    x : float64
-
-    Returns
-    -------
-    float64
-        ``expm1(x)``; ``-1`` for ``x < -40`` (and ``-inf``), ``inf`` above ``709.782712893384``,
-        ``nan`` for nan; zeros (with their sign) and tiny ``x`` come back unchanged.
-
-    Notes
-    -----
     Same reduction as ``fast_exp``: ``exp(x) = 2**k * (1 + hi + t)``. For ``k <= 56`` the result
     is ``(2**k - 1) + 2**k * hi + 2**k * t`` (exact terms for ``|k| <= 53``, the first sum
-    compensated by Fast2Sum), otherwise ``fast_exp``'s value. Measured maximum error: 1.16 ulp.
+    compensated by Fast2Sum), otherwise ``fast_exp``'s value.
     """
     xc = x if x > -40.0 else -40.0
     xc = xc if xc < 710.0 else 710.0

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from crfsdca.kernels.items import item_scores
 from crfsdca.kernels.junction import _strides, collect, distribute, project, projection, viterbi
 
 
@@ -30,25 +31,10 @@ from crfsdca.kernels.junction import _strides, collect, distribute, project, pro
 def node_unary(data, s, e, w, dims, unary):
     """Scores of the nodes s..e-1 into unary[:e-s] (attributes and the bias rows)."""
     _, attr_offsets, attr_ids, attr_values, _ = data
-    A, K, n_bias = dims
-    b = A * K
     n = e - s
     for v in range(n):
-        g = s + v
-        for k in range(K):
-            u = 0.0
-            if n_bias:
-                u = w[b + k]
-                if v == 0:
-                    u += w[b + K + k]
-                if v == n - 1:
-                    u += w[b + 2 * K + k]
-            unary[v, k] = u
-        for q in range(attr_offsets[g], attr_offsets[g + 1]):
-            row = attr_ids[q] * K
-            x = attr_values[q]
-            for k in range(K):
-                unary[v, k] += x * w[row + k]
+        item_scores(attr_offsets, attr_ids, attr_values, s + v, w, dims, v == 0, v == n - 1,
+                    unary[v])  # fmt: skip
 
 
 @njit(cache=True, nogil=True)

@@ -15,13 +15,14 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from numba.extending import overload
 
 from crfsdca.kernels import order2
 from crfsdca.kernels import primitives as P
+from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import clique_tables, marginals, potentials
 from crfsdca.kernels.junction_scaled import exp_blocks, potential_marginals, scaled_marginals
+from crfsdca.kernels.sag import SAGVisit, make_visit
 
 
 class JunctionBlocks(NamedTuple):
@@ -45,14 +46,23 @@ class JunctionBlocks(NamedTuple):
     order2: bool
 
 
-def _is_junction(s):
-    return P.is_structure(s, JunctionBlocks)
+class JunctionStepWorkspace(NamedTuple):
+    """A junction step's buffers: the message workspace (its last array: projection indices),
+    the batch workspace, the exponentiated factor blocks, the direction's buffers (ids, rows,
+    bias rows, factor rows, a projected row), the number of distinct attributes of the last
+    direction and ``kernels.order2``'s workspace."""
+
+    messages: tuple
+    batch: tuple
+    factors: tuple
+    direction: tuple
+    n_rows: np.ndarray
+    fast: tuple
 
 
 @njit(cache=True, nogil=True)
 def _workspace(R, K, sizes, fast2):
-    """(message workspace, batch workspace, exponentiated factor blocks, direction buffers,
-    number of distinct attributes of the last direction, ``kernels.order2``'s workspace)."""
+    """The :class:`JunctionStepWorkspace` of blocks of up to R entries."""
     table, cliques, max_len, max_attrs, n_factor, n_types = sizes
     mws = (np.empty(R), np.empty(R), np.empty(table), np.empty(table), np.empty(cliques),
            np.empty(table, np.int64))  # fmt: skip
@@ -62,44 +72,39 @@ def _workspace(R, K, sizes, fast2):
     a = max(max_attrs, 1)
     dws = (np.empty(a, np.int64), np.empty((a, K)), np.empty((3, K)), np.empty(n_factor),
            np.empty(K))  # fmt: skip
-    return mws, bws, ews, dws, np.zeros(1, np.int64), order2.make_workspace(max_len, K, fast2)
+    fast = order2.make_workspace(max_len, K, fast2)
+    return JunctionStepWorkspace(mws, bws, ews, dws, np.zeros(1, np.int64), fast)
 
 
-@overload(P.step_workspace, jit_options={"cache": True})
-def _ov_step_workspace(s):
-    if _is_junction(s):
-        return lambda s: _workspace(max(s.max_block, 1), s.dims[1], s.sizes, s.order2)
+@P.implements(P.step_workspace, JunctionBlocks)
+def _step_workspace(s):
+    return _workspace(max(s.max_block, 1), s.dims[1], s.sizes, s.order2)
 
 
-@overload(P.block_oracle, jit_options={"cache": True})
-def _ov_block_oracle(s, i, w, sws, bufs):
-    if _is_junction(s):
-
-        def impl(s, i, w, sws, bufs):
-            mws, bws, ews = sws[0], sws[1], sws[2]
-            R = s.jt[1][i + 1] - s.jt[1][i]
-            nu, lnu, marg = bufs[1], bufs[2], bws[2]
-            if s.order2 and s.data[0][i + 1] - s.data[0][i] >= 3:
-                log_z, ok = order2.block_marginals(s, i, w, sws[5], bws[0], nu, lnu)
-                if ok:
-                    return log_z
-            exp_blocks(w, s.feat, s.dims[1], ews)
-            log_z, ok = scaled_marginals(s.data, s.jt, s.assign, s.feat, i, w, s.dims,
-                                         (mws, bws), ews)  # fmt: skip
-            if ok:  # probabilities, each >= TINY
-                for j in range(R):
-                    nu[j] = min(marg[j], 1.0)
-                    lnu[j] = np.log(nu[j])
-                return log_z
-            log_z = marginals(s.data, s.jt, s.assign, s.feat, i, w, s.dims, (mws, bws))
-            if not np.isfinite(log_z):
-                return log_z
-            for j in range(R):
-                lnu[j] = min(marg[j], 0.0)
-                nu[j] = np.exp(lnu[j])
+@P.implements(P.block_oracle, JunctionBlocks)
+def _block_oracle(s, i, w, sws, bufs):
+    mws, bws, ews = sws.messages, sws.batch, sws.factors
+    R = s.jt[1][i + 1] - s.jt[1][i]
+    nu, lnu, marg = bufs.nu, bufs.log_nu, bws[2]
+    if s.order2 and s.data[0][i + 1] - s.data[0][i] >= 3:
+        log_z, ok = order2.block_marginals(s, i, w, sws.fast, bws[0], nu, lnu)
+        if ok:
             return log_z
-
-        return impl
+    exp_blocks(w, s.feat, s.dims[1], ews)
+    log_z, ok = scaled_marginals(s.data, s.jt, s.assign, s.feat, i, w, s.dims,
+                                 (mws, bws), ews)  # fmt: skip
+    if ok:  # probabilities, each >= TINY
+        for j in range(R):
+            nu[j] = min(marg[j], 1.0)
+            lnu[j] = np.log(nu[j])
+        return log_z
+    log_z = marginals(s.data, s.jt, s.assign, s.feat, i, w, s.dims, (mws, bws))
+    if not np.isfinite(log_z):
+        return log_z
+    for j in range(R):
+        lnu[j] = min(marg[j], 0.0)
+        nu[j] = np.exp(lnu[j])
+    return log_z
 
 
 @njit(cache=True, nogil=True)
@@ -160,76 +165,61 @@ def _direction(s, i, mu, nu, dws, pidx):
     return U, sq
 
 
-@overload(P.block_direction, jit_options={"cache": True})
-def _ov_block_direction(s, i, bufs, sws, kappa):
-    if _is_junction(s):
-
-        def impl(s, i, bufs, sws, kappa):
-            if s.order2 and s.layout[0][i + 1] - s.layout[0][i] >= 3:
-                U, sq = order2.direction(s, i, bufs[0], bufs[1], sws[3], sws[5])
-            else:
-                U, sq = _direction(s, i, bufs[0], bufs[1], sws[3], sws[0][5])
-            sws[4][0] = U
-            return kappa * kappa * sq
-
-        return impl
+@P.implements(P.block_direction, JunctionBlocks)
+def _block_direction(s, i, bufs, sws, kappa):
+    if s.order2 and s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i] >= 3:
+        U, sq = order2.direction(s, i, bufs.mu, bufs.nu, sws.direction, sws.fast)
+    else:
+        U, sq = _direction(s, i, bufs.mu, bufs.nu, sws.direction, sws.messages[5])
+    sws.n_rows[0] = U
+    return kappa * kappa * sq
 
 
-@overload(P.add_block_direction, jit_options={"cache": True})
-def _ov_add_block_direction(s, i, coef, sws, w):
-    if _is_junction(s):
-
-        def impl(s, i, coef, sws, w):
-            ids, rows, bias, fdiff, _ = sws[3]
-            A, K, n_bias = s.dims
-            for r in range(sws[4][0]):
-                base = ids[r] * K
-                for k in range(K):
-                    w[base + k] += coef * rows[r, k]
-            if n_bias:
-                for r in range(3):
-                    for k in range(K):
-                        w[A * K + r * K + k] += coef * bias[r, k]
-            fbase = s.feat[0][0]
-            for j in range(fdiff.size):
-                w[fbase + j] += coef * fdiff[j]
-
-        return impl
+@P.implements(P.add_block_direction, JunctionBlocks)
+def _add_block_direction(s, i, coef, sws, w):
+    ids, rows, bias, fdiff, _ = sws.direction
+    A, K, n_bias = s.dims
+    for r in range(sws.n_rows[0]):
+        base = ids[r] * K
+        for k in range(K):
+            w[base + k] += coef * rows[r, k]
+    if n_bias:
+        for r in range(3):
+            for k in range(K):
+                w[A * K + r * K + k] += coef * bias[r, k]
+    fbase = s.feat[0][0]
+    for j in range(fdiff.size):
+        w[fbase + j] += coef * fdiff[j]
 
 
-@overload(P.block_direction_entries, jit_options={"cache": True})
-def _ov_block_direction_entries(s, i, sws, idx, val):
-    if _is_junction(s):
-
-        def impl(s, i, sws, idx, val):
-            ids, rows, bias, fdiff, _ = sws[3]
-            A, K, n_bias = s.dims
-            m = 0
-            for r in range(sws[4][0]):
-                for k in range(K):
-                    idx[m] = ids[r] * K + k
-                    val[m] = rows[r, k]
-                    m += 1
-            if n_bias:
-                for r in range(3):
-                    for k in range(K):
-                        idx[m] = A * K + r * K + k
-                        val[m] = bias[r, k]
-                        m += 1
-            fbase = s.feat[0][0]
-            for j in range(fdiff.size):
-                idx[m] = fbase + j
-                val[m] = fdiff[j]
+@P.implements(P.block_direction_entries, JunctionBlocks)
+def _block_direction_entries(s, i, sws, idx, val):
+    ids, rows, bias, fdiff, _ = sws.direction
+    A, K, n_bias = s.dims
+    m = 0
+    for r in range(sws.n_rows[0]):
+        for k in range(K):
+            idx[m] = ids[r] * K + k
+            val[m] = rows[r, k]
+            m += 1
+    if n_bias:
+        for r in range(3):
+            for k in range(K):
+                idx[m] = A * K + r * K + k
+                val[m] = bias[r, k]
                 m += 1
-            return m
+    fbase = s.feat[0][0]
+    for j in range(fdiff.size):
+        idx[m] = fbase + j
+        val[m] = fdiff[j]
+        m += 1
+    return m
 
-        return impl
 
-
-@overload(P.direction_capacity, jit_options={"cache": True})
-def _ov_direction_capacity(s, sws):
-    if _is_junction(s):
-        return lambda s, sws: sws[3][1].size + sws[3][2].size + sws[3][3].size
+@P.implements(P.direction_capacity, JunctionBlocks)
+def _direction_capacity(s, sws):
+    _, rows, bias, fdiff, _ = sws.direction
+    return rows.size + bias.size + fdiff.size
 
 
 # -- SAG-NUS ------------------------------------------------------------------------------------
@@ -238,7 +228,7 @@ def _ov_direction_capacity(s, sws):
 # the factor blocks of w. A gradient is held compactly as the rows of the example's distinct
 # attributes ``emit`` (U, K) and the flat ``rest`` (n_bias K + F,). The clique potentials are
 # linear in w, so those of w = c z are c times those of z; each line-search trial is one collect
-# pass on phi(w) - phi(g) / L. sws = (bufs, (message workspace, scratch)) of ``sag_workspace``.
+# pass on phi(w) - phi(g) / L.
 @njit(cache=True, nogil=True)
 def _gold_score(i, s, phi, jt, labels, K):
     """Score of the gold labelling of example i (first node s) under clique tables phi."""
@@ -297,17 +287,14 @@ def add_features(ex, node, fsum, coef, gold_coef, emit, rest):
     rows of the distinct attributes (entry_slot order); rest (n_bias K + F,) flat.
     """
     i, s, e, layout, struct = ex
-    attr_offsets, attr_values, labels, entry_slot = layout[1], layout[3], layout[4], layout[5]
+    attr_offsets, attr_values = layout.attr_offsets, layout.attr_values
+    labels, entry_slot = layout.labels, layout.entry_slot
     K, F = node.shape[1], fsum.shape[0]
     nbk, n = rest.shape[0] - F, e - s
     for v in range(n):
         g = s + v
         y = labels[g]
-        for q in range(attr_offsets[g], attr_offsets[g + 1]):
-            slot, x = entry_slot[q], attr_values[q]
-            for k in range(K):
-                emit[slot, k] += coef * x * node[v, k]
-            emit[slot, y] -= gold_coef * x
+        add_item_rows(attr_offsets, attr_values, entry_slot, g, node[v], y, coef, gold_coef, emit)
         for k in range(K if nbk else 0):
             mk = coef * node[v, k] - (gold_coef if k == y else 0.0)
             rest[k] += mk
@@ -332,7 +319,11 @@ def add_features(ex, node, fsum, coef, gold_coef, emit, rest):
 def _sag_direction_scores(ex, emit, rest, nbk, ug):
     """Node scores ug (n, K) of the compact vector (emit, rest) with nbk bias entries."""
     _, s, e, layout, _ = ex
-    attr_offsets, attr_values, entry_slot = layout[1], layout[3], layout[5]
+    attr_offsets, attr_values, entry_slot = (
+        layout.attr_offsets,
+        layout.attr_values,
+        layout.entry_slot,
+    )
     K, n = emit.shape[1], e - s
     for v in range(n):
         for k in range(K):
@@ -341,111 +332,89 @@ def _sag_direction_scores(ex, emit, rest, nbk, ug):
                 u = rest[k] + (rest[K + k] if v == 0 else 0.0)
                 u += rest[2 * K + k] if v == n - 1 else 0.0
             ug[v, k] = u
-        for q in range(attr_offsets[s + v], attr_offsets[s + v + 1]):
-            slot, x = entry_slot[q], attr_values[q]
-            for k in range(K):
-                ug[v, k] += x * emit[slot, k]
+        add_item_scores(attr_offsets, attr_values, entry_slot, s + v, emit, ug[v])
 
 
 @njit(cache=True, nogil=True)
 def _sag_ex(s, i):
-    a, b = s.layout[0][i], s.layout[0][i + 1]
+    a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
     return (i, a, b, s.layout, (s.jt, s.assign, s.feat))
 
 
-@overload(P.sag_rest_rows, jit_options={"cache": True})
-def _ov_sag_rest_rows(s):
-    if _is_junction(s):
-        return lambda s: s.dims[2] + s.n_factor_rows
+@P.implements(P.sag_rest_rows, JunctionBlocks)
+def _sag_rest_rows(s):
+    return s.dims[2] + s.n_factor_rows
 
 
-@overload(P.sag_oracle, jit_options={"cache": True})
-def _ov_sag_oracle(s, i, z, c, sws):
-    if _is_junction(s):
+class JunctionSagWorkspace(NamedTuple):
+    """Buffers of a SAG-NUS visit (``sag_workspace``): node scores and clique potentials phi at
+    w, the log marginals, the potentials of g, the trial potentials, a table of probabilities,
+    (the message workspace, scratch) of the oracle, its projection index buffer ``pidx`` and
+    the visit's ``sag.SAGVisit`` (node marginals, factor sums, g and the change of d with a
+    flat rest)."""
 
-        def impl(s, i, z, c, sws):
-            bufs, ows = sws
-            A, K, nb = s.dims
-            unary, phi, marg, node, fsum = bufs[:5]
-            pidx = ows[0][5]
-            potentials(s.data, s.jt, s.assign, s.feat, i, z, s.dims, unary, phi, pidx)
-            size = clique_entries(i, s.jt, K)
-            for t in range(size):
-                phi[t] *= c
-            log_z = potential_marginals(i, phi, s.jt, K, ows, marg, True)
-            if not np.isfinite(log_z):
-                return log_z, 0.0
-            f = log_z - _gold_score(i, s.layout[0][i], phi, s.jt, s.layout[4], K)
-            block_stats(i, marg, (s.jt, s.assign, s.feat), K, node, fsum, bufs[12], pidx)
-            return log_z, f
-
-        return impl
+    unary: np.ndarray
+    phi: np.ndarray
+    marg: np.ndarray
+    phi_g: np.ndarray
+    trial: np.ndarray
+    prob: np.ndarray
+    messages: tuple
+    pidx: np.ndarray
+    visit: SAGVisit
 
 
-@overload(P.sag_buffers, jit_options={"cache": True})
-def _ov_sag_buffers(s, i, sws):
-    if _is_junction(s):
-
-        def impl(s, i, sws):
-            bufs = sws[0]
-            n = s.layout[0][i + 1] - s.layout[0][i]
-            return bufs[3][:n], bufs[4], bufs[5], bufs[6], bufs[7], bufs[8]
-
-        return impl
-
-
-@overload(P.sag_add_features, jit_options={"cache": True})
-def _ov_sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
-    if _is_junction(s):
-
-        def impl(s, i, node, sums, coef, gold_coef, emit, rest):
-            add_features(_sag_ex(s, i), node, sums, coef, gold_coef, emit, rest)
-
-        return impl
+@P.implements(P.sag_oracle, JunctionBlocks)
+def _sag_oracle(s, i, z, c, sws):
+    K = s.dims[1]
+    phi, marg, pidx = sws.phi, sws.marg, sws.pidx
+    potentials(s.data, s.jt, s.assign, s.feat, i, z, s.dims, sws.unary, phi, pidx)
+    size = clique_entries(i, s.jt, K)
+    for t in range(size):
+        phi[t] *= c
+    log_z = potential_marginals(i, phi, s.jt, K, sws.messages, marg, True)
+    if not np.isfinite(log_z):
+        return log_z, 0.0
+    f = log_z - _gold_score(i, s.layout.seq_offsets[i], phi, s.jt, s.layout.labels, K)
+    visit = sws.visit
+    block_stats(i, marg, (s.jt, s.assign, s.feat), K, visit.node, visit.sums, sws.prob, pidx)
+    return log_z, f
 
 
-@overload(P.sag_prepare_trials, jit_options={"cache": True})
-def _ov_sag_prepare_trials(s, i, sws):
-    if _is_junction(s):
-
-        def impl(s, i, sws):
-            bufs, ows = sws
-            A, K, nb = s.dims
-            _sag_direction_scores(_sag_ex(s, i), bufs[5], bufs[6], nb * K, bufs[9])
-            clique_tables(s.jt, s.assign, s.feat[0], s.feat[0][0] - nb * K, i, bufs[9],
-                          bufs[6], K, bufs[10], ows[0][5])  # fmt: skip
-
-        return impl
+@P.implements(P.sag_add_features, JunctionBlocks)
+def _sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
+    add_features(_sag_ex(s, i), node, sums, coef, gold_coef, emit, rest)
 
 
-@overload(P.sag_trial, jit_options={"cache": True})
-def _ov_sag_trial(s, i, inv, sws):
-    if _is_junction(s):
-
-        def impl(s, i, inv, sws):
-            bufs, ows = sws
-            K = s.dims[1]
-            phi, phi_g, trial, marg = bufs[1], bufs[10], bufs[11], bufs[2]
-            for t in range(clique_entries(i, s.jt, K)):
-                trial[t] = phi[t] - inv * phi_g[t]
-            log_z = potential_marginals(i, trial, s.jt, K, ows, marg, False)
-            return log_z - _gold_score(i, s.layout[0][i], trial, s.jt, s.layout[4], K)
-
-        return impl
+@P.implements(P.sag_prepare_trials, JunctionBlocks)
+def _sag_prepare_trials(s, i, sws):
+    A, K, nb = s.dims
+    visit = sws.visit
+    _sag_direction_scores(_sag_ex(s, i), visit.g_emit, visit.g_rest, nb * K, visit.ug)
+    woff = s.feat[0]
+    clique_tables(s.jt, s.assign, woff, woff[0] - nb * K, i, visit.ug, visit.g_rest, K, sws.phi_g,
+                  sws.pidx)  # fmt: skip
 
 
-def sag_workspace(s: JunctionBlocks, max_U: int, mws: tuple) -> tuple:
-    """sws of the junction tree's SAG primitives: step buffers (unary, phi, log marginals, node
-    marginals, factor sums, g (emit, rest), d change (emit, rest), node scores of g, phi of g,
-    trial phi, a table of probabilities) and (the message workspace ``mws``, scratch)."""
+@P.implements(P.sag_trial, JunctionBlocks)
+def _sag_trial(s, i, inv, sws):
+    K = s.dims[1]
+    phi, phi_g, trial = sws.phi, sws.phi_g, sws.trial
+    for t in range(clique_entries(i, s.jt, K)):
+        trial[t] = phi[t] - inv * phi_g[t]
+    log_z = potential_marginals(i, trial, s.jt, K, sws.messages, sws.marg, False)
+    return log_z - _gold_score(i, s.layout.seq_offsets[i], trial, s.jt, s.layout.labels, K)
+
+
+def sag_workspace(s: JunctionBlocks, max_U: int, mws: tuple) -> JunctionSagWorkspace:
+    """The :class:`JunctionSagWorkspace` of the blocks ``s``; ``mws`` the junction message
+    workspace (its sixth array is the projection index buffer)."""
     K, n_bias = s.dims[1], s.dims[2]
     n, U, F = max(s.sizes[2], 1), max(int(max_U), 1), s.n_factor_rows * K
     R, table = s.max_block, s.sizes[0]
-    bufs = (np.empty((n, K)), np.empty(R), np.empty(R), np.empty((n, K)), np.empty(F))
-    bufs += (np.empty((U, K)), np.empty(n_bias * K + F), np.empty((U, K)))
-    bufs += (np.empty(n_bias * K + F), np.empty((n, K)), np.empty(R), np.empty(R))
-    bufs += (np.empty(table),)
-    return bufs, (mws, np.empty(R))
+    visit = make_visit(n, K, U, F, n_bias * K + F)
+    bufs = (np.empty((n, K)), np.empty(R), np.empty(R), np.empty(R), np.empty(R), np.empty(table))
+    return JunctionSagWorkspace(*bufs, (mws, np.empty(R)), mws[5], visit)
 
 
 def junction_run_table(region, seg_start, seg_off, seg_len, seg_coef) -> P.RunTable:

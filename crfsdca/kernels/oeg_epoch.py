@@ -1,28 +1,28 @@
 """Compiled online exponentiated gradient (OEG) visits, written once for every structure.
 
-One visit of example i (``baselines.md`` §6; the math is in ``crfsdca.kernels.oeg``): the
+One visit of example i (``baselines.md`` §6; the math is in ``crfsdca.kernels.chain_eg``): the
 structure prepares the EG direction at w (``crfsdca.kernels.primitives.oeg_prepare``), then
 trials at the example's learning rate eta_i (one oracle call each, ``oeg_trial``) until the dual
 grows, halving eta_i after each failure (at most ``params.max_halvings`` times); an accepted
 trial replaces mu_i and moves w (``oeg_accept``) and grows eta_i by ``params.growth`` (capped
 at 1). numba compiles one specialisation per structure type.
 
-Arrays: ``dual = (log_node, log_edge, entropies, learning rates)`` in the structure's layout,
-``params`` an ``oeg.OEGParams``, ``ws`` the structure's buffers.
+Arrays: ``dual`` an ``oeg.OEGDual`` (log_node, log_edge, entropies, learning rates) in the
+structure's layout, ``params`` an ``oeg.OEGParams``, ``ws`` the structure's buffers.
 """
 
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels import junction_oeg, oeg, tree_oeg  # noqa: F401
-from crfsdca.kernels.oeg import N_STATS, OEGParams
+from crfsdca.kernels import chain_eg, junction_eg, tree_eg  # noqa: F401
+from crfsdca.kernels.oeg import N_STATS, OEGDual, OEGParams
 from crfsdca.kernels.primitives import oeg_accept, oeg_prepare, oeg_trial
 
 
 @njit(cache=True, nogil=True)
 def _step(i, structure, dual, w, params, ws):
     """One OEG visit of example i; returns (oracle calls, accepted, status)."""
-    entropies, rates = dual[2], dual[3]
+    entropies, rates = dual.entropies, dual.learning_rates
     oeg_prepare(structure, i, dual, w, ws)
     eta = rates[i]
     for h in range(params.max_halvings + 1):
@@ -64,8 +64,10 @@ def _run_steps(structure, dual, w, params, indices, ws):
 
 def run_steps(structure, dual, w, params, indices, ws):
     """Run OEG visits (see ``_run_steps``); returns (done, calls, status, stats)."""
-    if not isinstance(params, OEGParams):
-        raise ValueError(f"expected OEGParams; got {type(params).__name__}")
+    if not isinstance(params, OEGParams) or not isinstance(dual, OEGDual):
+        raise ValueError(
+            f"expected OEGParams and OEGDual; got {type(params).__name__} and {type(dual).__name__}"
+        )
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     done, calls, status, stats = _run_steps(structure, dual, w, params, indices, ws)
     return int(done), int(calls), int(status), stats

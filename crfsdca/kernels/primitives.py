@@ -9,10 +9,10 @@ against the stubs, and numba compiles (and caches) one specialisation per struct
 primitive                               what it does for example i
 ======================================  ==================================================
 ``block_oracle(s, i, w, sws, bufs)``    nu_i = the clique marginals at w, as probabilities
-                                        (bufs[1]) and logs (bufs[2]) in the block layout of
+                                        (bufs.nu) and logs (bufs.log_nu) in the block layout of
                                         its runs; returns log Z_i (non-finite: failure)
 ``block_direction(s, i, bufs, sws, k)`` the primal direction u_i = E_{nu - mu}[F(x_i, .)]
-                                        (mu in bufs[0]) on the example's support in sws;
+                                        (mu in bufs.mu) on the example's support in sws;
                                         returns |k u_i|^2
 ``add_block_direction(s, i, c, sws, w)`` w += c u_i
 ``block_direction_entries(s, i, sws,    the flat indices and values of u_i (Prox-SDCA's
@@ -21,15 +21,15 @@ idx, val)``                             step reads v and w there); returns their
 ``step_workspace(s)``                   the structure's buffers of one step (sws)
 ======================================  ==================================================
 
-SAG-NUS (``crfsdca.kernels.sag_epoch``) reads an example through six more, on w = c z:
+SAG-NUS (``crfsdca.kernels.sag_epoch``) reads an example through five more, on w = c z, and
+a workspace with the named fields ``node``, ``sums``, ``g_emit``, ``g_rest``, ``d_emit``,
+``d_rest`` (the visit's marginals, the compact gradient and change of d):
 
 ==========================================  ==============================================
 ``sag_rest_rows(s)``                        rows of w after the attribute rows (bias rows,
                                             then transition or factor blocks)
 ``sag_oracle(s, i, z, c, sws)``             scores at c z, log Z_i and the marginals the
                                             gradient needs; returns (log Z_i, f_i(w))
-``sag_buffers(s, i, sws)``                  views of the visit's marginals (node, summed
-                                            cliques) and compact rows (g, d change: emit, rest)
 ``sag_add_features(s, i, node, sums, c,     emit, rest += c E[F(x_i, .)] - g F(x_i, y_i)
 g, emit, rest)``                            on the example's support
 ``sag_prepare_trials(s, i, sws)``           the scores of g_i (for the line search)
@@ -37,7 +37,7 @@ g, emit, rest)``                            on the example's support
 ==========================================  ==============================================
 
 OEG (``crfsdca.kernels.oeg_epoch``) reads an example through three, on the dual state
-``dual = (log_node, log_edge, entropies, learning rates)``:
+``dual`` (``oeg.OEGDual``: log_node, log_edge, entropies, learning rates):
 
 ==========================================  ==============================================
 ``oeg_prepare(s, i, dual, w, sws)``         scores at w, the EG direction s(w) - theta(mu_i)
@@ -57,6 +57,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
 from crfsdca.kernels.sdca import BlockRuns
 
@@ -72,6 +73,23 @@ class RunTable(NamedTuple):
     off: np.ndarray
 
 
+class BlockBuffers(NamedTuple):
+    """A step's flat block buffers (``bufs``): mu_i, nu_i and log nu_i in the block layout of
+    its runs, and the log of a trial mixture (the line search's). ``BlockBuffers32``: float32
+    copies of the first three, for the line-search predictor."""
+
+    mu: np.ndarray
+    nu: np.ndarray
+    log_nu: np.ndarray
+    log_mix: np.ndarray
+
+
+class BlockBuffers32(NamedTuple):
+    mu: np.ndarray
+    nu: np.ndarray
+    log_nu: np.ndarray
+
+
 @njit(cache=True, nogil=True)
 def block_runs(table, i):
     """The :class:`~crfsdca.kernels.sdca.BlockRuns` of block i (views)."""
@@ -80,7 +98,7 @@ def block_runs(table, i):
 
 
 def block_oracle(structure, i, w, sws, bufs):
-    """Fill bufs' nu (bufs[1]) and log nu (bufs[2]) of block i at w; returns log Z_i."""
+    """Fill bufs.nu and bufs.log_nu of block i at w; returns log Z_i."""
     raise NotImplementedError  # implemented per structure type (overload)
 
 
@@ -119,11 +137,6 @@ def sag_oracle(structure, i, z, c, sws):
     raise NotImplementedError
 
 
-def sag_buffers(structure, i, sws):
-    """(node marginals, summed clique marginals, g_emit, g_rest, dd_emit, dd_rest) of a visit."""
-    raise NotImplementedError
-
-
 def sag_add_features(structure, i, node, sums, coef, gold_coef, emit, rest):
     """emit, rest += coef E_marginals[F(x_i, .)] - gold_coef F(x_i, y_i) on i's support."""
     raise NotImplementedError
@@ -157,3 +170,23 @@ def oeg_accept(structure, i, dual, w, sws):
 def is_structure(typ, cls) -> bool:
     """Whether the numba type ``typ`` is the NamedTuple type ``cls`` (for the overloads)."""
     return getattr(typ, "instance_class", None) is cls
+
+
+def implements(stub, cls):
+    """Register the decorated function as primitive ``stub`` of the structure type ``cls`` (a
+    NamedTuple): numba compiles (and caches) it where a kernel calls ``stub`` on a ``cls``.
+
+    The one place a primitive is dispatched by structure type; the function is returned
+    unchanged (plain Python, compiled only through the stub).
+    """
+
+    def register(impl):
+        def typer(structure, *args):
+            if is_structure(structure, cls):
+                return impl
+            return None
+
+        overload(stub, jit_options={"cache": True}, strict=False)(typer)
+        return impl
+
+    return register

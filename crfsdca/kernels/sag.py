@@ -26,6 +26,7 @@ into z, so that ``z`` holds w again.
 
 from typing import NamedTuple
 
+import numpy as np
 from numba import njit
 
 from crfsdca.kernels import trees
@@ -60,6 +61,26 @@ class SAGParams(NamedTuple):
     budget: int  # oracle calls at most
     rescale: float  # fold the lazy scale c into z when it falls below this
     skip_decay: bool  # a skipped visit still decays (and may raise) L_max
+
+
+class SAGVisit(NamedTuple):
+    """The buffers of one visit that every structure's SAG workspace holds (``visit``)."""
+
+    node: object  # (n_i, K) the visit's node marginals
+    sums: object  # its summed clique marginals (shape: the structure's, as SAGMemory.sums)
+    g_emit: object  # (U, K) the compact gradient g_i: its attribute rows
+    g_rest: object  # and its other rows (bias, transitions or factors)
+    d_emit: object  # (U, K) the change of d: attribute rows
+    d_rest: object  # and the other rows
+    ug: object  # (n_i, K) the node scores of g_i
+
+
+def make_visit(n, K, U, sums_shape, rest_shape) -> SAGVisit:
+    """A :class:`SAGVisit` for examples of up to n nodes and U distinct attributes."""
+    return SAGVisit(
+        np.empty((n, K)), np.empty(sums_shape), np.empty((U, K)), np.empty(rest_shape),
+        np.empty((U, K)), np.empty(rest_shape), np.empty((n, K)),
+    )  # fmt: skip
 
 
 # indices into the float64 ``scalars`` vector of the memory tuple

@@ -20,12 +20,20 @@ from numba import njit
 from crfsdca.kernels import chain_blocks, junction_blocks, sag, tree_blocks  # noqa: F401
 from crfsdca.kernels.primitives import (
     sag_add_features,
-    sag_buffers,
     sag_oracle,
     sag_prepare_trials,
     sag_rest_rows,
     sag_trial,
 )
+
+
+@njit(cache=True, nogil=True)
+def sag_buffers(structure, i, sws):
+    """The visit's marginals (node, summed cliques) and compact rows (g, d change: emit, rest):
+    fields every structure's SAG workspace has (``chain_blocks.ChainSagWorkspace``, ...)."""
+    a, b = structure.layout.seq_offsets[i], structure.layout.seq_offsets[i + 1]
+    v = sws.visit
+    return v.node[: b - a], v.sums, v.g_emit, v.g_rest, v.d_emit, v.d_rest
 
 
 @njit(cache=True, nogil=True)

@@ -145,9 +145,9 @@ def _mu_segment(log_mu, mu_off, bufs, b32, lo, hi):
     """
     n = hi - lo
     src = log_mu[mu_off : mu_off + n]
-    mu, nu, lnu = bufs[0][lo:hi], bufs[1][lo:hi], bufs[2][lo:hi]
+    mu, nu, lnu = bufs.mu[lo:hi], bufs.nu[lo:hi], bufs.log_nu[lo:hi]
     if b32 is not None:
-        m32, v32, l32 = b32[0][lo:hi], b32[1][lo:hi], b32[2][lo:hi]
+        m32, v32, l32 = b32.mu[lo:hi], b32.nu[lo:hi], b32.log_nu[lo:hi]
     kl = 0.0
     fp = 0.0
     n_low = 0.0  # a sum: LLVM vectorizes it with the others (a maxnum reduction here it does not)
@@ -202,8 +202,8 @@ def block_gap(mu_arrays, nu_src, runs, bufs, b32):
     them and return (KL~(mu || nu), f'(0)) as :func:`block_gap_given_nu` (which also fills b32).
     """
     size = runs.hi.max()
-    exp_into(nu_src, 0.0, bufs[1], 0, size)
-    bufs[2][:size] = nu_src[:size]
+    exp_into(nu_src, 0.0, bufs.nu, 0, size)
+    bufs.log_nu[:size] = nu_src[:size]
     gap, fp0, _ = block_gap_given_nu(mu_arrays, runs, bufs, b32)
     return gap, fp0
 
@@ -217,7 +217,7 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix):
     [lo, hi), or the block's segment of the dual state), or -inf where mu^g <= TINY (those
     entries are mixed in log space by the update and left out of the entropy sum here).
     """
-    mu, nu, lnu = bufs[0][lo:hi], bufs[1][lo:hi], bufs[2][lo:hi]
+    mu, nu, lnu = bufs.mu[lo:hi], bufs.nu[lo:hi], bufs.log_nu[lo:hi]
     d1 = 0.0
     d2 = 0.0
     h = 0.0
@@ -299,7 +299,7 @@ def line_slope(gamma, bufs, runs, cb, outs=None, pw=None, in_place=True):
 def _line_segment32(gamma, b32, lo, hi):
     """Single-precision (sum delta (log nu - log mu^g), sum delta^2 / mu^g, sum delta^3 / mu^g^2)
     on [lo, hi)."""
-    m32, v32, l32 = b32[0][lo:hi], b32[1][lo:hi], b32[2][lo:hi]
+    m32, v32, l32 = b32.mu[lo:hi], b32.nu[lo:hi], b32.log_nu[lo:hi]
     g = np.float32(gamma)
     one_minus = np.float32(1.0 - gamma)
     d1 = _Z32
@@ -515,7 +515,7 @@ def _update_computing(gamma, dst, off, bufs, lo, hi, coef):
     """mu <- mu^gamma on [lo, hi) into dst[off:], computing log mu^gamma (fixed steps,
     coefficient-0 nodes); returns (coef * entropy, number of entries near 0 left to ``_fix_tiny``).
     """
-    mu, nu = bufs[0][lo:hi], bufs[1][lo:hi]
+    mu, nu = bufs.mu[lo:hi], bufs.nu[lo:hi]
     out = dst[off : off + hi - lo]
     entropy = 0.0
     n_tiny = 0.0
@@ -555,10 +555,10 @@ def _update_range(gamma, dst, off, bufs, lo, hi, coef, reuse):
         entropy = 0.0
         for p in range(lo, hi):
             dst[off + p - lo] = lnu[p]
-            entropy -= coef * bufs[1][p] * lnu[p] if bufs[1][p] > 0.0 else 0.0
+            entropy -= coef * bufs.nu[p] * lnu[p] if bufs.nu[p] > 0.0 else 0.0
         return entropy
     if reuse:
-        entropy, n_tiny = 0.0, _copy_reusing(dst, off, bufs[3], lo, hi)
+        entropy, n_tiny = 0.0, _copy_reusing(dst, off, bufs.log_mix, lo, hi)
     else:
         entropy, n_tiny = _update_computing(gamma, dst, off, bufs, lo, hi, coef)
     if n_tiny > 0:

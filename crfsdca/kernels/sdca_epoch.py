@@ -20,6 +20,8 @@ from numba.extending import overload
 from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
 from crfsdca.kernels.cycles import cycles
 from crfsdca.kernels.primitives import (
+    BlockBuffers,
+    BlockBuffers32,
     add_block_direction,
     block_direction,
     block_direction_entries,
@@ -224,8 +226,9 @@ def _make_ws(structure):
     """Block buffers (mu, nu, log_nu, log_mix), their float32 copies for the line-search
     predictor (mu, nu, log_nu), and the structure's own buffers."""
     size = max(structure.max_block, 1)
-    bufs = (np.empty(size), np.empty(size), np.empty(size), np.empty(size))
-    b32 = (np.empty(size, np.float32), np.empty(size, np.float32), np.empty(size, np.float32))
+    bufs = BlockBuffers(np.empty(size), np.empty(size), np.empty(size), np.empty(size))
+    f32 = np.float32
+    b32 = BlockBuffers32(np.empty(size, f32), np.empty(size, f32), np.empty(size, f32))
     return bufs, b32, step_workspace(structure)
 
 

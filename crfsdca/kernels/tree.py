@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from crfsdca.kernels.items import item_scores
 from crfsdca.kernels.logspace import logsumexp
 
 
@@ -205,24 +206,11 @@ def tree_unary(data, graph, s, e, w, dims, unary):
     rows (count on every node, root on roots, leaf on nodes without children)."""
     _, attr_offsets, attr_ids, attr_values, _ = data
     parents, _, _, child_start, _ = graph
-    A, K, n_bias, _ = dims
-    b = A * K
     for v in range(e - s):
         g = s + v
-        for k in range(K):
-            u = 0.0
-            if n_bias:
-                u = w[b + k]
-                if parents[g] < 0:
-                    u += w[b + K + k]
-                if child_start[g + 1] == child_start[g]:
-                    u += w[b + 2 * K + k]
-            unary[v, k] = u
-        for q in range(attr_offsets[g], attr_offsets[g + 1]):
-            row = attr_ids[q] * K
-            x = attr_values[q]
-            for k in range(K):
-                unary[v, k] += x * w[row + k]
+        leaf = child_start[g + 1] == child_start[g]
+        item_scores(attr_offsets, attr_ids, attr_values, g, w, dims, parents[g] < 0, leaf,
+                    unary[v])  # fmt: skip
 
 
 @njit(cache=True, nogil=True)

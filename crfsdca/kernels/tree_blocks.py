@@ -14,12 +14,18 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from numba.extending import overload
 
 from crfsdca.kernels import primitives as P
-from crfsdca.kernels.direction import _axpy, _squared_norm, add_direction, direction_entries
+from crfsdca.kernels.direction import (
+    _axpy,
+    _squared_norm,
+    add_direction,
+    direction_entries,
+)
 from crfsdca.kernels.fastmath import fast_exp, fast_log
+from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.rowops import scale_rows_into
+from crfsdca.kernels.sag import SAGVisit, make_visit
 from crfsdca.kernels.tree import _example, tree_unary
 from crfsdca.kernels.tree_scaled import exp_tables, scaled_downward, scaled_upward
 from crfsdca.kernels.tree_scaled import log_partition as sag_log_partition
@@ -42,14 +48,23 @@ class TreeBlocks(NamedTuple):
     max_block: int
 
 
-def _is_tree(s):
-    return P.is_structure(s, TreeBlocks)
+class TreeStepWorkspace(NamedTuple):
+    """A tree step's buffers: the oracle's (log space, whose last array holds the node scores;
+    scaled; root log Z), the direction's rows of the distinct attributes and its bias and
+    transition rows, the exponentiated transition tables and their maxima."""
+
+    log_space: tuple
+    scaled: tuple
+    root_z: np.ndarray
+    rows: np.ndarray
+    rest: np.ndarray
+    exp_pair: np.ndarray
+    pair_max: np.ndarray
 
 
 @njit(cache=True, nogil=True)
 def _workspace(max_n, K, max_U, n_bias, n_types):
-    """Oracle buffers (log space, scaled, root log Z), the direction's rows and its bias and
-    transition rows, the exponentiated transition tables and their maxima."""
+    """The :class:`TreeStepWorkspace` of examples of up to max_n nodes."""
     n = max(max_n, 1)
     oracle = (
         np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(K),
@@ -58,13 +73,13 @@ def _workspace(max_n, K, max_U, n_bias, n_types):
     scaled = (np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(n))
     rows = np.empty((max(max_U, 1), K))
     rest = np.empty((n_bias + n_types * K, K))
-    return oracle, scaled, np.empty(n), rows, rest, np.empty((n_types, K, K)), np.empty(n_types)
+    tables = (np.empty((n_types, K, K)), np.empty(n_types))
+    return TreeStepWorkspace(oracle, scaled, np.empty(n), rows, rest, *tables)
 
 
-@overload(P.step_workspace, jit_options={"cache": True})
-def _ov_step_workspace(s):
-    if _is_tree(s):
-        return lambda s: _workspace(s.max_n, s.dims[1], s.max_U, s.dims[2], s.dims[3])
+@P.implements(P.step_workspace, TreeBlocks)
+def _step_workspace(s):
+    return _workspace(s.max_n, s.dims[1], s.max_U, s.dims[2], s.dims[3])
 
 
 @njit(cache=True, nogil=True)
@@ -81,21 +96,21 @@ def _scaled_oracle(s, i, w, sws, nu_n, nu_e):
     parents, types, order = graph[0], graph[1], graph[2]
     A, K, n_bias, n_types = s.dims
     a, b = data[0][i], data[0][i + 1]
-    unary = sws[0][5]
+    unary = sws.log_space[5]
     tree_unary(data[:5], graph, a, b, w, s.dims, unary)
     off = (A + n_bias) * K
     log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
-    exp_pair, pair_max = sws[5], sws[6]
+    exp_pair, pair_max = sws.exp_pair, sws.pair_max
     for t in range(n_types):
         pair_max[t] = log_pair[t].max()
         for j in range(K):
             for k in range(K):
                 exp_pair[t, j, k] = np.exp(log_pair[t, j, k] - pair_max[t])
     args = (parents[a:b], types[a:b], order[a:b])
-    _, ok = scaled_upward(unary[: b - a], exp_pair, pair_max, *args, sws[1])
+    _, ok = scaled_upward(unary[: b - a], exp_pair, pair_max, *args, sws.scaled)
     if not ok:
         return False
-    return scaled_downward(exp_pair, *args, sws[1], nu_n, nu_e, False)
+    return scaled_downward(exp_pair, *args, sws.scaled, nu_n, nu_e, False)
 
 
 @njit(**VEC)
@@ -116,116 +131,95 @@ def _clip_exp(lp, p):
         p[j] = fast_exp(v)
 
 
-@overload(P.block_oracle, jit_options={"cache": True})
-def _ov_block_oracle(s, i, w, sws, bufs):
-    if _is_tree(s):
-
-        def impl(s, i, w, sws, bufs):
-            a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
-            n, K = b - a, s.dims[1]
-            par = s.graph[0][a:b]
-            nu, lnu = bufs[1], bufs[2]
-            nu_n, nu_e = _views(nu, n, K)
-            ln_n, ln_e = _views(lnu, n, K)
-            E, KK = n * K * K, K * K
-            log_z = 0.0
-            scaled = _scaled_oracle(s, i, w, sws, nu_n, nu_e)
-            if not scaled:  # an entry underflowed: the exact log-space recursions
-                log_z, _, _ = _example(s.layout[:5], s.graph, i, w, s.dims, sws[0], ln_n, ln_e,
-                                       sws[2])  # fmt: skip
-                if not np.isfinite(log_z):
-                    return log_z
-            for v in range(n):  # roots' edge rows are in no run
-                if scaled:
-                    _clip_log(nu[E + v * K : E + v * K + K], lnu[E + v * K : E + v * K + K])
-                    if par[v] >= 0:
-                        _clip_log(nu[v * KK : v * KK + KK], lnu[v * KK : v * KK + KK])
-                else:
-                    _clip_exp(lnu[E + v * K : E + v * K + K], nu[E + v * K : E + v * K + K])
-                    if par[v] >= 0:
-                        _clip_exp(lnu[v * KK : v * KK + KK], nu[v * KK : v * KK + KK])
+@P.implements(P.block_oracle, TreeBlocks)
+def _block_oracle(s, i, w, sws, bufs):
+    a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
+    n, K = b - a, s.dims[1]
+    par = s.graph[0][a:b]
+    nu, lnu = bufs.nu, bufs.log_nu
+    nu_n, nu_e = _views(nu, n, K)
+    ln_n, ln_e = _views(lnu, n, K)
+    E, KK = n * K * K, K * K
+    log_z = 0.0
+    scaled = _scaled_oracle(s, i, w, sws, nu_n, nu_e)
+    if not scaled:  # an entry underflowed: the exact log-space recursions
+        log_z, _, _ = _example(s.layout[:5], s.graph, i, w, s.dims, sws.log_space, ln_n, ln_e,
+                               sws.root_z)  # fmt: skip
+        if not np.isfinite(log_z):
             return log_z
-
-        return impl
-
-
-@overload(P.block_direction, jit_options={"cache": True})
-def _ov_block_direction(s, i, bufs, sws, kappa):
-    if _is_tree(s):
-
-        def impl(s, i, bufs, sws, kappa):
-            lay, graph = s.layout, s.graph
-            parents, types, child_start = graph[0], graph[1], graph[3]
-            A, K, n_bias, n_types = s.dims
-            a, b = lay.seq_offsets[i], lay.seq_offsets[i + 1]
-            n = b - a
-            U = lay.uattr_offsets[i + 1] - lay.uattr_offsets[i]
-            rows, rest = sws[3], sws[4]
-            rows[:U] = 0.0
-            rest[:] = 0.0
-            flat_rows = rows.reshape(rows.shape[0] * K)
-            E = n * K * K
-            mu, nu = bufs[0], bufs[1]
-            d = np.empty(K)
-            dd = np.empty(K * K)
-            for v in range(n):
-                g = a + v
-                for k in range(K):
-                    d[k] = nu[E + v * K + k] - mu[E + v * K + k]
-                scale_rows_into(
-                    d,
-                    flat_rows,
-                    lay.entry_slot,
-                    lay.attr_values,
-                    lay.attr_offsets[g],
-                    lay.attr_offsets[g + 1],
-                    K,
-                )
-                if n_bias > 0:
-                    _axpy(1.0, d, rest[0], K)
-                    if parents[g] < 0:
-                        _axpy(1.0, d, rest[1], K)
-                    if child_start[g + 1] == child_start[g]:
-                        _axpy(1.0, d, rest[2], K)
-                if parents[g] >= 0:
-                    for j in range(K * K):
-                        dd[j] = nu[v * K * K + j] - mu[v * K * K + j]
-                    block = rest[n_bias + types[g] * K : n_bias + (types[g] + 1) * K]
-                    _axpy(1.0, dd, block.reshape(K * K), K * K)
-            norm = _squared_norm(rows[:U].reshape(U * K)) + _squared_norm(rest.reshape(-1))
-            return kappa * kappa * norm
-
-        return impl
+    for v in range(n):  # roots' edge rows are in no run
+        if scaled:
+            _clip_log(nu[E + v * K : E + v * K + K], lnu[E + v * K : E + v * K + K])
+            if par[v] >= 0:
+                _clip_log(nu[v * KK : v * KK + KK], lnu[v * KK : v * KK + KK])
+        else:
+            _clip_exp(lnu[E + v * K : E + v * K + K], nu[E + v * K : E + v * K + K])
+            if par[v] >= 0:
+                _clip_exp(lnu[v * KK : v * KK + KK], nu[v * KK : v * KK + KK])
+    return log_z
 
 
-@overload(P.add_block_direction, jit_options={"cache": True})
-def _ov_add_block_direction(s, i, coef, sws, w):
-    if _is_tree(s):
+@P.implements(P.block_direction, TreeBlocks)
+def _block_direction(s, i, bufs, sws, kappa):
+    lay, graph = s.layout, s.graph
+    parents, types, child_start = graph[0], graph[1], graph[3]
+    A, K, n_bias, n_types = s.dims
+    a, b = lay.seq_offsets[i], lay.seq_offsets[i + 1]
+    n = b - a
+    U = lay.uattr_offsets[i + 1] - lay.uattr_offsets[i]
+    rows, rest = sws.rows, sws.rest
+    rows[:U] = 0.0
+    rest[:] = 0.0
+    flat_rows = rows.reshape(rows.shape[0] * K)
+    E = n * K * K
+    mu, nu = bufs.mu, bufs.nu
+    d = np.empty(K)
+    dd = np.empty(K * K)
+    for v in range(n):
+        g = a + v
+        for k in range(K):
+            d[k] = nu[E + v * K + k] - mu[E + v * K + k]
+        scale_rows_into(
+            d,
+            flat_rows,
+            lay.entry_slot,
+            lay.attr_values,
+            lay.attr_offsets[g],
+            lay.attr_offsets[g + 1],
+            K,
+        )
+        if n_bias > 0:
+            _axpy(1.0, d, rest[0], K)
+            if parents[g] < 0:
+                _axpy(1.0, d, rest[1], K)
+            if child_start[g + 1] == child_start[g]:
+                _axpy(1.0, d, rest[2], K)
+        if parents[g] >= 0:
+            for j in range(K * K):
+                dd[j] = nu[v * K * K + j] - mu[v * K * K + j]
+            block = rest[n_bias + types[g] * K : n_bias + (types[g] + 1) * K]
+            _axpy(1.0, dd, block.reshape(K * K), K * K)
+    norm = _squared_norm(rows[:U].reshape(U * K)) + _squared_norm(rest.reshape(-1))
+    return kappa * kappa * norm
 
-        def impl(s, i, coef, sws, w):
-            lay = s.layout
-            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
-            add_direction(coef, sa, sws[3], sws[4], w, s.dims[1], s.dims[0])
 
-        return impl
-
-
-@overload(P.block_direction_entries, jit_options={"cache": True})
-def _ov_block_direction_entries(s, i, sws, idx, val):
-    if _is_tree(s):
-
-        def impl(s, i, sws, idx, val):
-            lay = s.layout
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            return direction_entries(sa, sws[3], sws[4], s.dims[1], s.dims[0], idx, val)
-
-        return impl
+@P.implements(P.add_block_direction, TreeBlocks)
+def _add_block_direction(s, i, coef, sws, w):
+    lay = s.layout
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    add_direction(coef, sa, sws.rows, sws.rest, w, s.dims[1], s.dims[0])
 
 
-@overload(P.direction_capacity, jit_options={"cache": True})
-def _ov_direction_capacity(s, sws):
-    if _is_tree(s):
-        return lambda s, sws: sws[3].size + sws[4].size
+@P.implements(P.block_direction_entries, TreeBlocks)
+def _block_direction_entries(s, i, sws, idx, val):
+    lay = s.layout
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    return direction_entries(sa, sws.rows, sws.rest, s.dims[1], s.dims[0], idx, val)
+
+
+@P.implements(P.direction_capacity, TreeBlocks)
+def _direction_capacity(s, sws):
+    return sws.rows.size + sws.rest.size
 
 
 # -- SAG-NUS ------------------------------------------------------------------------------------
@@ -234,7 +228,6 @@ def _ov_direction_capacity(s, sws):
 # distinct attributes ``emit`` (U, K) and ``rest`` (n_bias + n_types K, K): the bias rows (count,
 # root, leaf), then the transition block of every edge type. The oracle calls are
 # ``tree_scaled.marginal_sums`` at w (log-space fallback) and one upward pass per trial.
-# sws = (bufs, oracle buffers, trial buffers) of ``sag_workspace``.
 @njit(cache=True, nogil=True)
 def _sag_scores(layout, graph, s, e, z, c, dims, unary, log_pair):
     """Node scores unary (n, K) and transition tables log_pair (n_types, K, K) of w = c z."""
@@ -285,11 +278,7 @@ def add_features(ex, node, edge_sum, coef, gold_coef, emit, rest):
     for v in range(e - s):
         g = s + v
         y = labels[g]
-        for q in range(attr_offsets[g], attr_offsets[g + 1]):
-            slot, x = entry_slot[q], attr_values[q]
-            for k in range(K):
-                emit[slot, k] += coef * x * node[v, k]
-            emit[slot, y] -= gold_coef * x
+        add_item_rows(attr_offsets, attr_values, entry_slot, g, node[v], y, coef, gold_coef, emit)
         if nb:
             root, leaf = parents[g] < 0, child_start[g + 1] == child_start[g]
             for k in range(K):
@@ -324,10 +313,7 @@ def _sag_direction_scores(ex, emit, rest, nb, ug):
             if nb:
                 u = rest[0, k] + (rest[1, k] if root else 0.0) + (rest[2, k] if leaf else 0.0)
             ug[v, k] = u
-        for q in range(attr_offsets[g], attr_offsets[g + 1]):
-            slot, x = entry_slot[q], attr_values[q]
-            for k in range(K):
-                ug[v, k] += x * emit[slot, k]
+        add_item_scores(attr_offsets, attr_values, entry_slot, g, emit, ug[v])
 
 
 @njit(cache=True, nogil=True)
@@ -342,109 +328,85 @@ def _local(s, i):
     return (parents[a:b], types[a:b], order[a:b], (child_start[a : b + 1], children))
 
 
-@overload(P.sag_rest_rows, jit_options={"cache": True})
-def _ov_sag_rest_rows(s):
-    if _is_tree(s):
-        return lambda s: s.dims[2] + s.dims[3] * s.dims[1]
+@P.implements(P.sag_rest_rows, TreeBlocks)
+def _sag_rest_rows(s):
+    return s.dims[2] + s.dims[3] * s.dims[1]
 
 
-@overload(P.sag_oracle, jit_options={"cache": True})
-def _ov_sag_oracle(s, i, z, c, sws):
-    if _is_tree(s):
+class TreeSagWorkspace(NamedTuple):
+    """Buffers of a SAG-NUS visit (``sag_workspace``): the scores at w (unary, log_pair),
+    exp_pair and pair_max of log_pair, the oracle's buffers (log-space, scaled, the fallback's
+    log marginals), the trial's (unary, log_pair, exp_pair, pair_max) and the visit's
+    ``sag.SAGVisit`` (node marginals, edge marginals summed by type, g and the change of d)."""
 
-        def impl(s, i, z, c, sws):
-            bufs, oracle_ws = sws[0], sws[1]
-            unary, log_pair, node, edge_sum = bufs[0], bufs[1], bufs[2], bufs[3]
-            a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
-            n = b - a
-            _sag_scores(s.layout, s.graph, a, b, z, c, s.dims, unary, log_pair)
-            tables = (log_pair, bufs[9], bufs[10])
-            exp_tables(log_pair, bufs[9], bufs[10])
-            ws_log, sws_, logs = oracle_ws
-            log_z = sag_marginal_sums(
-                unary[:n], tables, _local(s, i), ws_log, sws_, logs, node[:n], edge_sum
-            )
-            if not np.isfinite(log_z):
-                return log_z, 0.0
-            return log_z, log_z - _gold_score(_ex(s, i), unary, log_pair)
-
-        return impl
+    unary: np.ndarray
+    log_pair: np.ndarray
+    exp_pair: np.ndarray
+    pair_max: np.ndarray
+    oracle: tuple
+    trial: tuple
+    visit: SAGVisit
 
 
-@overload(P.sag_buffers, jit_options={"cache": True})
-def _ov_sag_buffers(s, i, sws):
-    if _is_tree(s):
-
-        def impl(s, i, sws):
-            bufs = sws[0]
-            n = s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i]
-            return bufs[2][:n], bufs[3], bufs[4], bufs[5], bufs[6], bufs[7]
-
-        return impl
-
-
-@overload(P.sag_add_features, jit_options={"cache": True})
-def _ov_sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
-    if _is_tree(s):
-
-        def impl(s, i, node, sums, coef, gold_coef, emit, rest):
-            add_features(_ex(s, i), node, sums, coef, gold_coef, emit, rest)
-
-        return impl
+@P.implements(P.sag_oracle, TreeBlocks)
+def _sag_oracle(s, i, z, c, sws):
+    unary, log_pair = sws.unary, sws.log_pair
+    a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
+    n = b - a
+    _sag_scores(s.layout, s.graph, a, b, z, c, s.dims, unary, log_pair)
+    tables = (log_pair, sws.exp_pair, sws.pair_max)
+    exp_tables(log_pair, sws.exp_pair, sws.pair_max)
+    ws_log, scaled, logs = sws.oracle
+    node, sums = sws.visit.node[:n], sws.visit.sums
+    log_z = sag_marginal_sums(unary[:n], tables, _local(s, i), ws_log, scaled, logs, node, sums)
+    if not np.isfinite(log_z):
+        return log_z, 0.0
+    return log_z, log_z - _gold_score(_ex(s, i), unary, log_pair)
 
 
-@overload(P.sag_prepare_trials, jit_options={"cache": True})
-def _ov_sag_prepare_trials(s, i, sws):
-    if _is_tree(s):
-
-        def impl(s, i, sws):
-            bufs = sws[0]
-            _sag_direction_scores(_ex(s, i), bufs[4], bufs[5], s.dims[2], bufs[8])
-
-        return impl
+@P.implements(P.sag_add_features, TreeBlocks)
+def _sag_add_features(s, i, node, sums, coef, gold_coef, emit, rest):
+    add_features(_ex(s, i), node, sums, coef, gold_coef, emit, rest)
 
 
-@overload(P.sag_trial, jit_options={"cache": True})
-def _ov_sag_trial(s, i, inv, sws):
-    if _is_tree(s):
-
-        def impl(s, i, inv, sws):
-            bufs, oracle_ws, trial = sws
-            nb = s.dims[2]
-            n = s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i]
-            unary, log_pair, ug, g_pairs = bufs[0][:n], bufs[1], bufs[8][:n], bufs[5][nb:]
-            tu, tp, texp, tmax = trial
-            K = unary.shape[1]
-            for v in range(n):
-                for k in range(K):
-                    tu[v, k] = unary[v, k] - inv * ug[v, k]
-            for t in range(log_pair.shape[0]):
-                for a in range(K):
-                    for b in range(K):
-                        tp[t, a, b] = log_pair[t, a, b] - inv * g_pairs[t * K + a, b]
-            exp_tables(tp, texp, tmax)
-            ws_log, sws_, _ = oracle_ws
-            log_z = sag_log_partition(tu[:n], (tp, texp, tmax), _local(s, i), ws_log, sws_)
-            return log_z - _gold_score(_ex(s, i), tu, tp)
-
-        return impl
+@P.implements(P.sag_prepare_trials, TreeBlocks)
+def _sag_prepare_trials(s, i, sws):
+    visit = sws.visit
+    _sag_direction_scores(_ex(s, i), visit.g_emit, visit.g_rest, s.dims[2], visit.ug)
 
 
-def sag_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int) -> tuple:
-    """sws of the tree's SAG primitives: step buffers (unary, log_pair, node, edge sums, g
-    (emit, rest), d change (emit, rest), node scores of g, exp_pair and pair_max of log_pair),
-    oracle buffers (log-space, scaled, the fallback's log marginals) and trial buffers (unary,
-    log_pair, exp_pair, pair_max)."""
+@P.implements(P.sag_trial, TreeBlocks)
+def _sag_trial(s, i, inv, sws):
+    n = s.layout.seq_offsets[i + 1] - s.layout.seq_offsets[i]
+    unary, log_pair, ug = sws.unary[:n], sws.log_pair, sws.visit.ug[:n]
+    g_pairs = sws.visit.g_rest[s.dims[2] :]
+    tu, tp, texp, tmax = sws.trial
+    K = unary.shape[1]
+    for v in range(n):
+        for k in range(K):
+            tu[v, k] = unary[v, k] - inv * ug[v, k]
+    for t in range(log_pair.shape[0]):
+        for a in range(K):
+            for b in range(K):
+                tp[t, a, b] = log_pair[t, a, b] - inv * g_pairs[t * K + a, b]
+    exp_tables(tp, texp, tmax)
+    ws_log, scaled, _ = sws.oracle
+    log_z = sag_log_partition(tu[:n], (tp, texp, tmax), _local(s, i), ws_log, scaled)
+    return log_z - _gold_score(_ex(s, i), tu, tp)
+
+
+def sag_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int) -> TreeSagWorkspace:
+    """The :class:`TreeSagWorkspace` of examples of up to max_n nodes and max_U distinct
+    attributes."""
     A, K, n_bias, n_types = dims
     n, U, R = max(int(max_n), 1), max(int(max_U), 1), n_bias + n_types * K
-    shapes = [(n, K), (n_types, K, K), (n, K), (n_types, K, K), (U, K), (R, K), (U, K), (R, K)]
-    shapes += [(n, K), (n_types, K, K), (n_types,)]
-    bufs = tuple(np.empty(shape) for shape in shapes)
+    tables = (np.empty((n_types, K, K)), np.empty((n_types, K, K)), np.empty(n_types))
     ws_log = (*(np.empty((n, K)) for _ in range(4)), np.empty(K))
-    sws = (*(np.empty((n, K)) for _ in range(4)), np.empty(n))
+    scaled = (*(np.empty((n, K)) for _ in range(4)), np.empty(n))
     logs = (np.empty((n, K)), np.empty((n, K, K)), np.empty(n))
     trial = (np.empty((n, K)), *(np.empty((n_types, K, K)) for _ in range(2)), np.empty(n_types))
-    return bufs, (ws_log, sws, logs), trial
+    visit = make_visit(n, K, U, (n_types, K, K), (R, K))
+    return TreeSagWorkspace(np.empty((n, K)), *tables, (ws_log, scaled, logs), trial, visit)
 
 
 @njit(cache=True, nogil=True)

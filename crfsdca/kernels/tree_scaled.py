@@ -274,7 +274,15 @@ def marginal_sums(unary, tables, local, ws, sws, logs, node, edge_sum):
     if not np.isfinite(log_z):
         return log_z
     downward(unary, log_pair, parents, types, order, children, ws, root_z, log_node, log_edge)
-    n, K = unary.shape
+    block_stats(log_node, log_edge, parents, types, node, edge_sum)
+    return log_z
+
+
+@njit(cache=True, nogil=True)
+def block_stats(log_node, log_edge, parents, types, node, edge_sum):
+    """Node marginals node (n, K) and edge marginals summed by type edge_sum (n_types, K, K)."""
+    n, K = parents.shape[0], log_node.shape[1]
+    edge_sum[:] = 0.0
     for v in range(n):
         for k in range(K):
             node[v, k] = np.exp(log_node[v, k])
@@ -283,7 +291,6 @@ def marginal_sums(unary, tables, local, ws, sws, logs, node, edge_sum):
             for j in range(K):
                 for k in range(K):
                     out[j, k] += np.exp(log_edge[v, j, k])
-    return log_z
 
 
 @njit(cache=True, nogil=True)

@@ -40,7 +40,7 @@ def _fig4(b, d):
     return {e.label: e for e in fig4_runs(d, b[d])}
 
 
-def _per_dataset(parts: list[tuple[str, str]], why: str) -> Judged:
+def per_dataset(parts: list[tuple[str, str]], why: str) -> Judged:
     """Judged from (text, verdict) per dataset, combined."""
     verdict = combine([v for _, v in parts])
     text = "; ".join(f"{t} -> {v}" for t, v in parts)
@@ -58,7 +58,7 @@ def _fig4_races(c: Costs, b, datasets, first: str, second: str, rule, why: str, 
     if not parts:
         names = ", ".join(SHORT[d] for d in datasets)
         return Judged(f"none of {names} in this run", "not judged", "no such dataset")
-    return _per_dataset(parts, why)
+    return per_dataset(parts, why)
 
 
 # -- Fig. 2: sampling schemes on OCR -----------------------------------------------------------
@@ -157,7 +157,7 @@ def nonuniformity_all(c: Costs, b) -> Judged:
     """The rule of `fig3-nonuniformity` on every dataset of the run, combined (holds on all ->
     holds, on none and partly on none -> does not hold, else partly)."""
     parts = [_nonuniformity(c, b, d) for d in present(b, DATASETS)]
-    return _per_dataset(parts, "not on every dataset")
+    return per_dataset(parts, "not on every dataset")
 
 
 # -- Fig. 4 and 6: SDCA against SAG-NUS, SAG-NUS*, OEG -----------------------------------------
@@ -272,7 +272,7 @@ def sagstar_worse(c: Costs, b) -> Judged:
         calls = (_calls_per_update(c, r["SAG-NUS"]), _calls_per_update(c, r["SAG-NUS*"]))
         text = f"{SHORT[d]}: {race.describe()}; calls/update {calls[0]:.2f} vs {calls[1]:.2f}"
         parts.append((text, faster(race)))
-    return _per_dataset(parts, "SAG-NUS is not ahead of SAG-NUS* by updates everywhere")
+    return per_dataset(parts, "SAG-NUS is not ahead of SAG-NUS* by updates everywhere")
 
 
 @register(
@@ -326,7 +326,7 @@ def test_error(c: Costs, b) -> Judged:
         spread = max(errs.values()) - min(errs.values())
         text = f"{SHORT[d]}: " + ", ".join(f"{k} {v:.4f}" for k, v in errs.items())
         parts.append((f"{text} (spread {spread:.4f})", HOLDS if spread <= 0.005 else FAILS))
-    return _per_dataset(parts, "spread above 0.5 points somewhere")
+    return per_dataset(parts, "spread above 0.5 points somewhere")
 
 
 def mean_error(c: Costs, exp, until: float) -> float:
@@ -417,7 +417,7 @@ def one_step_others(c: Costs, b) -> Judged:
         parts.append((f"{SHORT[d]}: {race.describe()}", on_par(race, SAME)))
     if not parts:
         return Judged("none of OCR, CONLL, POS in this run", "not judged", "no dataset")
-    return _per_dataset(parts, "one step differs by more than 25% somewhere")
+    return per_dataset(parts, "one step differs by more than 25% somewhere")
 
 
 @register("fig8-tol", "8", "Sub-precision 1e-2 and 1e-3 give the same convergence (all datasets)")
@@ -429,7 +429,7 @@ def tol_same(c: Costs, b) -> Judged:
         r = fig8_runs(d, b[d])
         race = c.race(r["1e-2"], r["1e-3"])
         parts.append((f"{SHORT[d]}: {race.describe()}", on_par(race, SAME)))
-    return _per_dataset(parts, "1e-2 and 1e-3 differ by more than 25% somewhere")
+    return per_dataset(parts, "1e-2 and 1e-3 differ by more than 25% somewhere")
 
 
 # -- Fig. 9: the gap estimate ----------------------------------------------------------------------

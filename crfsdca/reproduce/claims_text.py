@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from crfsdca.reproduce.claims_figures import ocr_sag_verdict, sag_counts
+from crfsdca.reproduce.claims_figures import ocr_sag_verdict, per_dataset, sag_counts
 from crfsdca.reproduce.experiments import (
     DATASETS,
     LS_START_DATASETS,
@@ -191,12 +191,7 @@ def refresh_not_needed(c: Costs, b) -> Judged:
         verdict = {"ahead": FAILS, "mixed": PARTLY}.get(order, HOLDS)
         text = f"{SHORT[d]}: {race.describe()} [{order}]; by oracle calls [{calls.order()}]"
         parts.append((text, verdict))
-    verdict = combine([v for _, v in parts])
-    return Judged(
-        "; ".join(f"{t} -> {v}" for t, v in parts),
-        verdict,
-        "" if verdict == HOLDS else "refreshing helps somewhere",
-    )
+    return per_dataset(parts, "refreshing helps somewhere")
 
 
 # -- App. A.1: the starting point ----------------------------------------------------------------
@@ -242,12 +237,7 @@ def authors_start(c: Costs, b) -> Judged:
         race = c.race(r["authors"], r["epsilon"])
         verdict = {"behind": FAILS, "mixed": PARTLY}.get(race.order(), HOLDS)
         parts.append((f"{SHORT[d]}: {race.describe()}", verdict))
-    verdict = combine([v for _, v in parts])
-    return Judged(
-        "; ".join(f"{t} -> {v}" for t, v in parts),
-        verdict,
-        "" if verdict == HOLDS else "the epsilon-mix is faster on CONLL or NER",
-    )
+    return per_dataset(parts, "the epsilon-mix is faster on CONLL or NER")
 
 
 # -- fidelity: seeds, SAG-NUS's constants, wall time ---------------------------------------------

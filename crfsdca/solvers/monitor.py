@@ -164,17 +164,8 @@ class Monitor:
         gap = primal - dual if primal is not None and math.isfinite(dual) else NAN
         if due:
             with self.paused():
-                record = self._record(
-                    weights,
-                    epoch,
-                    oracle_calls,
-                    updates,
-                    seconds,
-                    dual,
-                    gap_estimate,
-                    primal,
-                    extra,
-                )
+                values = (dual, gap_estimate, primal, extra)
+                record = self._record(weights, epoch, oracle_calls, updates, seconds, *values)
             gap = record.gap
             while self._next_eval <= epoch + 1e-12:
                 self._next_eval += self.config.eval_every
@@ -193,20 +184,14 @@ class Monitor:
         )
 
     def finish(
-        self,
-        weights: NDArray[np.float64],
-        *,
-        oracle_calls: int,
-        updates: int,
-        dual: float = NAN,
-        gap_estimate: float = NAN,
-        primal: float | None = None,
-        extra: dict[str, Any] | None = None,
+        self, weights: NDArray[np.float64], *, oracle_calls: int, updates: int, **values: Any
     ) -> TraceRecord:
         """Record the state a run returns, unless the last record already is that state.
 
         Every stop calls this, so the last record (primal, dual, gap, counters) is always the
         returned state, also when the run stopped between two scheduled evaluations.
+        ``values``: ``dual``, ``gap_estimate``, ``primal`` and ``extra``, as for
+        :meth:`end_epoch`.
         """
         if self.is_recorded(oracle_calls, updates):
             record = self.trace.records[-1]
@@ -219,10 +204,8 @@ class Monitor:
         self._epoch = epoch
         seconds = self.seconds
         with self.paused():
-            return self._record(
-                weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra,
-                final=True,
-            )  # fmt: skip
+            counters = (oracle_calls, updates)
+            return self._record(weights, epoch, *counters, seconds, final=True, **values)
 
     def _score(self, weights: NDArray[np.float64], record: TraceRecord) -> TraceRecord:
         """``record`` with the test error (and F1) of ``weights``."""
@@ -234,8 +217,8 @@ class Monitor:
         return replace(record, test_error=1.0 - scores["token_accuracy"], extra=extra)
 
     def _record(
-        self, weights, epoch, oracle_calls, updates, seconds, dual, gap_estimate, primal, extra,
-        final=False,
+        self, weights, epoch, oracle_calls, updates, seconds, dual=NAN, gap_estimate=NAN,
+        primal=None, extra=None, final=False,
     ) -> TraceRecord:  # fmt: skip
         if primal is None:
             try:

@@ -10,9 +10,9 @@ halving the per-sequence learning rate eta_i after every rejected trial. The dua
 clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
 :class:`crfsdca.structures.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
-compiled kernel (``crfsdca.kernels.oeg``; on a :class:`~crfsdca.structures.tree.TreeProblem`,
-``crfsdca.kernels.tree_oeg`` with tree SDCA's dual state and starts; on a
-:class:`~crfsdca.structures.junction.JunctionProblem`, ``crfsdca.kernels.junction_oeg`` with
+compiled kernel (``crfsdca.kernels.chain_eg``; on a :class:`~crfsdca.structures.tree.TreeProblem`,
+``crfsdca.kernels.tree_eg`` with tree SDCA's dual state and starts; on a
+:class:`~crfsdca.structures.junction.JunctionProblem`, ``crfsdca.kernels.junction_eg`` with
 junction
 SDCA's clique and separator tables and its smoothed start).
 """
@@ -165,7 +165,7 @@ class _Runner:
         self.structure = problem.structure
         self.workspace = self.structure.oeg_workspace()
 
-    def run_kernel(self, dual: tuple, params: oeg.OEGParams, indices: np.ndarray) -> tuple:
+    def run_kernel(self, dual: oeg.OEGDual, params: oeg.OEGParams, indices: np.ndarray) -> tuple:
         """The compiled visits of ``indices`` (``kernels.oeg_epoch.run_steps``)."""
         w = self.state.dual.weights
         blocks = self.structure.blocks
@@ -195,7 +195,7 @@ class _Runner:
     def run(self, indices: NDArray[np.int64], budget: int) -> tuple[int, int]:
         """Run the kernel on ``indices``; returns (visits, oracle calls)."""
         d, st = self.state.dual, self.state
-        dual = (d.log_node, d.log_edge, d.entropies, st.learning_rates)
+        dual = oeg.OEGDual(d.log_node, d.log_edge, d.entropies, st.learning_rates)
         done, calls, status, stats = self.run_kernel(dual, self.params(budget), indices)
         if self.cfg.oeg_sampling == "permutation":
             st.order = st.order[done + (status != 0) :]

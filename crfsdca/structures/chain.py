@@ -24,7 +24,7 @@ from crfsdca._dtypes import FLOAT, INDEX
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique, sequence_layout
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import batch, chain, chain_blocks, oeg, sag_epoch, sdca_epoch
+from crfsdca.kernels import batch, chain, chain_blocks, chain_eg, sag_epoch, sdca_epoch
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
@@ -347,7 +347,7 @@ class ChainStructure:
 
     def oeg_workspace(self) -> tuple:
         """The workspace of ``oeg_epoch.run_steps`` on this structure."""
-        return oeg.make_workspace(self.blocks.max_T, self.dims, self.blocks.max_U)
+        return chain_eg.make_workspace(self.blocks.max_T, self.dims, self.blocks.max_U)
 
     # -- the dual start: sized before it is allocated, then built with w = w_hat(mu) exactly
     def dual_size(self, dtype) -> tuple[int, str]:

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.features.layout import sequence_layout
-from crfsdca.kernels import junction_batch, oeg, tree_oeg
+from crfsdca.kernels import chain_eg, junction_batch, tree_eg
 
 INITIAL_GAP = 100.0  # the paper's initial gap estimate, so that a first pass visits everything
 
@@ -38,41 +38,18 @@ class DualState:
     # the elastic net's dual-average vector v = w_hat(mu) (then weights = S_tau(v)); else None
     dual_average: NDArray[np.float64] | None = None
 
+    def _arrays(self) -> tuple[NDArray, ...]:
+        """Every array of the state, in field order (the dual average only when set)."""
+        extra = () if self.dual_average is None else (self.dual_average,)
+        fields = (self.log_node, self.log_edge, self.entropies, self.gap_estimates)
+        return (*fields, self.weights, self.step_sizes, *extra)
+
     @property
     def nbytes(self) -> int:
-        return int(
-            sum(
-                a.nbytes
-                for a in (
-                    self.log_node,
-                    self.log_edge,
-                    self.entropies,
-                    self.gap_estimates,
-                    self.weights,
-                    self.step_sizes,
-                    *self._extra(),
-                )
-            )
-        )
-
-    def _extra(self) -> tuple[NDArray[np.float64], ...]:
-        return () if self.dual_average is None else (self.dual_average,)
+        return int(sum(a.nbytes for a in self._arrays()))
 
     def copy(self) -> DualState:
-        return DualState(
-            *(
-                np.array(a, copy=True)
-                for a in (
-                    self.log_node,
-                    self.log_edge,
-                    self.entropies,
-                    self.gap_estimates,
-                    self.weights,
-                    self.step_sizes,
-                    *self._extra(),
-                )
-            )
-        )
+        return DualState(*(np.array(a, copy=True) for a in self._arrays()))
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {
@@ -147,7 +124,7 @@ def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
     data, K = problem.train, problem.feature_map.n_labels
     log_node = np.empty((data.n_items, K))
     log_edge = np.empty((data.n_items - data.n_sequences, K, K))
-    oeg.gibbs_marginals(
+    chain_eg.gibbs_marginals(
         data.seq_offsets, data.labels, K, score, log_node, log_edge, max(data.max_length, 1)
     )
     if np.dtype(dtype) != np.float64:
@@ -205,7 +182,7 @@ def tree_gibbs_start(problem: TreeProblem, score: float) -> DualState:
     data, K = problem.train, problem.feature_map.n_labels
     log_node, log_edge = np.empty((data.n_items, K)), np.zeros((data.n_items, K, K))
     layout = sequence_layout(data.nodes)
-    tree_oeg.gibbs_marginals(layout, data.packed, K, score, log_node, log_edge,
+    tree_eg.gibbs_marginals(layout, data.packed, K, score, log_node, log_edge,
                              data.max_length)  # fmt: skip
     return tree_finish_state(problem, log_node, log_edge)
 

@@ -39,6 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,7 +50,7 @@ from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique
 from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels import junction_batch as kernels
-from crfsdca.kernels import junction_blocks, junction_oeg, junction_scaled, sag_epoch
+from crfsdca.kernels import junction_blocks, junction_eg, junction_scaled, sag_epoch
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.chain import ChainStructure
 from crfsdca.structures.dual import DualState, junction_dual_bytes, junction_smoothed_empirical
@@ -310,17 +311,11 @@ class JunctionProblem(Problem):
         check_labels(self.train)
         super().__post_init__()
 
+    oracle_class: ClassVar[type] = JunctionOracle
+
     @cached_property
     def structure(self) -> JunctionStructure:
         return JunctionStructure(self)
-
-    @cached_property
-    def oracle(self) -> JunctionOracle:  # type: ignore[override]
-        return JunctionOracle(self.train, self.feature_map)
-
-    @cached_property
-    def test_oracle(self) -> JunctionOracle | None:  # type: ignore[override]
-        return None if self.test is None else JunctionOracle(self.test, self.feature_map)
 
 
 def junction_problem(
@@ -442,7 +437,7 @@ class JunctionStructure(ChainStructure):
         mws = make_workspace(data, b.dims[1])[0]
         dims = (*b.dims, b.n_factor_rows)
         sizes = (b.max_block, b.sizes[0])
-        return junction_oeg.make_workspace(b.sizes[2], dims, max_unique(self.layout), mws, sizes)
+        return junction_eg.make_workspace(b.sizes[2], dims, max_unique(self.layout), mws, sizes)
 
     def dual_size(self, dtype) -> tuple[int, str]:
         data, d = self.problem.train, self.problem.feature_map.n_features

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,13 +89,16 @@ class Problem:
     def n_sequences(self) -> int:
         return self.train.n_sequences
 
+    #: the oracle class of the problem's examples (trees and junction trees set theirs)
+    oracle_class: ClassVar[type] = Oracle
+
     @cached_property
     def oracle(self) -> Oracle:
-        return Oracle(self.train, self.feature_map)
+        return self.oracle_class(self.train, self.feature_map)
 
     @cached_property
     def test_oracle(self) -> Oracle | None:
-        return None if self.test is None else Oracle(self.test, self.feature_map)
+        return None if self.test is None else self.oracle_class(self.test, self.feature_map)
 
     @cached_property
     def structure(self) -> ChainStructure:

@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,7 +31,7 @@ from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import sag_epoch, tree_blocks, tree_oeg, tree_scaled
+from crfsdca.kernels import sag_epoch, tree_blocks, tree_eg, tree_scaled
 from crfsdca.kernels import tree as kernels
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.structures.chain import ChainStructure
@@ -186,17 +187,11 @@ class TreeOracle:
 class TreeProblem(Problem):
     """A :class:`Problem` on tree-structured examples (``train``/``test`` are TreeData)."""
 
+    oracle_class: ClassVar[type] = TreeOracle
+
     @cached_property
     def structure(self) -> TreeStructure:
         return TreeStructure(self)
-
-    @cached_property
-    def oracle(self) -> TreeOracle:  # type: ignore[override]
-        return TreeOracle(self.train, self.feature_map)
-
-    @cached_property
-    def test_oracle(self) -> TreeOracle | None:  # type: ignore[override]
-        return None if self.test is None else TreeOracle(self.test, self.feature_map)
 
 
 def tree_problem(
@@ -295,7 +290,7 @@ class TreeStructure(ChainStructure):
         return sag_epoch.make_workspace(A + nb + n_types * K, sws)
 
     def oeg_workspace(self) -> tuple:
-        return tree_oeg.make_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
+        return tree_eg.make_workspace(self.blocks.max_n, self.dims, self.blocks.max_U)
 
     def dual_size(self, dtype) -> tuple[int, str]:
         data, d, K = self.problem.train, self.problem.feature_map.n_features, self.dims[1]

@@ -1,4 +1,4 @@
-"""Online exponentiated gradient (OEG) on tree-structured examples (chains: ``kernels.oeg``).
+"""Online exponentiated gradient (OEG) on tree-structured examples (chains: ``kernels.chain_eg``).
 
 Dual block i is a tree-structured law u_i with node marginals (n, K) and edge marginals
 (n, K, K) (row v: the edge parent(v)-v; roots' rows unused), stored as logs like tree SDCA's
@@ -20,21 +20,43 @@ The step is accepted when the dual grows,
 
 otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times).
 
-This module holds the tree's OEG primitives (``crfsdca.kernels.primitives``) on
+This module holds the tree's exponentiated-gradient primitives
+(``crfsdca.kernels.primitives``) on
 ``kernels.tree_blocks.TreeBlocks``; the visit itself is ``crfsdca.kernels.oeg_epoch``.
-``dual = (log_node (N, K), log_edge (N, K, K), entropies, learning_rates)``.
+``dual`` an ``oeg.OEGDual`` (log_node (N, K), log_edge (N, K, K)).
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from numba.extending import overload
 
 from crfsdca.kernels.oeg import compact_dot
-from crfsdca.kernels.primitives import is_structure, oeg_accept, oeg_prepare, oeg_trial
+from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
 from crfsdca.kernels.sag import scatter_rows
 from crfsdca.kernels.tree import tree_entropy_terms, tree_unary
 from crfsdca.kernels.tree_blocks import TreeBlocks, add_features
-from crfsdca.kernels.tree_scaled import potential_marginals
+from crfsdca.kernels.tree_scaled import block_stats, potential_marginals
+
+
+class TreeOEGWorkspace(NamedTuple):
+    """Buffers of a tree's OEG visit (``make_workspace``): theta(mu), s - theta(mu) and psi
+    (each a (node, edge) pair), the oracle's buffers (log space, scaled, probabilities), log mu'
+    (node, edge), the (node, edge-sum) marginals of mu' and of mu_i, the compact direction v
+    (emit, rest), the degrees, the node scores and the identity edge types."""
+
+    base: tuple
+    diff: tuple
+    psi: tuple
+    oracle: tuple
+    log_node: np.ndarray
+    log_edge: np.ndarray
+    new: tuple
+    old: tuple
+    direction: tuple
+    degrees: np.ndarray
+    unary: np.ndarray
+    identity: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -86,35 +108,22 @@ def _mix(eta, base, diff, psi, parents):
 
 
 @njit(cache=True, nogil=True)
-def block_stats(log_node, log_edge, parents, types, node, edge_sum):
-    """Node marginals node (n, K) and edge marginals summed by type edge_sum (n_types, K, K)."""
-    n, K = parents.shape[0], log_node.shape[1]
-    edge_sum[:] = 0.0
-    for v in range(n):
-        for k in range(K):
-            node[v, k] = np.exp(log_node[v, k])
-        if parents[v] >= 0:
-            out = edge_sum[types[v]]
-            for j in range(K):
-                for k in range(K):
-                    out[j, k] += np.exp(log_edge[v, j, k])
+def _trial(eta, ex, sa, w, dims, lam_n, ws, local):
+    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D)).
 
-
-@njit(cache=True, nogil=True)
-def _trial(eta, ex, sa, w, dims, lam_n, bufs):
-    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D))."""
-    base, diff, psi, oracle, lnn, lne, new, old, v, deg = bufs
+    ws a ``TreeOEGWorkspace``, local the oracle's local graph of the example (``_local``)."""
+    psi, lnn, lne, new, old, deg = ws.psi, ws.log_node, ws.log_edge, ws.new, ws.old, ws.degrees
     s, e, _, graph = ex
     n = e - s
     parents, types = graph[0][s:e], graph[1][s:e]
-    _mix(eta, base, diff, psi, parents)
-    ws, sws, probs, local = oracle
-    log_z = potential_marginals(psi[0][:n], psi[1][:n], local, ws, sws, probs, lnn, lne)
+    _mix(eta, ws.base, ws.diff, psi, parents)
+    log_space, scaled, probs = ws.oracle
+    log_z = potential_marginals(psi[0][:n], psi[1][:n], local, log_space, scaled, probs, lnn, lne)
     if not np.isfinite(log_z):
         return log_z, 0.0, 0.0
     h_new = tree_entropy_terms(lnn[:n], lne[:n], parents, deg[:n])
     block_stats(lnn, lne, parents, types, new[0], new[1])
-    emit, rest = v
+    emit, rest = ws.direction
     U = sa.shape[0]
     emit[:U] = 0.0
     rest[:, :] = 0.0
@@ -126,86 +135,71 @@ def _trial(eta, ex, sa, w, dims, lam_n, bufs):
 
 
 @njit(cache=True, nogil=True)
-def _prepare(i, layout, graph, dual, w, dims, bufs):
+def _prepare(i, layout, graph, dual, w, dims, ws):
     """Scores at w, theta(mu_i) and its direction, mu_i's statistics, the degrees, the local
     graph of the oracle; returns (s, e, local graph)."""
     parents, types, order, child_start, children = graph
     A, K, n_bias, n_types = dims
     s, e = layout.seq_offsets[i], layout.seq_offsets[i + 1]
     n = e - s
-    unary, deg, identity = bufs[10], bufs[9], bufs[11]
+    unary, deg, identity = ws.unary, ws.degrees, ws.identity
     tree_unary(layout[:5], graph, s, e, w, dims, unary)
     off = (A + n_bias) * K
     log_pair = w[off : off + n_types * K * K].reshape((n_types, K, K))
     start = child_start[s : e + 1]
-    lmn, lme = dual[0][s:e], dual[1][s:e]
+    lmn, lme = dual.log_node[s:e], dual.log_edge[s:e]
     local = (parents[s:e], types[s:e], (start, children))
-    _eg_direction(lmn, lme, (unary[:n], log_pair), local, bufs[0], bufs[1])
-    block_stats(lmn, lme, parents[s:e], types[s:e], bufs[7][0], bufs[7][1])
+    _eg_direction(lmn, lme, (unary[:n], log_pair), local, ws.base, ws.diff)
+    block_stats(lmn, lme, parents[s:e], types[s:e], ws.old[0], ws.old[1])
     for v in range(n):
         deg[v] = start[v + 1] - start[v] + (1 if parents[s + v] >= 0 else 0)
         identity[v] = v
     return s, e, (parents[s:e], order[s:e], (start, children), identity[:n])
 
 
-def _is_tree(s):
-    return is_structure(s, TreeBlocks)
-
-
 @njit(cache=True, nogil=True)
-def _local(s, i, bufs):
+def _local(s, i, ws):
     """The oracle's local graph of example i (identity edge types from ``_prepare``)."""
     parents, _, order, child_start, children = s.graph
     a, b = s.layout.seq_offsets[i], s.layout.seq_offsets[i + 1]
-    return (parents[a:b], order[a:b], (child_start[a : b + 1], children), bufs[11][: b - a])
+    return (parents[a:b], order[a:b], (child_start[a : b + 1], children), ws.identity[: b - a])
 
 
-@overload(oeg_prepare, jit_options={"cache": True})
-def _ov_oeg_prepare(s, i, dual, w, sws):
-    if _is_tree(s):
-        return lambda s, i, dual, w, sws: _prepare(i, s.layout, s.graph, dual, w, s.dims, sws)
+@implements(oeg_prepare, TreeBlocks)
+def _oeg_prepare(s, i, dual, w, sws):
+    return _prepare(i, s.layout, s.graph, dual, w, s.dims, sws)
 
 
-@overload(oeg_trial, jit_options={"cache": True})
-def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
-    if _is_tree(s):
-
-        def impl(s, i, eta, w, lam_n, sws):
-            lay = s.layout
-            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
-            ex = (lay.seq_offsets[i], lay.seq_offsets[i + 1], lay, s.graph)
-            cur = sws[:3] + (sws[3] + (_local(s, i, sws),),) + sws[4:10]
-            return _trial(eta, ex, sa, w, s.dims, lam_n, cur)
-
-        return impl
+@implements(oeg_trial, TreeBlocks)
+def _oeg_trial(s, i, eta, w, lam_n, sws):
+    lay = s.layout
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    ex = (lay.seq_offsets[i], lay.seq_offsets[i + 1], lay, s.graph)
+    return _trial(eta, ex, sa, w, s.dims, lam_n, sws, _local(s, i, sws))
 
 
-@overload(oeg_accept, jit_options={"cache": True})
-def _ov_oeg_accept(s, i, dual, w, sws):
-    if _is_tree(s):
-
-        def impl(s, i, dual, w, sws):
-            lay = s.layout
-            a, b = lay.seq_offsets[i], lay.seq_offsets[i + 1]
-            parents = s.graph[0]
-            dual[0][a:b] = sws[4][: b - a]
-            for v in range(b - a):
-                if parents[a + v] >= 0:
-                    dual[1][a + v] = sws[5][v]
-            sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
-            scatter_rows(sa, s.dims[0], sws[8][0][: sa.shape[0]], sws[8][1], w, s.dims[1])
-
-        return impl
+@implements(oeg_accept, TreeBlocks)
+def _oeg_accept(s, i, dual, w, sws):
+    lay = s.layout
+    a, b = lay.seq_offsets[i], lay.seq_offsets[i + 1]
+    parents = s.graph[0]
+    dual.log_node[a:b] = sws.log_node[: b - a]
+    for v in range(b - a):
+        if parents[a + v] >= 0:
+            dual.log_edge[a + v] = sws.log_edge[v]
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    emit, rest = sws.direction
+    scatter_rows(sa, s.dims[0], emit[: sa.shape[0]], rest, w, s.dims[1])
 
 
 @njit(cache=True, nogil=True)
-def _gibbs_marginals(layout, graph, score, log_node, log_edge, bufs):
+def _gibbs_marginals(layout, graph, score, log_node, log_edge, ws):
     """Marginals of p(y) propto exp(score (#gold labels of y + #gold edges of y)), per example."""
     seq_offsets, labels = layout.seq_offsets, layout.labels
     parents, _, order, child_start, children = graph
-    p_node, p_edge = bufs[2]
-    ws, sws, probs = bufs[3]
-    identity = bufs[11]
+    p_node, p_edge = ws.psi
+    log_space, scaled, probs = ws.oracle
+    identity = ws.identity
     for i in range(seq_offsets.shape[0] - 1):
         s, e = seq_offsets[i], seq_offsets[i + 1]
         n = e - s
@@ -217,16 +211,13 @@ def _gibbs_marginals(layout, graph, score, log_node, log_edge, bufs):
             if parents[s + v] >= 0:
                 p_edge[v, labels[s + parents[s + v]], labels[s + v]] = score
         local = (parents[s:e], order[s:e], (child_start[s : e + 1], children), identity[:n])
-        potential_marginals(p_node[:n], p_edge[:n], local, ws, sws, probs, log_node[s:e],
-                            log_edge[s:e])  # fmt: skip
+        potential_marginals(p_node[:n], p_edge[:n], local, log_space, scaled, probs,
+                            log_node[s:e], log_edge[s:e])  # fmt: skip
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------
-def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int):
-    """Buffers of one visit: theta(mu), s - theta(mu), psi (each a (node, edge) pair), the
-    oracle's buffers (log-space, scaled, probabilities), log mu' (node, edge), (node, edge-sum)
-    marginals of mu' and of mu_i, the compact direction v (emit, rest), degrees, node scores,
-    the identity edge types."""
+def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int) -> TreeOEGWorkspace:
+    """The :class:`TreeOEGWorkspace` of examples of up to max_n nodes."""
     A, K, n_bias, n_types = dims
     n, U = max(int(max_n), 1), max(int(max_U), 1)
 
@@ -241,7 +232,8 @@ def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int):
     probs = (np.empty((n, K, K)), np.empty(n), np.empty((n, K)), np.empty((n, K, K)), np.empty(n))
     bufs = (pair(), pair(), pair(), (ws, sws, probs), np.empty((n, K)), np.empty((n, K, K)))
     bufs += (stats(), stats(), (np.empty((U, K)), np.empty((n_bias + n_types * K, K))))
-    return bufs + (np.empty(n, np.int64), np.empty((n, K)), np.empty(n, np.int64))
+    bufs += (np.empty(n, np.int64), np.empty((n, K)), np.empty(n, np.int64))
+    return TreeOEGWorkspace(*bufs)
 
 
 def gibbs_marginals(layout, graph, K, score, log_node, log_edge, max_n):

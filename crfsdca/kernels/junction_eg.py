@@ -1,4 +1,4 @@
-"""Online exponentiated gradient (OEG) on junction-tree examples (chains: ``kernels.oeg``).
+"""Online exponentiated gradient (OEG) on junction-tree examples (chains: ``kernels.chain_eg``).
 
 Dual block i is a junction-tree law u_i given by its clique and separator marginals, stored as
 logs like junction SDCA's dual state (the example's region of the flat table array: clique
@@ -20,14 +20,16 @@ H~ the entropy over the segment table (cliques +1, separators -1; ``kernels.segm
 otherwise eta_i is halved and the trial repeated (at most ``max_halvings`` times). v needs only
 the node marginals and factor sums of mu' and mu_i (``kernels.junction_blocks.add_features``).
 
-This module holds the junction tree's OEG primitives (``crfsdca.kernels.primitives``) on
+This module holds the junction tree's exponentiated-gradient primitives
+(``crfsdca.kernels.primitives``) on
 ``kernels.junction_blocks.JunctionBlocks``; the visit itself is ``crfsdca.kernels.oeg_epoch``.
-``dual = (log_node (empty), log_tab, entropies, learning_rates)`` (log_tab float64).
+``dual`` an ``oeg.OEGDual`` (log_node empty, log_edge the float64 log tables).
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from numba.extending import overload
 
 from crfsdca.kernels import segments
 from crfsdca.kernels.junction import projection
@@ -40,8 +42,28 @@ from crfsdca.kernels.junction_blocks import (
 )
 from crfsdca.kernels.junction_scaled import potential_marginals
 from crfsdca.kernels.oeg import compact_dot
-from crfsdca.kernels.primitives import is_structure, oeg_accept, oeg_prepare, oeg_trial
+from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
 from crfsdca.kernels.sag import scatter_rows
+
+
+class JunctionOEGWorkspace(NamedTuple):
+    """Buffers of a junction tree's OEG visit (``make_workspace``): node scores and clique
+    potentials at w, theta(mu), s - theta(mu), psi, log mu', the oracle's (message workspace,
+    scratch) and projection indices, the (node, factor-sum) statistics of mu' and of mu_i, the
+    compact direction v (emit, flat rest) and a table of probabilities."""
+
+    unary: np.ndarray
+    scores: np.ndarray
+    base: np.ndarray
+    diff: np.ndarray
+    psi: np.ndarray
+    log_mu: np.ndarray
+    messages: tuple
+    pidx: np.ndarray
+    new: tuple
+    old: tuple
+    direction: tuple
+    prob: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -68,11 +90,14 @@ def _eg_direction(i, lmu, scores, jt, K, base, diff, pidx):
 
 
 @njit(cache=True, nogil=True)
-def _trial(eta, ex, sa, w, dims, lam_n, bufs):
-    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D))."""
+def _trial(eta, ex, sa, w, dims, lam_n, ws, rr):
+    """One EG trial: mu' at eta (one oracle call); returns (log Z, H~(mu'), Delta(n D)).
+
+    ws a ``JunctionOEGWorkspace``, rr the example's segment table (``_runs``)."""
     i, s, e, layout, struct = ex
     jt = struct[0]
-    base, diff, psi, out, ows, rr, new, old, v, prob = bufs
+    base, diff, psi, out, ows = ws.base, ws.diff, ws.psi, ws.log_mu, ws.messages
+    new, old = ws.new, ws.old
     K = dims[1]
     for t in range(clique_entries(i, jt, K)):
         psi[t] = base[t] + eta * diff[t]
@@ -81,8 +106,8 @@ def _trial(eta, ex, sa, w, dims, lam_n, bufs):
         return log_z, 0.0, 0.0
     h_new = segments.entropy(out, rr)
     n = e - s
-    block_stats(i, out, struct[:3], K, new[0], new[1], prob, ows[0][5])
-    emit, rest = v
+    block_stats(i, out, struct[:3], K, new[0], new[1], ws.prob, ws.pidx)
+    emit, rest = ws.direction
     U = sa.shape[0]
     emit[:U] = 0.0
     rest[:] = 0.0
@@ -93,10 +118,6 @@ def _trial(eta, ex, sa, w, dims, lam_n, bufs):
     return log_z, h_new, h_new - lam_n * (a + 0.5 * b)
 
 
-def _is_junction(s):
-    return is_structure(s, JunctionBlocks)
-
-
 @njit(cache=True, nogil=True)
 def _runs(s, i):
     """(offsets, lengths, coefficients) of example i's segment table."""
@@ -105,64 +126,42 @@ def _runs(s, i):
     return lo, s.runs.hi[a:b] - lo, s.runs.coef[a:b]
 
 
-@overload(oeg_prepare, jit_options={"cache": True})
-def _ov_oeg_prepare(s, i, dual, w, sws):
-    if _is_junction(s):
-
-        def impl(s, i, dual, w, sws):
-            unary, scores, bufs = sws
-            lo, hi = s.jt[1][i], s.jt[1][i + 1]
-            lmu = dual[1][lo:hi]
-            pidx = bufs[4][0][5]
-            potentials(s.data, s.jt, s.assign, s.feat, i, w, s.dims, unary, scores, pidx)
-            _eg_direction(i, lmu, scores, s.jt, s.dims[1], bufs[0], bufs[1], pidx)
-            old = bufs[6]
-            struct = (s.jt, s.assign, s.feat)
-            block_stats(i, lmu, struct, s.dims[1], old[0], old[1], bufs[8], pidx)
-
-        return impl
+@implements(oeg_prepare, JunctionBlocks)
+def _oeg_prepare(s, i, dual, w, sws):
+    lo, hi = s.jt[1][i], s.jt[1][i + 1]
+    lmu = dual.log_edge[lo:hi]
+    scores, pidx = sws.scores, sws.pidx
+    potentials(s.data, s.jt, s.assign, s.feat, i, w, s.dims, sws.unary, scores, pidx)
+    _eg_direction(i, lmu, scores, s.jt, s.dims[1], sws.base, sws.diff, pidx)
+    old = sws.old
+    struct = (s.jt, s.assign, s.feat)
+    block_stats(i, lmu, struct, s.dims[1], old[0], old[1], sws.prob, pidx)
 
 
-@overload(oeg_trial, jit_options={"cache": True})
-def _ov_oeg_trial(s, i, eta, w, lam_n, sws):
-    if _is_junction(s):
-
-        def impl(s, i, eta, w, lam_n, sws):
-            bufs = sws[2]
-            lay = s.layout
-            cur = bufs[:5] + (_runs(s, i),) + bufs[5:]
-            sa = lay[7][lay[6][i] : lay[6][i + 1]]
-            ex = (i, lay[0][i], lay[0][i + 1], lay, (s.jt, s.assign, s.feat))
-            return _trial(eta, ex, sa, w, s.dims, lam_n, cur)
-
-        return impl
+@implements(oeg_trial, JunctionBlocks)
+def _oeg_trial(s, i, eta, w, lam_n, sws):
+    lay = s.layout
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    ex = (i, lay.seq_offsets[i], lay.seq_offsets[i + 1], lay, (s.jt, s.assign, s.feat))
+    return _trial(eta, ex, sa, w, s.dims, lam_n, sws, _runs(s, i))
 
 
-@overload(oeg_accept, jit_options={"cache": True})
-def _ov_oeg_accept(s, i, dual, w, sws):
-    if _is_junction(s):
-
-        def impl(s, i, dual, w, sws):
-            bufs = sws[2]
-            lo, hi = s.jt[1][i], s.jt[1][i + 1]
-            dual[1][lo:hi] = bufs[3][: hi - lo]
-            A, K = s.dims[0], s.dims[1]
-            emit, rest = bufs[7]
-            sa = s.layout[7][s.layout[6][i] : s.layout[6][i + 1]]
-            scatter_rows(sa, A, emit[: sa.shape[0]], rest.reshape((rest.shape[0] // K, K)), w, K)
-
-        return impl
+@implements(oeg_accept, JunctionBlocks)
+def _oeg_accept(s, i, dual, w, sws):
+    lo, hi = s.jt[1][i], s.jt[1][i + 1]
+    dual.log_edge[lo:hi] = sws.log_mu[: hi - lo]
+    A, K = s.dims[0], s.dims[1]
+    emit, rest = sws.direction
+    lay = s.layout
+    sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
+    scatter_rows(sa, A, emit[: sa.shape[0]], rest.reshape((rest.shape[0] // K, K)), w, K)
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------
 def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int, mws, sizes):
-    """(node scores, clique potentials at w, step buffers) for the largest example.
-
-    ``mws`` the junction message workspace, ``sizes = (largest region, largest table)``. Step
-    buffers: theta(mu), s - theta(mu), psi, log mu', the oracle's (mws, P), (node, factor-sum)
-    statistics of mu' and of mu_i, the compact direction v (emit, rest), a table of
-    probabilities.
-    """
+    """The :class:`JunctionOEGWorkspace` of the largest example; ``mws`` the junction message
+    workspace (its sixth array: the projection indices), ``sizes = (largest region, largest
+    table)``."""
     A, K, n_bias, n_frows = dims
     n, U, F = max(int(max_n), 1), max(int(max_U), 1), n_frows * K
     R, table = int(sizes[0]), int(sizes[1])
@@ -170,6 +169,6 @@ def make_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int, mws,
     def stats():
         return np.empty((n, K)), np.empty(F)
 
-    bufs = (np.empty(R), np.empty(R), np.empty(R), np.empty(R), (mws, np.empty(R)))
+    bufs = (np.empty(R), np.empty(R), np.empty(R), np.empty(R), (mws, np.empty(R)), mws[5])
     bufs += (stats(), stats(), (np.empty((U, K)), np.empty(n_bias * K + F)), np.empty(table))
-    return np.empty((n, K)), np.empty(R), bufs
+    return JunctionOEGWorkspace(np.empty((n, K)), np.empty(R), *bufs)
