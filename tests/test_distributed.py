@@ -106,9 +106,10 @@ def test_unscaled_summing_overshoots():
 
 
 @pytest.mark.slow  # a local Dask cluster
-def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client):
+@pytest.mark.parametrize("variant", ["practical", "adaptive"])
+def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client, variant):
     problem = problem_for_tests()
-    opts = {"local_updates": 7, "max_rounds": 6, "tol": 0.0, "seed": 4}
+    opts = {"local_updates": 7, "max_rounds": 6, "tol": 0.0, "seed": 4, "variant": variant}
     remote = fit(problem, dask_client, 2, round_timeout=60, **opts)
     local = simulate(problem, 2, **opts)
     np.testing.assert_array_equal(remote.weights, local.weights)

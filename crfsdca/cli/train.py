@@ -303,6 +303,16 @@ def train(
         from crfsdca.cli.distributed import scheduler_address
 
         scheduler_address(scheduler)
+    if (workers or scheduler) and order == 2:
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                train_second_order(
+                    run, model_path=model_path, trace_path=trace_path, as_json=as_json,
+                    quiet=quiet, cluster=cluster,
+                )  # fmt: skip
+        return
     if workers or scheduler:
         if solver != "sdca":
             raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
