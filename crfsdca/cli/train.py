@@ -161,6 +161,13 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     " (with --scheduler: wait for this many workers)",
 )
 @click.option(
+    "--worker-threads",
+    is_flag=True,
+    default=False,
+    help="with --workers and no --scheduler: run the partitions as threads of this process"
+    " (no Dask, nothing pickled; one process holds every shard) instead of worker processes",
+)
+@click.option(
     "--scheduler", default=None, help="distributed SDCA on the Dask cluster at tcp://HOST:PORT"
 )
 @click.option(
@@ -227,6 +234,7 @@ def train(
     checkpoint_seconds: float,
     resume_dir: str | None,
     workers: int | None,
+    worker_threads: bool,
     scheduler: str | None,
     partitions: int | None,
     local_updates: int | None,
@@ -280,7 +288,12 @@ def train(
         "partitions": partitions,
         "local_updates": local_updates,
         "round_timeout": round_timeout,
+        "worker_threads": worker_threads,
     }
+    if worker_threads and scheduler is not None:
+        raise click.UsageError(
+            "--worker-threads runs the partitions in this process; drop it or --scheduler"
+        )
     check_order(
         order, run, graph=graph, cluster=workers or scheduler, checkpoint=checkpoint_dir,
         resume=resume_dir,
@@ -330,8 +343,8 @@ def train(
                     quiet,
                 )
         return
-    for name in ("partitions", "local_updates"):
-        if cluster[name] is not None:
+    for name in ("partitions", "local_updates", "worker_threads"):
+        if cluster[name]:
             flag = "--" + name.replace("_", "-")
             raise click.UsageError(f"{flag} applies to distributed runs (--workers or --scheduler)")
     if threads:

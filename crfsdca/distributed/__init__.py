@@ -161,16 +161,20 @@ def simulate(
     _check(P, local_updates, max_rounds, variant, eval_every, 1.0)
     specs, kwargs = _partition_args(data, P, seed, sampling, tol, variant, sdca_options)
     start = saved_round(checkpoint_dir) if resume else None
-    handles = [
-        _Local(PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=start))
-        for k in range(P)
-    ]
+
+    def build(k: int) -> _Local:
+        return _Local(
+            PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=start)
+        )
+
     if threads and P > 1:
         with ThreadPoolExecutor(P, thread_name_prefix="crfsdca-partition") as pool:
+            handles = list(pool.map(build, range(P)))  # the dual starts, in parallel too
             for h in handles:
                 h.pool = pool
             result = _drive(handles, _driver_options(locals()))
     else:
+        handles = [build(k) for k in range(P)]
         result = _drive(handles, _driver_options(locals()))
     if keep_partitions:
         result.partitions = [h.solver for h in handles]
@@ -318,7 +322,9 @@ def _adaptive_round(handles, update, m, schedule, w, lam, n, A, K):
     sigma = schedule.sigma
     results = [[s.result() for s in [h.send("local_round", update, m, sigma) for h in handles]]]
     total = aggregate([r[0] for r in results[0]])
-    if sigma < schedule.safe:
+    if sigma >= schedule.safe:
+        schedule.keep()  # safe: the dual rises
+    else:
         change = dual_change(w, total, sum(r[2] for r in results[0]), lam, n, A, K)
         if change >= 0.0:
             schedule.keep()
