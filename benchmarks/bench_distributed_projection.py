@@ -48,7 +48,7 @@ def seconds_per_step(problem, seed: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-def simulate_counting_bytes(problem, P, m, args):
+def simulate_counting_bytes(problem, P, m, args, variant=None):
     """(result, mean bytes per round up, mean bytes per round down)."""
     from crfsdca import distributed
 
@@ -72,7 +72,7 @@ def simulate_counting_bytes(problem, P, m, args):
             tol=args.tol,
             seed=args.seed,
             eval_every=max(1, round(n / (P * m))),
-            variant=args.variant,
+            variant=variant or args.variant,
         )
     finally:
         distributed.aggregate = aggregate
@@ -113,7 +113,7 @@ def main() -> None:
         f" {args.variant}, serial {1e6 * step:.0f} us / step, latency {1e3 * args.latency:g} ms,"
         f" bandwidth {args.bandwidth / 1e6:g} MB/s"
     )
-    serial, _, _ = simulate_counting_bytes(problem, 1, n, args)
+    serial, _, _ = simulate_counting_bytes(problem, 1, n, args, "practical")  # serial SDCA
     serial_epochs = serial.trace.records[-1].epoch
     serial_seconds = serial_epochs * n * step
     print(f"serial: {serial_epochs:.1f} epochs, {serial_seconds:.1f} s modelled")
