@@ -96,6 +96,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--local-updates", type=int, default=50)
     parser.add_argument("--variant", default="practical")
+    parser.add_argument(
+        "--sigma-min", type=float, default=None, help="adaptive: the smallest trial sigma' [1]"
+    )
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--max-epochs", type=float, default=100)
     parser.add_argument("--seed", type=int, default=0)
@@ -105,6 +108,10 @@ def main() -> None:
         "--step-seconds", type=float, default=None, help="serial seconds per step [measured]"
     )
     args = parser.parse_args()
+    if args.sigma_min is not None:
+        from crfsdca.solvers import adaptive
+
+        adaptive.SIGMA_MIN = args.sigma_min
     problem = load(args)
     n = problem.n_sequences
     step = args.step_seconds or seconds_per_step(problem, args.seed)
