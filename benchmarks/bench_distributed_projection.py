@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--local-updates", type=int, default=50)
     parser.add_argument("--variant", default="practical")
     parser.add_argument(
-        "--sigma-min", type=float, default=None, help="adaptive: the smallest trial sigma' [1]"
+        "--sigma-min", type=float, default=None, help="adaptive: the smallest trial sigma'"
     )
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--max-epochs", type=float, default=100)
@@ -111,7 +111,7 @@ def main() -> None:
     if args.sigma_min is not None:
         from crfsdca.solvers import adaptive
 
-        adaptive.SIGMA_MIN = args.sigma_min
+        adaptive.SIGMA_MIN = dict.fromkeys(args.partitions, args.sigma_min)
     problem = load(args)
     n = problem.n_sequences
     step = args.step_seconds or seconds_per_step(problem, args.seed)

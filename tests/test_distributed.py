@@ -269,7 +269,7 @@ def test_cli_trains_on_a_local_cluster_and_reports_the_distributed_fields(tmp_pa
     assert (last.gap, last.oracle_calls) == (out["gap"], out["oracle_calls"])
     evaluated = CliRunner().invoke(main, ["evaluate", str(tmp_path / "m.npz"), str(data), "--json"])
     assert evaluated.exit_code == 0, evaluated.output
-    assert out["worker_threads"] is False and out["aggregation"] == "practical"
+    assert out["worker_threads"] is False and out["aggregation"] == "adaptive"
     threads = args[: args.index("--trace")] + [
         "--worker-threads",
         "--model",

@@ -31,8 +31,8 @@ DEFAULT_LOCAL_UPDATES = 100
 
 #: the aggregation (``crfsdca.distributed.AGGREGATIONS``) from this many partitions on: "adaptive"
 #: (a trial sigma' below P, checked on the exact dual), below it "practical" (sigma' = P);
-#: measured on CoNLL-2000 (BENCHMARKS.md section 9): fewer epochs at P = 4 and 8, more at P = 2
-ADAPTIVE_FROM = 4
+#: measured on CoNLL-2000 (BENCHMARKS.md section 9): fewer epochs at P = 2, 4 and 8
+ADAPTIVE_FROM = 2
 
 
 def aggregation(n_partitions: int) -> str:
