@@ -48,7 +48,7 @@ def seconds_per_step(problem, seed: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-def simulate_counting_bytes(problem, P, m, args):
+def simulate_counting_bytes(problem, P, m, args, variant=None):
     """(result, mean bytes per round up, mean bytes per round down)."""
     from crfsdca import distributed
 
@@ -72,7 +72,7 @@ def simulate_counting_bytes(problem, P, m, args):
             tol=args.tol,
             seed=args.seed,
             eval_every=max(1, round(n / (P * m))),
-            variant=args.variant,
+            variant=variant or args.variant,
         )
     finally:
         distributed.aggregate = aggregate
@@ -96,6 +96,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--local-updates", type=int, default=50)
     parser.add_argument("--variant", default="practical")
+    parser.add_argument(
+        "--sigma-min", type=float, default=None, help="adaptive: the smallest trial sigma'"
+    )
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--max-epochs", type=float, default=100)
     parser.add_argument("--seed", type=int, default=0)
@@ -105,6 +108,10 @@ def main() -> None:
         "--step-seconds", type=float, default=None, help="serial seconds per step [measured]"
     )
     args = parser.parse_args()
+    if args.sigma_min is not None:
+        from crfsdca.solvers import adaptive
+
+        adaptive.SIGMA_MIN = dict.fromkeys(args.partitions, args.sigma_min)
     problem = load(args)
     n = problem.n_sequences
     step = args.step_seconds or seconds_per_step(problem, args.seed)
@@ -113,7 +120,7 @@ def main() -> None:
         f" {args.variant}, serial {1e6 * step:.0f} us / step, latency {1e3 * args.latency:g} ms,"
         f" bandwidth {args.bandwidth / 1e6:g} MB/s"
     )
-    serial, _, _ = simulate_counting_bytes(problem, 1, n, args)
+    serial, _, _ = simulate_counting_bytes(problem, 1, n, args, "practical")  # serial SDCA
     serial_epochs = serial.trace.records[-1].epoch
     serial_seconds = serial_epochs * n * step
     print(f"serial: {serial_epochs:.1f} epochs, {serial_seconds:.1f} s modelled")

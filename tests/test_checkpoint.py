@@ -326,3 +326,51 @@ def test_background_writer_saves_the_state_as_it_was_when_called(tmp_path):
     assert restored.keys() == expected.keys()
     for key, value in expected.items():
         np.testing.assert_array_equal(restored[key], value)
+
+
+@pytest.mark.slow  # three trainer processes
+@pytest.mark.timeout(600)
+def test_sigkill_after_a_wall_time_checkpoint_then_resume_certifies_the_same_gap(tmp_path):
+    """kill -9 a serial run once its first checkpoint by wall time (``--checkpoint-seconds``)
+    is on disk; ``--resume`` goes on from it (its trace starts with the saved records) and
+    stops where the uninterrupted run stops: same certified gap, same weights."""
+    data = synthetic_conll(tmp_path / "train.txt", n=1500)
+    base = [sys.executable, "-m", "crfsdca.cli", "train"]
+    common = [str(data), "--format", "conll", "--template", "conll", "--tol", "1e-8", "-q",
+              "--json", "--epochs", "400"]  # fmt: skip
+    ck = tmp_path / "ck"
+    proc = subprocess.Popen(
+        [*base, *common, "--checkpoint", str(ck), "--checkpoint-seconds", "0.01"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 300
+    while not (ck / "checkpoint.npz").exists():  # the event: the first checkpoint is committed
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL  # killed mid-run, not finished
+    header = load_checkpoint(ck)[1]
+    saved = header["state"]["oracle_calls"]
+    assert saved > 0
+    trace = tmp_path / "resumed.jsonl"
+    resumed = subprocess.run(
+        [*base, "--resume", str(ck), "-q", "--json", "--trace", str(trace),
+         "--model", str(tmp_path / "resumed.npz")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    straight = subprocess.run(
+        [*base, *common, "--model", str(tmp_path / "straight.npz")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    got, want = (json.loads(r.stdout.splitlines()[-1]) for r in (resumed, straight))
+    assert got["stop_reason"] == want["stop_reason"] == "tol"
+    assert got["gap"] == want["gap"] <= 1e-8 and got["oracle_calls"] == want["oracle_calls"]
+    records = [r.to_json() for r in read_trace(trace).records]
+    assert records[: len(header["records"])] == header["records"]  # went on from the checkpoint
+    assert records[len(header["records"]) - 1]["oracle_calls"] == saved
+    np.testing.assert_array_equal(
+        load_model(tmp_path / "resumed.npz")[0]["weights"],
+        load_model(tmp_path / "straight.npz")[0]["weights"],
+    )

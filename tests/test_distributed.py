@@ -17,6 +17,7 @@ import pytest
 from _synthetic import random_problem
 
 from crfsdca.distributed import DatasetShard, WorkerLostError, fit, simulate
+from crfsdca.io.modelfile import load_model
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
@@ -106,9 +107,10 @@ def test_unscaled_summing_overshoots():
 
 
 @pytest.mark.slow  # a local Dask cluster
-def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client):
+@pytest.mark.parametrize("variant", ["practical", "adaptive"])
+def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client, variant):
     problem = problem_for_tests()
-    opts = {"local_updates": 7, "max_rounds": 6, "tol": 0.0, "seed": 4}
+    opts = {"local_updates": 7, "max_rounds": 6, "tol": 0.0, "seed": 4, "variant": variant}
     remote = fit(problem, dask_client, 2, round_timeout=60, **opts)
     local = simulate(problem, 2, **opts)
     np.testing.assert_array_equal(remote.weights, local.weights)
@@ -267,6 +269,21 @@ def test_cli_trains_on_a_local_cluster_and_reports_the_distributed_fields(tmp_pa
     assert (last.gap, last.oracle_calls) == (out["gap"], out["oracle_calls"])
     evaluated = CliRunner().invoke(main, ["evaluate", str(tmp_path / "m.npz"), str(data), "--json"])
     assert evaluated.exit_code == 0, evaluated.output
+    assert out["worker_threads"] is False and out["aggregation"] == "adaptive"
+    threads = args[: args.index("--trace")] + [
+        "--worker-threads",
+        "--model",
+        str(tmp_path / "t.npz"),
+    ]
+    result = CliRunner().invoke(main, threads)
+    assert result.exit_code == 0, result.output
+    same = json.loads(result.stdout.splitlines()[-1])
+    assert same["worker_threads"] is True
+    for key in ("gap", "primal", "dual", "oracle_calls", "rounds", "epochs"):
+        assert same[key] == out[key], key  # the same partitions, in threads: bit for bit
+    np.testing.assert_array_equal(
+        load_model(tmp_path / "t.npz")[0]["weights"], load_model(tmp_path / "m.npz")[0]["weights"]
+    )
 
 
 def test_cli_distributed_misuse_is_one_line(tmp_path, monkeypatch):
@@ -282,6 +299,12 @@ def test_cli_distributed_misuse_is_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 2 and "--partitions applies to distributed runs" in result.stderr
     result = CliRunner().invoke(main, [*common, "--workers", "2", "--solver", "lbfgs"])
     assert result.exit_code == 2 and "--workers and --scheduler run --solver sdca" in result.stderr
+    result = CliRunner().invoke(main, [*common, "--worker-threads"])
+    assert result.exit_code == 2 and "--worker-threads applies to distributed runs" in result.stderr
+    result = CliRunner().invoke(
+        main, [*common, "--worker-threads", "--scheduler", "tcp://127.0.0.1:1"]
+    )
+    assert result.exit_code == 2 and "drop it or --scheduler" in result.stderr
 
     def missing():
         raise ImportError(cli_distributed.INSTALL_HINT)
@@ -292,3 +315,29 @@ def test_cli_distributed_misuse_is_one_line(tmp_path, monkeypatch):
     assert result.stderr.strip() == (
         "crfsdca: error: distributed training needs Dask: pip install 'crfsdca[distributed]'"
     )
+
+
+def test_cli_worker_threads_run_the_adaptive_aggregation_from_four_partitions(tmp_path):
+    """``--workers 4 --worker-threads`` (no Dask): four partitions as threads, the adaptive
+    aggregation, certified at --tol; the same run through ``simulate`` gives the same bits."""
+    import json
+
+    from click.testing import CliRunner
+    from test_checkpoint import synthetic_conll
+
+    from crfsdca.cli.main import main
+
+    data = synthetic_conll(tmp_path / "train.txt", n=60, seed=2)
+    args = ["train", str(data), "--format", "conll", "--template", "conll", "--workers", "4"]
+    args += ["--worker-threads", "--tol", "1e-4", "--epochs", "300", "--json", "-q"]
+    result = CliRunner().invoke(main, [*args, "--model", str(tmp_path / "m.npz")])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.splitlines()[-1])
+    assert (out["partitions"], out["aggregation"], out["worker_threads"]) == (4, "adaptive", True)
+    assert out["stop_reason"] == "tol" and out["gap"] <= 1e-4
+    again = CliRunner().invoke(main, [*args, "--model", str(tmp_path / "again.npz")])
+    np.testing.assert_array_equal(
+        load_model(tmp_path / "m.npz")[0]["weights"],
+        load_model(tmp_path / "again.npz")[0]["weights"],
+    )
+    assert json.loads(again.stdout.splitlines()[-1])["gap"] == out["gap"]

@@ -32,7 +32,7 @@ def check_run(result, p_star):
     assert last.primal - p_star <= last.gap + 1e-10
 
 
-@pytest.mark.parametrize("variant", ["practical", "sparse"])
+@pytest.mark.parametrize("variant", ["practical", "sparse", "adaptive"])
 def test_three_partitions_reach_the_lbfgs_optimum_within_the_certified_gap(variant):
     problem = random_problem(seed=5, n=30, max_T=6, K=3, A=40)
     p_star = lbfgs_optimum(problem)
@@ -42,7 +42,7 @@ def test_three_partitions_reach_the_lbfgs_optimum_within_the_certified_gap(varia
     assert problem.primal(result.weights) == pytest.approx(result.trace.records[-1].primal)
 
 
-@pytest.mark.parametrize("variant", ["practical", "sparse"])
+@pytest.mark.parametrize("variant", ["practical", "sparse", "adaptive"])
 def test_trees_on_two_partitions_reach_the_serial_tree_optimum(variant):
     problem = tree_problem(tree_data(seed=4, n=16, max_T=6, K=3, A=12, n_types=2))
     p_star = lbfgs_optimum(problem)
@@ -85,3 +85,36 @@ def test_second_order_chains_on_three_partitions_reach_the_lbfgs_optimum():
     check_run(result, p_star)
     total = np.add.reduce([p.primal_contribution() for p in result.partitions])
     assert np.max(np.abs(result.weights - total)) < 1e-12
+
+
+def test_adaptive_rounds_undo_what_overshot_and_keep_the_dual_rising():
+    """Four partitions of a dense problem, long rounds: some trial rounds lower the dual and are
+    undone (the redo at sigma' = P ascends), the dual rises at every round, w stays the sum of
+    the partitions' contributions, and the run is deterministic, with threads too."""
+    problem = random_problem(seed=8, n=40, max_T=6, K=3, A=8)
+    opts = {"local_updates": 10, "max_rounds": 40, "tol": 0.0, "eval_every": 1}
+    adaptive = simulate(problem, 4, variant="adaptive", keep_partitions=True, **opts)
+    last = adaptive.trace.records[-1]
+    assert last.extra["rejected_rounds"] > 0  # the undo path ran
+    duals = [r.dual for r in adaptive.trace.records]
+    assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False)), duals
+    total = np.add.reduce([p.primal_contribution() for p in adaptive.partitions])
+    assert np.max(np.abs(adaptive.weights - total)) < 1e-12
+    entropies = sum(float(p.local.state.dual.entropies.sum()) for p in adaptive.partitions)
+    lam, n = problem.regularization, problem.n_sequences
+    w = adaptive.weights
+    assert last.dual == pytest.approx(entropies / n - lam / 2 * float(w @ w), abs=1e-12)
+    again = simulate(problem, 4, variant="adaptive", threads=True, **opts)
+    np.testing.assert_array_equal(again.weights, adaptive.weights)
+    assert [r.dual for r in again.trace.records] == duals
+    practical = simulate(problem, 4, **opts)
+    assert last.gap < practical.trace.records[-1].gap  # larger steps where they were safe
+
+
+def test_threads_equal_the_sequential_simulation_bit_for_bit():
+    problem = random_problem(seed=3, n=24, max_T=6, K=3, A=30)
+    opts = {"local_updates": 7, "max_rounds": 8, "tol": 0.0, "seed": 4}
+    one = simulate(problem, 3, **opts)
+    threaded = simulate(problem, 3, threads=True, **opts)
+    np.testing.assert_array_equal(threaded.weights, one.weights)
+    assert [r.dual for r in threaded.trace.records] == [r.dual for r in one.trace.records]

@@ -28,6 +28,17 @@ INSTALL_HINT = "distributed training needs Dask: pip install 'crfsdca[distribute
 #: SDCA steps per partition and round unless --local-updates says otherwise
 DEFAULT_LOCAL_UPDATES = 100
 
+#: the aggregation (``crfsdca.distributed.AGGREGATIONS``) from this many partitions on: "adaptive"
+#: (a trial sigma' below P, checked on the exact dual), below it "practical" (sigma' = P);
+#: measured on CoNLL-2000 (BENCHMARKS.md section 9): fewer epochs at P = 2, 4 and 8
+ADAPTIVE_FROM = 2
+
+
+def aggregation(n_partitions: int) -> str:
+    """The aggregation the command line uses for ``n_partitions`` partitions."""
+    return "adaptive" if n_partitions >= ADAPTIVE_FROM else "practical"
+
+
 #: seconds to reach the scheduler of --scheduler (apart from --round-timeout, which waits for work)
 CONNECT_TIMEOUT = 10.0
 
@@ -136,49 +147,55 @@ def fit_on_cluster(
     checkpoint_dir: str | None = None,
     resume: bool = False,
     checkpoint_seconds: float = 300.0,
+    worker_threads: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """DisDCA on ``problem`` (chains, trees or junction trees) with the run's options."""
-    require_dask()
-    from crfsdca.distributed import fit
+    """DisDCA on ``problem`` (chains, trees or junction trees) with the run's options: on a
+    Dask cluster, or with ``worker_threads`` (and no scheduler) on threads of this process."""
     from crfsdca.solvers.sdca import SDCAConfig
 
     options = dict(run["options"])
     config = SDCAConfig(seed=run["seed"], **options)
     n = problem.n_sequences
-    with cluster_client(workers, scheduler, round_timeout) as client:
-        n_workers = len(client.scheduler_info()["workers"])
-        P = partitions or n_workers
-        if n < P:
-            raise ValueError(f"--partitions {P} exceeds the {n} training sequences")
-        # default: 100 steps (or a pass over the shard, if shorter): longer local rounds need
-        # more epochs (BENCHMARKS.md section 9: 20 at m = 100, 66 at m = 1,000 on CoNLL-2000)
-        m = local_updates or min(DEFAULT_LOCAL_UPDATES, math.ceil(n / P))
-        per_round = P * m / n  # epochs per round
-        max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
-        eval_every = max(1, round(config.eval_every / per_round))
-        sdca_options = {k: v for k, v in options.items() if k not in (*DRIVER_OPTIONS, "sampling")}
+    sdca_options = {k: v for k, v in options.items() if k not in (*DRIVER_OPTIONS, "sampling")}
+    common = {
+        "sampling": config.sampling,
+        "tol": config.tol,
+        "seed": run["seed"],
+        "checkpoint_dir": checkpoint_dir,
+        "checkpoint_seconds": checkpoint_seconds,
+        "resume": resume,
+        **sdca_options,
+    }
+    if worker_threads and scheduler is None:
+        from crfsdca.distributed import simulate
+
+        P = partitions or workers or 1
+        m, max_rounds, eval_every = _rounds(config, n, P, local_updates)
         bar, callback = callback_factory(max_rounds)
         try:
-            result = fit(
-                problem,
-                client,
-                P,
-                local_updates=m,
-                max_rounds=max_rounds,
-                sampling=config.sampling,
-                tol=config.tol,
-                seed=run["seed"],
-                round_timeout=round_timeout,
-                eval_every=eval_every,
-                checkpoint_dir=checkpoint_dir,
-                checkpoint_seconds=checkpoint_seconds,
-                resume=resume,
-                callback=callback,
-                **sdca_options,
-            )
+            result = simulate(problem, P, local_updates=m, max_rounds=max_rounds,
+                              eval_every=eval_every, callback=callback, threads=True,
+                              variant=aggregation(P), **common)  # fmt: skip
         finally:
             bar.close()
-        peaks = client.run(peak_rss_mib)  # each worker process's peak resident memory
+        peaks = {"this process": peak_rss_mib()}  # one process holds every partition
+        n_workers = P
+    else:
+        require_dask()
+        from crfsdca.distributed import fit
+
+        with cluster_client(workers, scheduler, round_timeout) as client:
+            n_workers = len(client.scheduler_info()["workers"])
+            P = partitions or n_workers
+            m, max_rounds, eval_every = _rounds(config, n, P, local_updates)
+            bar, callback = callback_factory(max_rounds)
+            try:
+                result = fit(problem, client, P, local_updates=m, max_rounds=max_rounds,
+                             eval_every=eval_every, callback=callback, variant=aggregation(P),
+                             round_timeout=round_timeout, **common)  # fmt: skip
+            finally:
+                bar.close()
+            peaks = client.run(peak_rss_mib)  # each worker process's peak resident memory
     extra = {
         "workers": n_workers,
         "partitions": P,
@@ -186,8 +203,24 @@ def fit_on_cluster(
         "rounds": result.rounds,
         "seconds_communication": result.seconds_communication,
         "worker_peak_rss_mib": max(peaks.values()),
+        "worker_threads": bool(worker_threads and scheduler is None),
+        "aggregation": aggregation(P),
     }
     return result, extra
+
+
+def _rounds(config: Any, n: int, P: int, local_updates: int | None) -> tuple[int, int, int]:
+    """(steps per partition and round, the most rounds, rounds between evaluations) of P
+    partitions, from --local-updates and the run's --epochs and --eval-every."""
+    if n < P:
+        raise ValueError(f"--partitions {P} exceeds the {n} training sequences")
+    # default: 100 steps (or a pass over the shard, if shorter): longer local rounds need
+    # more epochs (BENCHMARKS.md section 9)
+    m = local_updates or min(DEFAULT_LOCAL_UPDATES, math.ceil(n / P))
+    per_round = P * m / n  # epochs per round
+    max_rounds = max(1, math.ceil(config.max_epochs / per_round - 1e-9))
+    eval_every = max(1, round(config.eval_every / per_round))
+    return m, max_rounds, eval_every
 
 
 def peak_rss_mib() -> float:
@@ -227,7 +260,8 @@ def train_on_cluster(
     from crfsdca.estimators.model import SequenceCRF
     from crfsdca.features.feature_map import FeatureMap
 
-    require_dask()
+    if not cluster.get("worker_threads") or cluster["scheduler"] is not None:
+        require_dask()
     if cluster["scheduler"] is not None:
         check_scheduler(cluster["scheduler"])  # before the data is read
     inputs = load_run_inputs(run, quiet)

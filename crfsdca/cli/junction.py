@@ -32,7 +32,8 @@ ORDER2_REFUSED = (
 
 
 def check_order(order: int, run: dict[str, Any], *, graph, cluster, checkpoint, resume) -> None:
-    """Usage errors of ``--order 2``, before any data is read."""
+    """Usage errors of ``--order 2``, before any data is read (``--workers`` and
+    ``--scheduler`` train it by DisDCA, as chains; checkpoints stay serial-chain only)."""
     if order == 1:
         return
     if graph is not None:
@@ -40,11 +41,10 @@ def check_order(order: int, run: dict[str, Any], *, graph, cluster, checkpoint, 
             f"--order 2 trains second-order chains of DATASET's sequences; drop --graph {graph}"
             " (CoNLL-U files train as chains without it)"
         )
-    if cluster or checkpoint or resume:
-        raise click.UsageError(
-            "--order 2 runs in one process without checkpoints (no --workers, --scheduler,"
-            " --checkpoint or --resume)"
-        )
+    if checkpoint or resume:
+        raise click.UsageError("--order 2 runs without checkpoints (no --checkpoint or --resume)")
+    if cluster and run["solver"] != "sdca":
+        raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
     options = run["options"]
     for name, refused, instead in ORDER2_REFUSED:
         if str(options.get(name, "")) in refused:
@@ -72,28 +72,35 @@ def second_order_problem(inputs, run: dict[str, Any]):
     return problem
 
 
-def train_second_order(run: dict[str, Any], *, model_path, trace_path, as_json, quiet) -> None:
-    """``train --order 2``: load, train, save, print the summary as the chain path does."""
+def train_second_order(
+    run: dict[str, Any], *, model_path, trace_path, as_json, quiet, cluster=None
+) -> None:
+    """``train --order 2``: load, train, save, print the summary as the chain path does;
+    ``cluster``: the options of ``crfsdca.cli.distributed.fit_on_cluster`` (DisDCA on Dask)."""
     from crfsdca.cli.common import json_value
     from crfsdca.cli.inputs import load_run_inputs
     from crfsdca.cli.report import print_summary, progress, write_outputs
 
     inputs = load_run_inputs(run, quiet)
     problem = second_order_problem(inputs, run)
-    bar, callback = progress(_max_epochs(run), quiet)
-    try:
-        result, scores = _solve(problem, run, callback)
-    finally:
-        bar.close()
+    extra: dict[str, Any] = {}
+    if cluster:
+        result, extra, scores = _solve_on_cluster(problem, run, cluster, quiet)
+    else:
+        bar, callback = progress(_max_epochs(run), quiet)
+        try:
+            result, scores = _solve(problem, run, callback)
+        finally:
+            bar.close()
     write_outputs(result.trace, trace_path)
     if model_path:
         save_second_order(model_path, problem, result, inputs, run)
-    report = _report(problem, result, inputs, run, model_path, scores)
+    report = {**_report(problem, result, inputs, run, model_path, scores), **extra}
     if as_json:
         click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
     else:
         print_summary(report)
-    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
+    if result.stop_reason in ("max_epochs", "time_limit", "max_rounds") and not quiet:
         gap = report["gap"]
         measure = f" (duality gap {gap:.3g})" if gap is not None and math.isfinite(gap) else ""
         click.echo(
@@ -120,6 +127,20 @@ def _solve(problem, run: dict[str, Any], callback):
     monitor = Monitor(problem, run["solver"], config, callback=callback, header={"order": 2})
     result = cls(config).solve(problem, monitor)
     return result, monitor.last_test
+
+
+def _solve_on_cluster(problem, run: dict[str, Any], cluster: dict[str, Any], quiet: bool):
+    """(result, the summary's distributed fields, test scores of the returned weights)."""
+    from crfsdca.cli.distributed import fit_on_cluster, progress
+    from crfsdca.evaluation import evaluate_data
+
+    result, extra = fit_on_cluster(
+        problem, run, **cluster, callback_factory=lambda total: progress(total, quiet)
+    )
+    scores = {}
+    if problem.test is not None:
+        scores = evaluate_data(problem.test, problem.test_oracle.predict(result.weights))
+    return result, extra, scores
 
 
 def save_second_order(model_path: str, problem, result, inputs, run: dict[str, Any]) -> None:

@@ -148,6 +148,13 @@ def _seconds_option(name: str, default: float, help: str):
     " (with --scheduler: wait for this many workers)",
 )
 @click.option(
+    "--worker-threads",
+    is_flag=True,
+    default=False,
+    help="with --workers and no --scheduler: run the partitions as threads of this process"
+    " (no Dask, nothing pickled; one process holds every shard) instead of worker processes",
+)
+@click.option(
     "--scheduler", default=None, help="distributed SDCA on the Dask cluster at tcp://HOST:PORT"
 )
 @count_option("--partitions", help="distributed: number of partitions [one per worker]")
@@ -202,6 +209,7 @@ def train(
     checkpoint_seconds: float,
     resume_dir: str | None,
     workers: int | None,
+    worker_threads: bool,
     scheduler: str | None,
     partitions: int | None,
     local_updates: int | None,
@@ -255,7 +263,12 @@ def train(
         "partitions": partitions,
         "local_updates": local_updates,
         "round_timeout": round_timeout,
+        "worker_threads": worker_threads,
     }
+    if worker_threads and scheduler is not None:
+        raise click.UsageError(
+            "--worker-threads runs the partitions in this process; drop it or --scheduler"
+        )
     check_order(
         order, run, graph=graph, cluster=workers or scheduler, checkpoint=checkpoint_dir,
         resume=resume_dir,
@@ -278,6 +291,16 @@ def train(
         from crfsdca.cli.distributed import scheduler_address
 
         scheduler_address(scheduler)
+    if (workers or scheduler) and order == 2:
+        with errors_to_exit(verbose, flag_text):
+            _check_config(run)
+            with plain_warnings(quiet):
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                train_second_order(
+                    run, model_path=model_path, trace_path=trace_path, as_json=as_json,
+                    quiet=quiet, cluster=cluster,
+                )  # fmt: skip
+        return
     if workers or scheduler:
         if solver != "sdca":
             raise click.UsageError("--workers and --scheduler run --solver sdca (DisDCA)")
@@ -295,8 +318,8 @@ def train(
                     quiet,
                 )
         return
-    for name in ("partitions", "local_updates"):
-        if cluster[name] is not None:
+    for name in ("partitions", "local_updates", "worker_threads"):
+        if cluster[name]:
             flag = "--" + name.replace("_", "-")
             raise click.UsageError(f"{flag} applies to distributed runs (--workers or --scheduler)")
     if threads:

@@ -23,6 +23,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from numpy.typing import NDArray
 from crfsdca.distributed.partition import ArrayShard, DatasetShard, PartitionSolver, shard_indices
 from crfsdca.errors import WorkerLostError
 from crfsdca.io.modelfile import atomic_write_text
+from crfsdca.solvers.adaptive import SigmaSchedule, dual_change
 from crfsdca.solvers.base import record_summary
 from crfsdca.solvers.checkpoint import DEFAULT_SECONDS
 from crfsdca.solvers.cocoa import attribute_counts, sequences_of
@@ -44,8 +46,9 @@ from crfsdca.structures.objectives import dual_value, primal_value
 from crfsdca.structures.problem import Problem
 
 #: how the partitions' updates are combined: the local step variants, and "sparse" (CoCoA+
-#: adding with the per-attribute sigma' of ``crfsdca.solvers.cocoa``)
-AGGREGATIONS = (*VARIANTS, "sparse")
+#: adding with the per-attribute sigma' of ``crfsdca.solvers.cocoa``), and "adaptive" (a trial
+#: sigma' checked on the exact dual, ``crfsdca.solvers.adaptive``)
+AGGREGATIONS = (*VARIANTS, "sparse", "adaptive")
 
 __all__ = ["DatasetShard", "DistributedResult", "WorkerLostError", "fit", "simulate"]
 
@@ -147,18 +150,32 @@ def simulate(
     variant: str = "practical",
     callback: Callable[[TraceRecord], None] | None = None,
     keep_partitions: bool = False,
+    threads: bool = False,
     **sdca_options: Any,
 ) -> DistributedResult:
-    """:func:`fit` with the partitions in this process, run one after the other."""
+    """:func:`fit` with the partitions in this process, run one after the other, or with
+    ``threads`` at the same time, one thread each (the SDCA kernels release the GIL). Either
+    way the result is bit for bit a cluster's: partitions share nothing but the driver's
+    messages, which are summed in partition order."""
     P = n_partitions
     _check(P, local_updates, max_rounds, variant, eval_every, 1.0)
     specs, kwargs = _partition_args(data, P, seed, sampling, tol, variant, sdca_options)
     start = saved_round(checkpoint_dir) if resume else None
-    handles = [
-        _Local(PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=start))
-        for k in range(P)
-    ]
-    result = _drive(handles, _driver_options(locals()))
+
+    def build(k: int) -> _Local:
+        return _Local(
+            PartitionSolver(specs[k], **kwargs[k], checkpoint_dir=checkpoint_dir, resume=start)
+        )
+
+    if threads and P > 1:
+        with ThreadPoolExecutor(P, thread_name_prefix="crfsdca-partition") as pool:
+            handles = list(pool.map(build, range(P)))  # the dual starts, in parallel too
+            for h in handles:
+                h.pool = pool
+            result = _drive(handles, _driver_options(locals()))
+    else:
+        handles = [build(k) for k in range(P)]
+        result = _drive(handles, _driver_options(locals()))
     if keep_partitions:
         result.partitions = [h.solver for h in handles]
     return result
@@ -190,6 +207,7 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     w = np.add.reduce(contributions) if P > 1 else contributions[0].copy()
     for h in handles:  # each partition keeps a replica of w; rounds send sparse updates
         h.call("set_weights", w)
+    schedule = SigmaSchedule(P) if opts["variant"] == "adaptive" else None
     A, K = info[0]["n_attributes"], info[0]["n_labels"]
     pending: list[Any] = [None]  # the last round's summed update, not yet sent to the partitions
     trace = Trace(
@@ -211,6 +229,8 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         rounds, spent = saved["round"], saved["seconds"]
         communication = saved["seconds_communication"]
         trace.records[:] = [TraceRecord.from_json(r) for r in saved["records"]]
+        if schedule is not None:
+            schedule = SigmaSchedule.from_json(P, saved.get("sigma"))
     checkpoints = None
     if state_path is not None:
         checkpoints = _Checkpoints(state_path, handles, opts["checkpoint_seconds"])
@@ -222,10 +242,12 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
             "seconds": spent,
             "seconds_communication": communication,
             "records": [r.to_json() for r in trace.records],
+            "sigma": None if schedule is None else schedule.to_json(),
         }
 
     def evaluate() -> TraceRecord:
-        terms = [h.call("objective_terms", pending[0]) for h in handles]
+        sent = [h.send("objective_terms", pending[0]) for h in handles]  # all at once
+        terms = [s.result() for s in sent]
         pending[0] = None
         total = {k: sum(t[k] for t in terms) for k in terms[0]}
         wsq = float(w @ w)
@@ -243,6 +265,8 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
             gap_estimate=total["gap_estimate"] / n,
             extra={"rounds": rounds, "seconds_communication": communication},
         )
+        if schedule is not None:
+            record.extra.update(sigma=schedule.sigma, rejected_rounds=schedule.rejected)
         last = trace.records[-1] if trace.records else None
         if last is not None and (last.oracle_calls, last.updates) == (
             record.oracle_calls,
@@ -260,14 +284,20 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     reason = "tol" if record.gap <= opts["tol"] else "max_rounds"
     while reason != "tol" and rounds < opts["max_rounds"]:
         began = time.perf_counter()
-        sent = [h.send("local_round", pending[0], m) for h in handles]
-        results = [s.result() for s in sent]  # partition order: bitwise reproducible
-        pending[0] = aggregate([r[0] for r in results])
-        apply(w, pending[0], A, K)  # the driver's own w: no partition holds it
+        if schedule is None:
+            sent = [h.send("local_round", pending[0], m) for h in handles]
+            results = [[s.result() for s in sent]]  # partition order: bitwise reproducible
+            total = aggregate([r[0] for r in results[0]])
+        else:
+            total, results = _adaptive_round(handles, pending[0], m, schedule, w, lam, n, A, K)
+            rounds += len(results) - 1  # a rejected round counts
+        pending[0] = total
+        apply(w, total, A, K)  # the driver's own w: no partition holds it
         rounds += 1
         took = time.perf_counter() - began
         spent += took
-        communication += max(0.0, took - max(r[1] for r in results))
+        computing = sum(max(r[1] for r in rs) for rs in results)
+        communication += max(0.0, took - computing)
         if rounds % opts["eval_every"] == 0 or rounds == opts["max_rounds"]:
             record = evaluate()
             if math.isfinite(record.gap) and record.gap <= opts["tol"]:
@@ -283,6 +313,27 @@ def _drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         seconds_communication=communication,
         info=info,
     )
+
+
+def _adaptive_round(handles, update, m, schedule, w, lam, n, A, K):
+    """One round of the "adaptive" aggregation (``crfsdca.solvers.adaptive``): the local steps
+    with the trial sigma', kept when the exact dual did not decrease, else undone and run again
+    with the safe sigma' = P. Returns (the summed update, the results of each try)."""
+    sigma = schedule.sigma
+    results = [[s.result() for s in [h.send("local_round", update, m, sigma) for h in handles]]]
+    total = aggregate([r[0] for r in results[0]])
+    if sigma >= schedule.safe:
+        schedule.keep()  # safe: the dual rises
+    else:
+        change = dual_change(w, total, sum(r[2] for r in results[0]), lam, n, A, K)
+        if change >= 0.0:
+            schedule.keep()
+        else:
+            schedule.reject()
+            sent = [h.send("local_round", None, m, schedule.safe, True) for h in handles]
+            results.append([s.result() for s in sent])
+            total = aggregate([r[0] for r in results[1]])
+    return total, results
 
 
 class _Checkpoints:
@@ -343,12 +394,15 @@ class _Done:
 
 
 class _Local:
-    """A partition in this process."""
+    """A partition in this process: a method runs at once, or on ``pool`` when one is set."""
 
     def __init__(self, solver: PartitionSolver) -> None:
         self.solver = solver
+        self.pool: ThreadPoolExecutor | None = None
 
-    def send(self, method: str, *args: Any) -> _Done:
+    def send(self, method: str, *args: Any) -> Any:
+        if self.pool is not None:
+            return self.pool.submit(getattr(self.solver, method), *args)
         return _Done(getattr(self.solver, method)(*args))
 
     def call(self, method: str, *args: Any) -> Any:

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.modelfile import load_model, save_model
+from crfsdca.solvers.adaptive import Snapshot
 from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
 from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
@@ -183,6 +184,8 @@ class PartitionSolver:
         fm = self.problem.feature_map
         self.shape = (fm.n_attributes, fm.n_labels)  # the attribute rows of w
         self.w = np.zeros(0)  # the replica of the global w (set_weights)
+        self._saved: Snapshot | None = None  # "adaptive": the blocks before the last round
+        self._rows = np.zeros(0, np.int64)  # the attribute rows the last round moved
 
     def info(self) -> dict[str, Any]:
         fm = self.problem.feature_map
@@ -203,30 +206,63 @@ class PartitionSolver:
         d = self.local.state.dual
         d.weights = self.w.copy() if self.coords is None else self.w / self.coords
 
-    def local_round(self, update: Update | None, n_steps: int) -> tuple[Update, float]:
+    def local_round(
+        self,
+        update: Update | None,
+        n_steps: int,
+        sigma: float | None = None,
+        undo: bool = False,
+    ) -> tuple[Any, ...]:
         """Apply the driver's last summed update to the replica of w, run ``n_steps`` steps;
-        returns (this partition's Delta w as a sparse update, seconds spent computing it).
+        returns (this partition's Delta w as a sparse update, seconds spent computing it), and
+        for "adaptive" also the entropy change of the blocks stepped on.
 
         The steps move the kernel's local copy u (= w, or w / c for "sparse") with the scale
-        P; Delta w = (u - w) / P on the rows the steps moved (divided by c for "sparse").
+        sigma' (default P); Delta w = (u - w) / sigma' on the rows the steps moved (divided by
+        c for "sparse"). ``undo`` ("adaptive"): first put back the blocks of the last round,
+        which the driver rejected (``crfsdca.solvers.adaptive``); ``update`` is then None.
         """
+        if undo:
+            self._undo()
         self._apply(update)
         start = _clock()
-        if self.variant not in ("practical", "sparse"):  # comparison variants: dense
+        if self.variant not in ("practical", "sparse", "adaptive"):  # comparison: dense
             delta = self.local.local_round(self.w, n_steps, self.variant)
             return (None, delta, None), _clock() - start
         A, K = self.shape
-        self.local.take_steps(n_steps, scale=self.local.scale)
+        scale = self.local.scale if sigma is None else float(sigma)
+        if self.variant == "adaptive":
+            examples = self.local.draw_examples(n_steps)
+            dual = self.local.state.dual
+            self._saved = Snapshot(dual, self.problem.structure.blocks.runs, examples)
+            self.local.take_steps(n_steps, scale=scale, examples=examples)
+        else:
+            self.local.take_steps(n_steps, scale=scale)
         rows = touched_rows(sequences_of(self.problem.train), self.local.visited)
-        u, w, P = self.local.state.dual.weights, self.w, self.local.scale
+        self._rows = rows
+        u, w = self.local.state.dual.weights, self.w
         u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
         if self.coords is None:
-            values = (u_rows - w_rows) / P
+            values = (u_rows - w_rows) / scale
         else:
             c = attribute_block(self.coords, A, K)[rows]
-            values = (u_rows - w_rows / c) / P / c
-        tail = (u[A * K :] - w[A * K :]) / P
-        return (rows, values, tail), _clock() - start
+            values = (u_rows - w_rows / c) / scale / c
+        tail = (u[A * K :] - w[A * K :]) / scale
+        seconds = _clock() - start
+        if self._saved is not None:
+            return (rows, values, tail), seconds, self._saved.entropy_change(dual)
+        return (rows, values, tail), seconds
+
+    def _undo(self) -> None:
+        """Put back the blocks of the last round and the kernel's u on the rows it moved."""
+        if self._saved is None:
+            raise RuntimeError("no round to undo")
+        self._saved.restore(self.local.state.dual)
+        self._saved = None
+        A, K = self.shape
+        u, w = self.local.state.dual.weights, self.w
+        attribute_block(u, A, K)[self._rows] = attribute_block(w, A, K)[self._rows]
+        u[A * K :] = w[A * K :]
 
     def _apply(self, update: Update | None) -> None:
         """w += update on the replica, and the kernel's copy u reset to w on those rows."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels import sdca_epoch, trees
 from crfsdca.kernels.prox import make_prox, soft_threshold
 from crfsdca.solvers.samplers import TreeSampler
 from crfsdca.structures.objectives import dual_value, lambda_n
@@ -130,15 +130,29 @@ class LocalSDCA:
         )
 
     # -- steps -------------------------------------------------------------------------------
-    def take_steps(self, n_steps: int, stop_gap: float = -1.0, scale: float | None = None) -> int:
+    def take_steps(
+        self,
+        n_steps: int,
+        stop_gap: float = -1.0,
+        scale: float | None = None,
+        examples: NDArray[np.int64] | None = None,
+    ) -> int:
         """Draw and run ``n_steps`` steps on ``state.dual.weights`` (fewer when the running gap
-        estimate falls to ``stop_gap``); returns the number of steps run."""
+        estimate falls to ``stop_gap``); returns the number of steps run. ``examples`` (from
+        :meth:`draw_examples`): step on these, in order, instead of drawing."""
         st = self.state
-        self.sampler.rebuild(st.dual.gap_estimates)  # fresh sums: a resumed run draws the same
-        draws = self.rng.random((n_steps, 2))
-        st.rng_state = self.rng.bit_generator.state
+        if examples is None:
+            self.sampler.rebuild(st.dual.gap_estimates)  # fresh sums: a resume draws the same
+            draws = self.rng.random((n_steps, 2))
+            st.rng_state = self.rng.bit_generator.state
+            args = self.kernel_args(draws, stop_gap, scale)
+        else:  # the uniform law reads example i from draws[s, 1] = (i + 1/2) / n
+            draws = np.zeros((len(examples), 2))
+            draws[:, 1] = (np.asarray(examples, np.float64) + 0.5) / self.n
+            args = self.kernel_args(draws, stop_gap, scale)
+            args = args._replace(sampler=args.sampler._replace(code=sdca_epoch.UNIFORM))
         start = time.perf_counter()
-        done, status, stats = sdca_epoch.run_steps(self.kernel_args(draws, stop_gap, scale))
+        done, status, stats = sdca_epoch.run_steps(args)
         elapsed = time.perf_counter() - start
         self.visited = draws[:done, 0].astype(np.int64)  # the examples stepped on
         self._check_status(status)
@@ -154,6 +168,23 @@ class LocalSDCA:
             for key, k in PHASE_SECONDS.items():
                 self.counters[key] += elapsed * min(stats[k] / stats[4], 1.0)
         return done
+
+    def draw_examples(self, n_steps: int) -> NDArray[np.int64]:
+        """``n_steps`` examples drawn from the sampling law of the current gap estimates (with
+        probability ``non_uniformity``, else uniformly), the law's draws without replacement:
+        a drawn example's score is set to 0 until the next rebuild."""
+        s = self.sampler
+        s.rebuild(self.state.dual.gap_estimates)
+        u = self.rng.random((n_steps, 2))
+        self.state.rng_state = self.rng.bit_generator.state
+        out = np.empty(n_steps, np.int64)
+        for k in range(n_steps):
+            i = -1
+            if s.scheme != "uniform" and u[k, 0] < self.cfg.non_uniformity and s.tree[1] > 0.0:
+                i = s.draw(float(u[k, 1]), self.n)
+                trees.update(s.tree, i, -np.inf if s.use_max else 0.0, s.use_max)
+            out[k] = i if i >= 0 else min(int(u[k, 1] * self.n), self.n - 1)
+        return out
 
     def run_until_eval(self) -> bool:
         """Serial SDCA: steps up to the next evaluation point; True after an exact gap pass."""

@@ -1,0 +1,85 @@
+"""Wall time of whole ``crfsdca train`` commands, interleaved, with the ratios to the serial run.
+
+    CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_wall.py [--dataset conll2000] \\
+        [--tol 1e-3] [--reps 2] [--runs serial workers2 threads2 serial-ck workers2-ck]
+
+Every repetition runs each command once, in the order given, as a user would (a new process:
+imports, data, numba's cache, training, test scores), so a machine shared with other jobs
+slows every command of a repetition alike. Prints per run the wall seconds, the solver's
+seconds, epochs, rounds and gap, the load average before and after; then the median wall time
+of each command and its ratio to the median of ``serial``. A warm-up run of each command comes
+first (numba's cache, the page cache) and is not counted. ``-ck`` runs add ``--checkpoint DIR``
+(a fresh folder) at the default cadence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+RUNS = {
+    "serial": [],
+    "workers2": ["--workers", "2"],
+    "threads2": ["--workers", "2", "--worker-threads"],
+    "serial-ck": ["--checkpoint", "{ck}"],
+    "workers2-ck": ["--workers", "2", "--checkpoint", "{ck}"],
+    "threads2-ck": ["--workers", "2", "--worker-threads", "--checkpoint", "{ck}"],
+}
+
+
+def run_once(args, name: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="crfsdca-bench-") as tmp:
+        extra = [a.replace("{ck}", os.path.join(tmp, "ck")) for a in RUNS[name]]
+        cmd = [sys.executable, "-m", "crfsdca.cli", "train", args.dataset, "--tol", str(args.tol),
+               "--json", "-q", *args.extra, *extra]  # fmt: skip
+        load = os.getloadavg()[0]
+        start = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - start
+    summary = json.loads(out.stdout.splitlines()[-1])
+    return {"wall": wall, "load": (load, os.getloadavg()[0]), **summary}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="conll2000")
+    parser.add_argument("--tol", type=float, default=1e-3)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("extra", nargs="*", help="more train options, after --")
+    args = parser.parse_args()
+    if not args.no_warmup:
+        for name in args.runs:
+            run_once(args, name)
+    walls: dict[str, list[float]] = {name: [] for name in args.runs}
+    print("| rep | run | wall s | solver s | epochs | rounds | gap | load before → after |")
+    print("|---|---|---|---|---|---|---|---|")
+    for rep in range(args.reps):
+        for name in args.runs:
+            r = run_once(args, name)
+            walls[name].append(r["wall"])
+            print(
+                f"| {rep} | {name} | {r['wall']:.1f} | {r['seconds']:.1f} | {r['epochs']:.1f}"
+                f" | {r.get('rounds', '—')} | {r['gap']:.2e}"
+                f" | {r['load'][0]:.1f} → {r['load'][1]:.1f} |",
+                flush=True,
+            )
+    base = statistics.median(walls["serial"]) if "serial" in walls else None
+    print()
+    print("| run | median wall s | × serial |")
+    print("|---|---|---|")
+    for name, values in walls.items():
+        med = statistics.median(values)
+        ratio = f"{med / base:.2f}" if base else "—"
+        print(f"| {name} | {med:.1f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
