@@ -58,6 +58,7 @@ from crfsdca.kernels.fastmath import (
     exp_into,
     fast_exp,
     fast_log,
+    fast_log_normal,
     fast_log_positive,
 )
 from crfsdca.kernels.prox import quad_term
@@ -208,10 +209,12 @@ def block_gap(mu_arrays, nu_src, runs, bufs, b32):
     return gap, fp0
 
 
-@njit(**VEC)
-def _line_segment(gamma, bufs, lo, hi, second, log_mix):
+@njit(inline="always", **VEC)
+def _segment(gamma, bufs, lo, hi, second, log_mix, log_fn):
     """(sum delta (log nu - log mu^g), sum delta^2 / mu^g, entropy) on [lo, hi); the second sum
     is left at 0 when ``second`` is None (decided at compile time: no division in that loop).
+    ``log_fn`` is the logarithm (inlined into ``_line_segment``, which picks it: a function
+    argument of a cached kernel would not be found in the cache by the next process).
 
     Stores the new log-marginal min(log mu^g, 0) in log_mix (hi - lo entries: bufs' log_mix on
     [lo, hi), or the block's segment of the dual state), or -inf where mu^g <= TINY (those
@@ -228,7 +231,7 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix):
         d = v - m
         mg = one_minus * m + gamma * v
         # mg >= 0 finite: the log is exact for mg > 0; at mg = 0 (so d = 0) it is discarded
-        lg = fast_log_positive(mg)
+        lg = log_fn(mg)
         ok = mg > TINY
         lc = min(lg, 0.0)
         log_mix[p] = lc if ok else -np.inf
@@ -238,6 +241,16 @@ def _line_segment(gamma, bufs, lo, hi, second, log_mix):
         if second is not None:
             d2 = add_reassoc(d2, d * d / mg if nz else 0.0)
     return d1, d2, h
+
+
+@njit(**VEC)
+def _line_segment(gamma, bufs, lo, hi, second, log_mix, normal):
+    """``_segment`` with the logarithm for positive numbers, or, when ``normal`` (every mu^g
+    normal: the in-place case, all stored logs above ``IN_PLACE_LOG_MIN``), the one without the
+    subnormal scaling (``fast_log_normal``, the same bits): two loops, chosen at run time."""
+    if normal:
+        return _segment(gamma, bufs, lo, hi, second, log_mix, fast_log_normal)
+    return _segment(gamma, bufs, lo, hi, second, log_mix, fast_log_positive)
 
 
 @njit(cache=True, nogil=True)
@@ -271,7 +284,8 @@ def line_derivatives(gamma, bufs, runs, cb, outs=None, pw=None, in_place=True):
         if c == 0.0:
             continue
         dst = _log_target(bufs, runs, r, outs, in_place)
-        a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, dst)
+        normal = outs is not None and in_place
+        a1, a2, ah = _line_segment(gamma, bufs, lo, hi, 1.0, dst, normal)
         d1 += c * a1
         d2 += c * a2
         h += c * ah
@@ -289,7 +303,8 @@ def line_slope(gamma, bufs, runs, cb, outs=None, pw=None, in_place=True):
         if c == 0.0:
             continue
         dst = _log_target(bufs, runs, r, outs, in_place)
-        a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, dst)
+        normal = outs is not None and in_place
+        a1, _, ah = _line_segment(gamma, bufs, lo, hi, None, dst, normal)
         d1 += c * a1
         h += c * ah
     return d1 - quad_term(gamma, cb, pw)[0], h
