@@ -30,7 +30,7 @@ from crfsdca.kernels.direction import (
     primal_direction,
 )
 from crfsdca.kernels.items import add_item_rows, add_item_scores
-from crfsdca.kernels.sag import SAGVisit, make_visit
+from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
 
 
 class ChainBlocks(NamedTuple):
@@ -134,13 +134,7 @@ def _scores(attrs, t0, t1, z, c, dims, unary, log_trans):
     """Node scores (T, K) and transition scores (K, K) of w = c z for tokens t0..t1-1."""
     A, K, n_bias = dims
     unary_scores(attrs, t0, t1, z, A, K, n_bias, unary)
-    for t in range(t1 - t0):
-        for k in range(K):
-            unary[t, k] *= c
-    off = (A + n_bias) * K
-    for k in range(K):
-        for l in range(K):
-            log_trans[k, l] = c * z[off + k * K + l]
+    scale_scores(c, t1 - t0, K, unary, z, (A + n_bias) * K, log_trans)
 
 
 @njit(cache=True, nogil=True)

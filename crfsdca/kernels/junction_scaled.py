@@ -28,6 +28,7 @@ from numba import njit
 
 from crfsdca.kernels.junction import collect, distribute, projection
 from crfsdca.kernels.junction_batch import add_expected, marginals, node_unary
+from crfsdca.kernels.logspace import subtract_row_max
 
 TINY = 1e-280
 
@@ -59,14 +60,10 @@ def _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, pidx):
     s = seq_offsets[i]
     n = seq_offsets[i + 1] - s
     node_unary(data, s, s + n, w, dims, unary)
-    total = 0.0
+    total = subtract_row_max(unary, n, K, 0.0)
     for v in range(n):
-        m = unary[v, 0]
-        for k in range(1, K):
-            m = max(m, unary[v, k])
-        total += m
         for k in range(K):
-            unary[v, k] = np.exp(unary[v, k] - m)
+            unary[v, k] = np.exp(unary[v, k])
     for c in range(ex_cliques[i], ex_cliques[i + 1]):
         m = var_start[c + 1] - var_start[c]
         size, t0 = K**m, tab_off[c]

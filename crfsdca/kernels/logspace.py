@@ -81,3 +81,17 @@ def entropy_terms(log_p):
         if lp != -np.inf:
             s -= np.exp(lp) * lp
     return s
+
+
+@njit(cache=True, nogil=True)
+def subtract_row_max(x, n, K, total):
+    """x[v, :K] -= max_k x[v, k] for the first n rows; returns ``total`` plus those maxima,
+    added row by row (the log scale of the rows exponentiated next)."""
+    for v in range(n):
+        m = x[v, 0]
+        for k in range(1, K):
+            m = max(m, x[v, k])
+        total += m
+        for k in range(K):
+            x[v, k] -= m
+    return total

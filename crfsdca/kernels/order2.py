@@ -30,6 +30,7 @@ from numba import njit
 from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log_normal, max_num
 from crfsdca.kernels.junction_batch import node_unary
 from crfsdca.kernels.junction_scaled import TINY
+from crfsdca.kernels.logspace import subtract_row_max
 from crfsdca.kernels.rowops import rows_sum
 
 
@@ -127,14 +128,10 @@ def block_marginals(s, i, w, ows, unary, nu, lnu):
     T = s.data[0][i + 1] - a0
     M, m2 = _factor_tables(w, s.feat[0], K, tables)
     node_unary(s.data, a0, a0 + T, w, s.dims, unary)
-    log_z = (T - 2) * M + m2
+    log_z = subtract_row_max(unary, T, K, (T - 2) * M + m2)
     for v in range(T):
-        m = unary[v, 0]
-        for k in range(1, K):
-            m = max(m, unary[v, k])
-        log_z += m
         for k in range(K):
-            e[v, k] = fast_exp(unary[v, k] - m)
+            e[v, k] = fast_exp(unary[v, k])
     f = fin[0]
     for a in range(K):
         for b in range(K):

@@ -233,3 +233,15 @@ def take_step(memory, lazy, params, n, s_last, z, K, decay):
         scalars[L_MAX] = l_max * params.decay
     if c < params.rescale:
         normalise(z, memory.grad_sum, lazy, s_last, K)
+
+
+@njit(cache=True, nogil=True)
+def scale_scores(c, n, K, unary, z, off, tables):
+    """The scores at w = c z from those of z: unary[:n, :K] *= c, and the transition tables
+    (any shape, C order) = c z[off : off + their size]."""
+    for t in range(n):
+        for k in range(K):
+            unary[t, k] *= c
+    flat = tables.reshape(-1)
+    for j in range(flat.size):
+        flat[j] = c * z[off + j]

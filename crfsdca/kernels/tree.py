@@ -232,6 +232,21 @@ def _example(data, graph, i, w, dims, ws, log_node, log_edge, root_z):
 
 
 @njit(cache=True, nogil=True)
+def gold_score(u, log_pair, labels, parents, types, s):
+    """w^T F(x, y) of the example whose nodes start at row ``s``: the unary scores ``u`` (n, K)
+    of its labels plus the edge scores of its (parent label, label) pairs."""
+    gold = 0.0
+    for v in range(u.shape[0]):
+        g = s + v
+        y = labels[g]
+        gold += u[v, y]
+        p = parents[g]
+        if p >= 0:
+            gold += log_pair[types[g], labels[s + p], y]
+    return gold
+
+
+@njit(cache=True, nogil=True)
 def tree_value_and_gradient(data, graph, w, dims, ws, log_node, log_edge, root_z, grad):
     """sum_i (log Z_i - w^T F(x_i, y_i)) and its gradient sum_i E_nu_i F - F_i (into grad,
     zeroed here); returns (loss, index of the first example with a non-finite log Z or -1)."""
@@ -246,14 +261,11 @@ def tree_value_and_gradient(data, graph, w, dims, ws, log_node, log_edge, root_z
         log_z, u, log_pair = _example(data, graph, i, w, dims, ws, log_node, log_edge, root_z)
         if not np.isfinite(log_z):
             return loss, i
-        gold = 0.0
+        gold = gold_score(u, log_pair, labels, parents, types, s)
         for v in range(e - s):
             g = s + v
             y = labels[g]
-            gold += u[v, y]
             p = parents[g]
-            if p >= 0:
-                gold += log_pair[types[g], labels[s + p], y]
             for k in range(K):
                 m = np.exp(log_node[v, k]) - (1.0 if k == y else 0.0)
                 if n_bias:

@@ -25,7 +25,7 @@ from crfsdca.kernels.direction import (
 from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.rowops import scale_rows_into
-from crfsdca.kernels.sag import SAGVisit, make_visit
+from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
 from crfsdca.kernels.tree import _example, tree_unary
 from crfsdca.kernels.tree_scaled import exp_tables, scaled_downward, scaled_upward
 from crfsdca.kernels.tree_scaled import log_partition as sag_log_partition
@@ -233,14 +233,7 @@ def _sag_scores(layout, graph, s, e, z, c, dims, unary, log_pair):
     """Node scores unary (n, K) and transition tables log_pair (n_types, K, K) of w = c z."""
     A, K, n_bias, n_types = dims
     tree_unary(layout[:5], graph, s, e, z, dims, unary)
-    for v in range(e - s):
-        for k in range(K):
-            unary[v, k] *= c
-    off = (A + n_bias) * K
-    for t in range(n_types):
-        for j in range(K):
-            for k in range(K):
-                log_pair[t, j, k] = c * z[off + (t * K + j) * K + k]
+    scale_scores(c, e - s, K, unary, z, (A + n_bias) * K, log_pair)
 
 
 @njit(cache=True, nogil=True)

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from crfsdca.kernels.fastmath import add_reassoc
-from crfsdca.kernels.tree import _example, downward, tree_unary, upward
+from crfsdca.kernels.tree import _example, downward, gold_score, tree_unary, upward
 
 TINY = 1e-280
 
@@ -194,14 +194,12 @@ def batch_value_and_gradient(data, graph, w, dims, ws, sws, log_node, log_edge, 
                     for j in range(K):
                         for k in range(K):
                             edge_sum[t, j, k] += np.exp(log_edge[v, j, k])
-        gold = 0.0
+        gold = gold_score(u, log_pair, labels, parents, types, s)
         for v in range(n):
             g = s + v
             y = labels[g]
-            gold += u[v, y]
             p = parents[g]
             if p >= 0:
-                gold += log_pair[types[g], labels[s + p], y]
                 grad[off + types[g] * K * K + labels[s + p] * K + y] -= 1.0
             leaf = child_start[g + 1] == child_start[g]
             for k in range(K):

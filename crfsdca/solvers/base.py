@@ -119,6 +119,16 @@ class RunState:
         return {name: header[name] for name in RUN_FIELDS}
 
 
+class ConfiguredSolver:
+    """The constructor every solver shares: its config, or the defaults of ``config_class``."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[SolverConfig]]
+
+    def __init__(self, config: SolverConfig | None = None) -> None:
+        self.config: Any = config or self.config_class()
+
+
 class Solver(Protocol):
     """Protocol shared by SDCA, SAG-NUS, OEG and L-BFGS."""
 

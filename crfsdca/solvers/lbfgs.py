@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from crfsdca.solvers.base import SolverConfig, SolverResult, option
+from crfsdca.solvers.base import ConfiguredSolver, SolverConfig, SolverResult, option
 from crfsdca.solvers.owlqn import LineSearchFailed, elastic_gap, owlqn
 from crfsdca.structures.problem import Problem
 
@@ -142,14 +142,12 @@ class _CRFsuiteTests:
             raise _Stop("max_iterations")
 
 
-class LBFGS:
+class LBFGS(ConfiguredSolver):
     """Limited-memory BFGS on the primal objective."""
 
     name: ClassVar[str] = "lbfgs"
     config_class: ClassVar[type[SolverConfig]] = LBFGSConfig
-
-    def __init__(self, config: LBFGSConfig | None = None) -> None:
-        self.config = config or LBFGSConfig()
+    config: LBFGSConfig
 
     def solve(
         self, problem: Problem, monitor: Monitor, state: object | None = None

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from crfsdca.kernels import sdca_epoch, trees
 from crfsdca.kernels.prox import make_prox, soft_threshold
+from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
@@ -52,19 +53,18 @@ def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Pro
     )
 
 
-class LocalSDCA:
+class LocalSDCA(Runner):
     """SDCA steps on one shard of any structure (see the module docstring)."""
+
+    counter_names = COUNTERS
 
     def __init__(
         self, problem: Problem, cfg: SDCAConfig, state: SDCAState, *, scale: float = 1.0
     ) -> None:
         if not scale >= 1.0:
             raise ValueError(f"scale must be >= 1 (the number of partitions); got {scale}")
-        self.problem, self.cfg, self.state, self.scale = problem, cfg, state, float(scale)
-        self.rng = np.random.default_rng()
-        self.rng.bit_generator.state = state.rng_state
-        self.structure = problem.structure
-        self.n = problem.train.n_sequences
+        super().__init__(problem, cfg, state)
+        self.scale = float(scale)
         self.lam_n = lambda_n(problem)  # the global lambda n (see shard_problem)
         importance = None
         if cfg.sampling.replace("_", "-") in ("importance", "gap-importance"):
@@ -72,7 +72,6 @@ class LocalSDCA:
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)
-        self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False

@@ -17,14 +17,53 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.solvers.base import SolverConfig, SolverResult
+from crfsdca.solvers.base import ConfiguredSolver, SolverConfig, SolverResult, refuse_l1
 from crfsdca.solvers.interrupts import deferred_interrupt
 
 if TYPE_CHECKING:
     from crfsdca.solvers.monitor import Monitor
+    from crfsdca.structures.problem import Problem
+
+
+class Runner:
+    """What every runner starts from: the problem and its structure, the solver's config, the
+    state (a :class:`~crfsdca.solvers.base.RunState`), an RNG that continues the state's, ``n``
+    and the counters (those of the state, or ``counter_names`` at 0)."""
+
+    counter_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, problem: Problem, cfg: Any, state: Any) -> None:
+        self.problem, self.cfg, self.state = problem, cfg, state
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = state.rng_state
+        self.structure = problem.structure
+        self.n = problem.train.n_sequences
+        self.counters = dict(state.counters or dict.fromkeys(self.counter_names, 0.0))
+
+
+class LoopSolver(ConfiguredSolver):
+    """A solver that runs :func:`run_loop` over its runner, from a given state or its start;
+    one without an l1 term (``trains_l1`` false) refuses an elastic-net problem."""
+
+    trains_l1: ClassVar[bool] = False
+
+    def initial_state(self, problem: Problem) -> Any:
+        raise NotImplementedError
+
+    def runner(self, problem: Problem, state: Any) -> Runner:
+        raise NotImplementedError
+
+    def solve(self, problem: Problem, monitor: Monitor, state: Any = None) -> SolverResult:
+        """Run from ``state`` (or :meth:`initial_state`) until a stopping rule fires."""
+        if not self.trains_l1:
+            refuse_l1(self.name, problem)
+        state = state or self.initial_state(problem)
+        return run_loop(self, self.runner(problem, state), monitor)
 
 
 def run_loop(solver: Any, runner: Any, monitor: Monitor) -> SolverResult:

@@ -26,8 +26,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels import oeg, oeg_epoch
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option, refuse_l1
-from crfsdca.solvers.loop import chunk_budget, run_loop
+from crfsdca.solvers.base import (
+    RunState,
+    SolverConfig,
+    option,
+)
+from crfsdca.solvers.loop import LoopSolver, Runner, chunk_budget
 from crfsdca.solvers.sag_nus import DRAW_BLOCK
 from crfsdca.solvers.sdca import _check_memory as check_memory
 from crfsdca.structures.dual import (
@@ -109,14 +113,12 @@ class OEGState(RunState):
         )
 
 
-class OEG:
+class OEG(LoopSolver):
     """Online exponentiated gradient with per-sequence learning rates."""
 
     name: ClassVar[str] = "oeg"
     config_class: ClassVar[type[SolverConfig]] = OEGConfig
-
-    def __init__(self, config: OEGConfig | None = None) -> None:
-        self.config = config or OEGConfig()
+    config: OEGConfig
 
     def initial_state(self, problem: Problem) -> OEGState:
         """Dual start of ``init`` with w = w_hat(mu) exactly, eta_i = learning_rate, after the
@@ -138,31 +140,17 @@ class OEG:
             order=np.zeros(0, np.int64),
         )
 
-    def solve(
-        self, problem: Problem, monitor: Monitor, state: OEGState | None = None
-    ) -> SolverResult:
-        """Run OEG from ``state`` (or the configured dual start)."""
-        refuse_l1(self.name, problem)
-        state = state or self.initial_state(problem)
-        return run_loop(self, _Runner(problem, self.config, state), monitor)
+    def runner(self, problem: Problem, state: OEGState) -> _Runner:
+        return _Runner(problem, self.config, state)
 
 
-class _Runner:
+class _Runner(Runner):
     """The arrays handed to the OEG kernel, and the bookkeeping around it."""
 
-    def __init__(self, problem: Problem, cfg: OEGConfig, state: OEGState) -> None:
-        self.problem, self.cfg, self.state = problem, cfg, state
-        self.rng = np.random.default_rng()
-        self.rng.bit_generator.state = state.rng_state
-        self.n = problem.train.n_sequences
-        self.setup_kernel(problem)
-        self.counters = dict(
-            state.counters or dict.fromkeys(("halvings", "skipped_visits", "visits"), 0.0)
-        )
+    counter_names = ("halvings", "skipped_visits", "visits")
 
-    def setup_kernel(self, problem: Problem) -> None:
-        """The structure's compiled type and the workspace of the kernel."""
-        self.structure = problem.structure
+    def __init__(self, problem: Problem, cfg: OEGConfig, state: OEGState) -> None:
+        super().__init__(problem, cfg, state)
         self.workspace = self.structure.oeg_workspace()
 
     def run_kernel(self, dual: oeg.OEGDual, params: oeg.OEGParams, indices: np.ndarray) -> tuple:

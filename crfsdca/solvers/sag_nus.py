@@ -36,8 +36,12 @@ from numpy.typing import NDArray
 
 from crfsdca.kernels import sag, sag_epoch
 from crfsdca.kernels.trees import build
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option, refuse_l1
-from crfsdca.solvers.loop import chunk_budget, run_loop
+from crfsdca.solvers.base import (
+    RunState,
+    SolverConfig,
+    option,
+)
+from crfsdca.solvers.loop import LoopSolver, Runner, chunk_budget
 from crfsdca.solvers.samplers import tree_capacity
 from crfsdca.structures.problem import Problem
 
@@ -170,14 +174,12 @@ class SAGState(RunState):
         return cls(memory=memory, **cls.run_fields(header))
 
 
-class SAGNUS:
+class SAGNUS(LoopSolver):
     """Stochastic average gradient with non-uniform sampling and Lipschitz line searches."""
 
     name: ClassVar[str] = "sag-nus"
     config_class: ClassVar[type[SolverConfig]] = SAGNUSConfig
-
-    def __init__(self, config: SAGNUSConfig | None = None) -> None:
-        self.config = config or self.config_class()
+    config: SAGNUSConfig
 
     def initial_state(self, problem: Problem) -> SAGState:
         """w = 0, empty memory, L_i = L_max = initial_lipschitz (§1)."""
@@ -185,13 +187,8 @@ class SAGNUS:
         memory = SAGMemory.zeros(problem, self.config.initial_lipschitz)
         return SAGState(memory=memory, rng_state=rng.bit_generator.state)
 
-    def solve(
-        self, problem: Problem, monitor: Monitor, state: SAGState | None = None
-    ) -> SolverResult:
-        """Run SAG-NUS from ``state`` (or w = 0)."""
-        refuse_l1(self.name, problem)
-        state = state or self.initial_state(problem)
-        return run_loop(self, _Runner(problem, self.config, state), monitor)
+    def runner(self, problem: Problem, state: SAGState) -> _Runner:
+        return _Runner(problem, self.config, state)
 
 
 class SAGNUSSkip(SAGNUS):
@@ -201,21 +198,14 @@ class SAGNUSSkip(SAGNUS):
     config_class: ClassVar[type[SolverConfig]] = SAGNUSSkipConfig
 
 
-class _Runner:
+class _Runner(Runner):
     """The arrays handed to the SAG kernel, and the bookkeeping around it."""
 
-    def __init__(self, problem: Problem, cfg: SAGNUSConfig, state: SAGState) -> None:
-        self.problem, self.cfg, self.state = problem, cfg, state
-        self.rng = np.random.default_rng()
-        self.rng.bit_generator.state = state.rng_state
-        self.n = problem.train.n_sequences
-        self.setup_kernel(problem)
-        self.rescale_below = RESCALE_BELOW
-        self.counters = dict(state.counters or dict.fromkeys(COUNTERS, 0.0))
+    counter_names = COUNTERS
+    rescale_below = RESCALE_BELOW
 
-    def setup_kernel(self, problem: Problem) -> None:
-        """The structure's compiled type and the workspace of the kernel."""
-        self.structure = problem.structure
+    def __init__(self, problem: Problem, cfg: SAGNUSConfig, state: SAGState) -> None:
+        super().__init__(problem, cfg, state)
         self.workspace = self.structure.sag_workspace()
 
     @property

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from crfsdca.solvers.base import RunState, SolverConfig, SolverResult, option
+from crfsdca.solvers.base import RunState, SolverConfig, option
 from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
-from crfsdca.solvers.loop import run_loop
+from crfsdca.solvers.loop import LoopSolver
 from crfsdca.solvers.samplers import SCHEMES, check_scheme
 from crfsdca.structures.dual import (
     DualState,
@@ -28,7 +28,7 @@ from crfsdca.structures.dual import (
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
-    from crfsdca.solvers.monitor import Monitor
+    pass
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,14 +112,12 @@ class SDCAState(RunState):
         return cls(dual=dual, **cls.run_fields(header))
 
 
-class SDCA:
+class SDCA(LoopSolver):
     """Stochastic dual coordinate ascent over clique marginals."""
 
     name: ClassVar[str] = "sdca"
     config_class: ClassVar[type[SolverConfig]] = SDCAConfig
-
-    def __init__(self, config: SDCAConfig | None = None) -> None:
-        self.config = config or SDCAConfig()
+    config: SDCAConfig
 
     def initial_state(self, problem: Problem) -> SDCAState:
         """The start of ``config.init`` on the problem's structure, after the memory check."""
@@ -132,12 +130,10 @@ class SDCA:
         rng = np.random.default_rng(cfg.seed)
         return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
 
-    def solve(
-        self, problem: Problem, monitor: Monitor, state: SDCAState | None = None
-    ) -> SolverResult:
-        """Run SDCA from ``state`` (or the smoothed empirical initialisation)."""
-        state = state or self.initial_state(problem)
-        return run_loop(self, LocalSDCA(problem, self.config, state), monitor)
+    trains_l1 = True
+
+    def runner(self, problem: Problem, state: SDCAState) -> LocalSDCA:
+        return LocalSDCA(problem, self.config, state)
 
 
 def _fixes(dtype: np.dtype, distributed: bool) -> str:
