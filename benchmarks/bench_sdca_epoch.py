@@ -24,6 +24,7 @@ import numpy as np
 
 import data_loaders
 from crfsdca.features.feature_map import FeatureMap
+from crfsdca.kernels import line_search as K_ls
 from crfsdca.kernels import sdca as kernels
 from crfsdca.kernels import sdca_epoch
 from crfsdca.solvers.local import LocalSDCA
@@ -77,10 +78,10 @@ def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, fl
     nu_src = (log_nu[E:].copy(), log_nu[:E].copy())
     calls = {
         "block_gap": lambda: kernels.block_gap(mu_src, nu_src, T, K, bufs, b32),
-        "line_search_evaluation": lambda: kernels.line_derivatives(0.3, bufs, T, K, 1.0),
+        "line_search_evaluation": lambda: K_ls.line_derivatives(0.3, bufs, T, K, 1.0),
         # the usual double-precision evaluation: f' only (f'' comes from the predictor)
-        "line_search_first_evaluation": lambda: kernels.line_slope(0.3, bufs, T, K, 1.0),
-        "predictor_evaluation": lambda: kernels.line_derivatives32(0.3, b32, T, K, 1.0),
+        "line_search_first_evaluation": lambda: K_ls.line_slope(0.3, bufs, T, K, 1.0),
+        "predictor_evaluation": lambda: K_ls.line_derivatives32(0.3, b32, T, K, 1.0),
         "update_reusing_logs": lambda: kernels.update_block(0.3, mu_src, T, K, bufs, True, 0.0),
     }
     for fn in calls.values():

@@ -193,6 +193,7 @@ def test_memory_guard_refuses_small_data_with_size_and_fixes(tmp_path, monkeypat
     assert len(line.splitlines()) == 1 and line.startswith("crfsdca: error: the SDCA dual state")
     assert "but only 0.00 GiB is available" in line
     assert "--dual-dtype float32" in line and "--max-sequences" in line
+    assert "the distributed solver (--workers" in line  # second-order chains train on Dask too
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from crfsdca.errors import ConvergenceWarning
+from crfsdca.kernels import line_search as K_ls
 from crfsdca.kernels import prox, sdca, sdca_epoch
 from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
@@ -238,15 +239,15 @@ def test_line_search_equals_a_root_finder_on_the_piecewise_dual(seed):
         return delta @ (np.log(nu) - np.log(mix)) - quad
 
     q1 = max(c * float(a @ (prox.soft_threshold(vv + a, tau) - ww)), 0.0)
-    gamma = sdca.line_search(bufs, b32, runs, q1, fp0, 0.5, 1e-12, 100, None, pw)[0]
+    gamma = K_ls.line_search(bufs, b32, runs, q1, fp0, 0.5, 1e-12, 100, None, pw)[0]
     if fprime(1.0) >= 0:
         assert gamma == 1.0
     else:
         root = brentq(fprime, 0.0, 1.0, xtol=1e-15)
         assert gamma == pytest.approx(root, abs=1e-10)
     # the same search without kinks (tau = 0) is plain SDCA's, cb = c |a|^2
-    plain = sdca.line_search(bufs, b32, runs, c * a @ a, fp0, 0.5, 1e-12, 100)[0]
-    zero = sdca.line_search(
+    plain = K_ls.line_search(bufs, b32, runs, c * a @ a, fp0, 0.5, 1e-12, 100)[0]
+    zero = K_ls.line_search(
         bufs, b32, runs, c * a @ a, fp0, 0.5, 1e-12, 100, None, (a, vv, vv, m, 0.0, c)
     )[0]
     assert zero == pytest.approx(plain, abs=1e-11)

@@ -7,6 +7,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.optimize import minimize_scalar
 
+from crfsdca.kernels import line_search as K_ls
 from crfsdca.kernels import sdca as K_sdca
 from crfsdca.kernels import trees
 from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
@@ -89,14 +90,14 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
     f = lambda g: line_function(g, lpn, lpe, lqn, lqe, cb)  # noqa: E731
     for g in (0.1, 0.5, 0.9):
-        d1, d2, _ = K_sdca.line_derivatives(g, bufs, R(T, K), cb)
+        d1, d2, _ = K_ls.line_derivatives(g, bufs, R(T, K), cb)
         h = 1e-5
         assert d1 == pytest.approx((f(g + h) - f(g - h)) / (2 * h), rel=1e-6, abs=1e-8)
         assert d2 == pytest.approx((f(g + h) - 2 * f(g) + f(g - h)) / h**2, rel=1e-4, abs=1e-5)
         assert d2 < 0
-    assert K_sdca.line_derivatives(0.0, bufs, R(T, K), cb)[0] == pytest.approx(fp0)
-    assert K_sdca.line_derivatives(1.0, bufs, R(T, K), cb)[0] == pytest.approx(-cb)
-    gamma, its, status, have, _ = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-10, 100)
+    assert K_ls.line_derivatives(0.0, bufs, R(T, K), cb)[0] == pytest.approx(fp0)
+    assert K_ls.line_derivatives(1.0, bufs, R(T, K), cb)[0] == pytest.approx(-cb)
+    gamma, its, status, have, _ = K_ls.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-10, 100)
     assert status == 0 and its >= 1 and have
     grid = np.linspace(0, 1, 20001)
     values = np.array([f(g) for g in grid])
@@ -106,7 +107,7 @@ def test_line_search_matches_grid_and_finite_differences(T, K, cb):
     )
     assert gamma == pytest.approx(best.x, abs=1e-7)
     for start in (0.5, 1e-3, 0.999, gamma):
-        loose = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-3, 100)[0]
+        loose = K_ls.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-3, 100)[0]
         assert abs(loose - best.x) <= 1e-3
 
 
@@ -124,35 +125,35 @@ def test_single_precision_predictor_only_moves_the_start(T, K, cb):
     bufs, b32 = block_bufs(T, K), block_bufs32(T, K)
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs, b32)
     for g in (1e-6, 0.1, 0.5, 0.9, 1 - 1e-6):
-        d1, d2, _ = K_sdca.line_derivatives(g, bufs, R(T, K), cb)
-        s1, s2, s3 = K_sdca.line_derivatives32(g, b32, R(T, K), cb)
+        d1, d2, _ = K_ls.line_derivatives(g, bufs, R(T, K), cb)
+        s1, s2, s3 = K_ls.line_derivatives32(g, b32, R(T, K), cb)
         scale1 = np.abs(bufs[1] - bufs[0]).sum() * (1 + np.abs(bufs[2]).max()) + cb
         assert abs(s1 - d1) <= 1e-5 * scale1
         assert s2 == pytest.approx(d2, rel=1e-4)
         if 0.01 < g < 0.99:  # the third derivative against central differences of f''
             h = 1e-5 * min(g, 1 - g)
-            up, down = (K_sdca.line_derivatives(g + e, bufs, R(T, K), cb)[1] for e in (h, -h))
+            up, down = (K_ls.line_derivatives(g + e, bufs, R(T, K), cb)[1] for e in (h, -h))
             assert s3 == pytest.approx((up - down) / (2 * h), rel=1e-3, abs=1e-6 * abs(d2))
-    exact = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-12, 100)
+    exact = K_ls.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-12, 100)
     for start in (0.5, 1e-3, 0.999):
-        gamma, its, status, have, entropy, n32 = K_sdca.line_search(
+        gamma, its, status, have, entropy, n32 = K_ls.line_search(
             bufs, b32, R(T, K), cb, fp0, start, 1e-10, 100
         )
         assert status == 0 and have and n32 >= 1
         assert gamma == pytest.approx(exact[0], abs=1e-9)
-        assert entropy == pytest.approx(K_sdca.line_derivatives(gamma, bufs, R(T, K), cb)[2])
-        loose = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100)
-        alone = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-3, 100)
+        assert entropy == pytest.approx(K_ls.line_derivatives(gamma, bufs, R(T, K), cb)[2])
+        loose = K_ls.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100)
+        alone = K_ls.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-3, 100)
         assert abs(loose[0] - exact[0]) <= 1e-3
         assert loose[1] <= alone[1]  # fewer double-precision evaluations than without it
     for start in (0.3, 0.7):  # a wrong f'' for the first double evaluation only slows it
-        du = K_sdca.line_derivatives(start, bufs, R(T, K), cb)[1]
+        du = K_ls.line_derivatives(start, bufs, R(T, K), cb)[1]
         for factor in (0.1, 10.0):
-            rough = K_sdca.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-10, 100, factor * du)
+            rough = K_ls.rtsafe(bufs, R(T, K), cb, fp0, start, 1e-10, 100, factor * du)
             assert rough[2] == 0 and rough[0] == pytest.approx(exact[0], abs=1e-9)
-    one_step = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, 0.5, 1e-3, 1)
+    one_step = K_ls.line_search(bufs, b32, R(T, K), cb, fp0, 0.5, 1e-3, 1)
     assert one_step[5] == 0  # the one-Newton-step ablation runs no predictor
-    assert one_step[:5] == K_sdca.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-3, 1)
+    assert one_step[:5] == K_ls.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-3, 1)
 
 
 @pytest.mark.parametrize("T,K,cb", [(3, 3, 0.7), (1, 4, 2.0), (4, 2, 50.0)])
@@ -165,23 +166,23 @@ def test_model_start_integrates_to_the_block_gap(T, K, cb):
     _, lqn, lqe = random_chain(rng, T, K, scale=2.0)
     bufs = block_bufs(T, K)
     kl, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
-    e = lambda g: K_sdca.line_derivatives(g, bufs, R(T, K), cb)[0] + g * cb  # noqa: E731
+    e = lambda g: K_ls.line_derivatives(g, bufs, R(T, K), cb)[0] + g * cb  # noqa: E731
     integral, _ = quad(e, 0.0, 1.0, epsabs=1e-13, epsrel=1e-11)
     assert integral == pytest.approx(kl, rel=1e-8)
     assert e(0.0) == pytest.approx(fp0) and abs(e(1.0)) <= 1e-12 * fp0
-    g0 = K_sdca.model_start(kl, fp0, cb)
+    g0 = K_ls.model_start(kl, fp0, cb)
     c = min(max(6 * kl - 3 * fp0, -fp0), fp0)
     assert 0.0 < g0 < 1.0
     assert fp0 * (1 - g0) + c * g0 * (1 - g0) - g0 * cb == pytest.approx(0.0, abs=1e-12 * fp0)
 
 
 def test_model_start_special_cases():
-    assert K_sdca.model_start(0.5, 1.0, 2.0) == pytest.approx(1.0 / 3.0)  # c = 0: secant root
+    assert K_ls.model_start(0.5, 1.0, 2.0) == pytest.approx(1.0 / 3.0)  # c = 0: secant root
     for kl in (0.0, 1.0, 1e9):  # clipped curvature keeps the root inside (0, 1)
-        assert 0.0 < K_sdca.model_start(kl, 1.0, 1e-9) < 1.0
-        assert 0.0 < K_sdca.model_start(kl, 1.0, 1e9) < 1e-8
-    assert K_sdca.model_start(0.1, 0.0, 1.0) == 0.5  # no search needed: rtsafe returns 0
-    assert K_sdca.model_start(0.1, 1.0, 0.0) == 0.5  # b = 0: rtsafe returns 1
+        assert 0.0 < K_ls.model_start(kl, 1.0, 1e-9) < 1.0
+        assert 0.0 < K_ls.model_start(kl, 1.0, 1e9) < 1e-8
+    assert K_ls.model_start(0.1, 0.0, 1.0) == 0.5  # no search needed: rtsafe returns 0
+    assert K_ls.model_start(0.1, 1.0, 0.0) == 0.5  # b = 0: rtsafe returns 1
 
 
 def test_line_search_border_cases():
@@ -192,11 +193,11 @@ def test_line_search_border_cases():
     # delta = 0: nu == mu, f'(0) = 0 -> gamma = 0
     _, fp0 = gap_of(lpn, lpe, lpn, lpe, bufs)
     assert fp0 == 0.0
-    assert K_sdca.rtsafe(bufs, R(T, K), 1.0, fp0, 0.5, 1e-3, 100)[0] == 0.0
+    assert K_ls.rtsafe(bufs, R(T, K), 1.0, fp0, 0.5, 1e-3, 100)[0] == 0.0
     # b = 0 (no primal movement): the dual is the entropy only, maximised at gamma = 1
     _, lqn, lqe = random_chain(rng, T, K)
     _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
-    assert K_sdca.rtsafe(bufs, R(T, K), 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
+    assert K_ls.rtsafe(bufs, R(T, K), 0.0, fp0, 0.5, 1e-3, 100)[0] == 1.0
     # one entry of a mixture that is zero on one side: exact in log space
     lm, m = K_sdca.mix_log(0.25, 0.0, 0.5, -np.inf, np.log(0.5))
     assert m == pytest.approx(0.125) and lm == pytest.approx(np.log(0.125))
@@ -262,7 +263,7 @@ def test_update_block_mixes_and_returns_the_new_entropy(T, K, gamma):
     nu_src = np.concatenate([lqe.reshape(-1), lqn.reshape(-1)])
     K_sdca.block_gap((edge, node), nu_src, R(T, K), bufs, block_bufs32(T, K))
     for have_logs in (False, True):
-        ls_entropy = K_sdca.line_derivatives(gamma, bufs, R(T, K), 1.0)[2] if have_logs else np.nan
+        ls_entropy = K_ls.line_derivatives(gamma, bufs, R(T, K), 1.0)[2] if have_logs else np.nan
         n_, e_ = node.copy(), edge.copy()
         entropy = K_sdca.update_block(gamma, (e_, n_), R(T, K), bufs, have_logs, ls_entropy)
         expect_n = np.logaddexp(np.log1p(-gamma) + lpn, np.log(gamma) + lqn) if gamma < 1 else lqn
@@ -299,10 +300,10 @@ def test_line_search_in_place_equals_search_then_update(T, K, start):
         assert n_low == 0.0
         stored = (edge.copy(), node.copy())
         if mode == "bufs":
-            search = K_sdca.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100)
+            search = K_ls.line_search(bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100)
         else:
             outs = (edge, node)
-            search = K_sdca.line_search(
+            search = K_ls.line_search(
                 bufs, b32, R(T, K), cb, fp0, start, 1e-3, 100, outs, None, in_place
             )
         if not in_place:  # the state is written by the update only

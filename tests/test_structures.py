@@ -8,6 +8,7 @@ from _synthetic import random_sequences
 from test_tree_oracle import tree_data
 
 from crfsdca.features.feature_map import FeatureMap
+from crfsdca.kernels import line_search as K_ls
 from crfsdca.kernels import sdca as K_sdca
 from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
 from crfsdca.structures.chain import ChainStructure, Oracle
@@ -166,16 +167,16 @@ def test_the_line_search_on_tree_and_junction_blocks_finds_the_root_of_the_refer
             for g in (0.1, 0.4, 0.8):
                 h = 1e-6
                 want = -(phi(g + h) - phi(g - h)) / (2 * h)
-                got = K_sdca.line_derivatives(g, bufs, runs, cb)[0]
+                got = K_ls.line_derivatives(g, bufs, runs, cb)[0]
                 assert got == pytest.approx(want, rel=1e-5, abs=1e-8)
             if fp0 <= 0:
                 continue
 
             def fprime(g, bufs=bufs, runs=runs, cb=cb):
-                return K_sdca.line_derivatives(g, bufs, runs, cb)[0]
+                return K_ls.line_derivatives(g, bufs, runs, cb)[0]
 
             root = brentq(lambda g: -(phi(g + 1e-7) - phi(g - 1e-7)) / 2e-7, 1e-6, 1 - 1e-6)
-            gamma = K_sdca.line_search(bufs, b32, runs, cb, fp0, 0.5, 1e-10, 100)[0]
+            gamma = K_ls.line_search(bufs, b32, runs, cb, fp0, 0.5, 1e-10, 100)[0]
             assert gamma == pytest.approx(root, abs=1e-5)
             # rtsafe stops on a step below 1e-10: the root lies within 2e-10 of gamma
             assert fprime(max(gamma - 1e-9, 0.0)) >= 0.0 >= fprime(min(gamma + 1e-9, 1.0))

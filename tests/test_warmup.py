@@ -213,9 +213,9 @@ def test_the_sdca_loop_compiles_one_line_search(tmp_path):
     assert run.returncode == 0, run.stderr
     counts = json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
     line_search = ["line_search", "rtsafe", "line_derivatives", "line_slope", "predict_step"]
-    once = [f"sdca.{name}" for name in line_search + ["_update_range", "block_gap_given_nu"]]
-    once += ["sdca._mu_segment"]
+    once = [f"line_search.{name}" for name in line_search]
+    once += ["sdca._update_range", "sdca.block_gap_given_nu", "sdca._mu_segment"]
     once += ["sdca_epoch._search", "sdca_epoch._run_steps"]
     assert {name: counts.get(name) for name in once} == dict.fromkeys(once, 1)
-    assert counts["sdca._line_segment"] == 2
+    assert counts["line_search._line_segment"] == 2
     assert counts["trees.update"] == 1

@@ -106,10 +106,9 @@ from crfsdca.kernels.intrinsics import (
     _as_int,
     _div,
     _fma,
-    _logf_k,
-    _logf_m,
     add_reassoc,
     add_reassoc32,
+    logf_split,
     max_num,
 )
 
@@ -152,13 +151,16 @@ _LN2_LO = 1.90821492927058770002e-10  # 0x3dea39ef35793c76
 _INVLN2 = 1.44269504088896338700e00
 
 # fdlibm e_log.c: R(z) ~ Lg1*s^2 + ... + Lg7*s^14, |error| < 2**-58.45
-_LG1 = 6.666666666666735130e-01
-_LG2 = 3.999999999940941908e-01
-_LG3 = 2.857142874366239149e-01
-_LG4 = 2.222219843214978396e-01
-_LG5 = 1.818357216161805012e-01
-_LG6 = 1.531383769920937332e-01
-_LG7 = 1.479819860511658591e-01
+_LG = (
+    6.666666666666735130e-01,
+    3.999999999940941908e-01,
+    2.857142874366239149e-01,
+    2.222219843214978396e-01,
+    1.818357216161805012e-01,
+    1.531383769920937332e-01,
+    1.479819860511658591e-01,
+)
+_LG1, _LG2, _LG3, _LG4, _LG5, _LG6, _LG7 = _LG
 
 # single precision (musl logf.c, fdlibm e_logf.c): R(z) ~ LGF1*s^2 + ... + LGF4*s^8
 _F0 = np.float32(0.0)
@@ -190,17 +192,20 @@ _QF0, _QF1, _QF2, _QF3, _QF4, _QF5, _QF6 = _QF
 
 # q(r) ~ (exp(r) - 1 - r) / r**2 on |r| <= 0.3466 (Chebyshev interpolation, degree 10,
 # |r**2 * (q - q_true)| < 3e-19)
-_E0 = 0.5
-_E1 = 0.1666666666666667
-_E2 = 0.04166666666666667
-_E3 = 0.008333333333326136
-_E4 = 0.0013888888888883748
-_E5 = 0.00019841269874820627
-_E6 = 2.4801587325547743e-05
-_E7 = 2.7557255400206422e-06
-_E8 = 2.7557273643110345e-07
-_E9 = 2.5105217004720745e-08
-_E10 = 2.0914686968072297e-09
+_E = (
+    0.5,
+    0.1666666666666667,
+    0.04166666666666667,
+    0.008333333333326136,
+    0.0013888888888883748,
+    0.00019841269874820627,
+    2.4801587325547743e-05,
+    2.7557255400206422e-06,
+    2.7557273643110345e-07,
+    2.5105217004720745e-08,
+    2.0914686968072297e-09,
+)
+_E0, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10 = _E
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -319,8 +324,8 @@ def fast_logf(x):
     Only for positive normal inputs (>= 2**-126): no special values, no subnormals. Sixteen lanes
     per 512-bit instruction; used for the single-precision line-search predictor.
     """
-    k = _logf_k(x)
-    f = _logf_m(x) - _F_ONE
+    k, m = logf_split(x)
+    f = m - _F_ONE
     s = f / (_F_TWO + f)
     z = s * s
     w = z * z
@@ -340,8 +345,8 @@ def approx_logf(x):
     1.5e-7 plus half an ulp of the result (measured: all of [0.5, 2) and 5e6 random normal
     inputs; at most 4.9 float32 ulps, where ``fast_logf`` stays within one).
     """
-    k = _logf_k(x)
-    f = _logf_m(x) - _F_ONE
+    k, m = logf_split(x)
+    f = m - _F_ONE
     q = ((((((_QF0 * f + _QF1) * f + _QF2) * f + _QF3) * f + _QF4) * f + _QF5) * f) + _QF6
     return (f * f * q + k * _LN2F_LO) + f + k * _LN2F_HI
 

@@ -104,35 +104,20 @@ def max_num(typingctx, a, b):
     return sig, codegen
 
 
-def _logf_bits(builder, x):
-    """IR: the float32 x's bits plus musl's offset, so that bits >> 23 is k + 127 (logf)."""
-    i32 = ir.IntType(32)
-    bits = builder.bitcast(x, i32)
-    return builder.add(bits, ir.Constant(i32, 0x3F800000 - 0x3F3504F3))
-
-
 @intrinsic
-def _logf_k(typingctx, x):
-    """k of x = 2**k * m, m in [sqrt(2)/2, sqrt(2)), as a float32 (x positive normal)."""
-    sig = types.float32(types.float32)
+def logf_split(typingctx, x):
+    """(k, m) of x = 2**k * m, m in [sqrt(2)/2, sqrt(2)), both float32 (x positive normal):
+    musl's logf reduction on the bits of x plus an offset that makes bits >> 23 equal k + 127."""
+    f32 = types.float32
+    sig = types.UniTuple(f32, 2)(f32)
 
     def codegen(context, builder, signature, args):
         i32 = ir.IntType(32)
-        shifted = builder.ashr(_logf_bits(builder, args[0]), ir.Constant(i32, 23))
-        k = builder.sub(shifted, ir.Constant(i32, 0x7F))
-        return builder.sitofp(k, ir.FloatType())
-
-    return sig, codegen
-
-
-@intrinsic
-def _logf_m(typingctx, x):
-    """m of x = 2**k * m, m in [sqrt(2)/2, sqrt(2)) (x positive normal)."""
-    sig = types.float32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        low = builder.and_(_logf_bits(builder, args[0]), ir.Constant(i32, 0x007FFFFF))
-        return builder.bitcast(builder.add(low, ir.Constant(i32, 0x3F3504F3)), ir.FloatType())
+        bits = builder.add(builder.bitcast(args[0], i32), ir.Constant(i32, 0x3F800000 - 0x3F3504F3))
+        shifted = builder.ashr(bits, ir.Constant(i32, 23))
+        k = builder.sitofp(builder.sub(shifted, ir.Constant(i32, 0x7F)), ir.FloatType())
+        low = builder.and_(bits, ir.Constant(i32, 0x007FFFFF))
+        m = builder.bitcast(builder.add(low, ir.Constant(i32, 0x3F3504F3)), ir.FloatType())
+        return context.make_tuple(builder, signature.return_type, [k, m])
 
     return sig, codegen

@@ -100,29 +100,37 @@ def projection(pat, m, K, pos, lo, hi, pidx, jt):
 
 
 @njit(cache=True, nogil=True)
-def _gather(c, skip, with_down, phi, jt, K, ws):
-    """tmp[:size] = phi_c (+ down_c) + the messages of c's children except ``skip``."""
+def combine(dst, d0, size, src, s0, proj, product):
+    """dst[d0 + idx] += src[s0 + proj[idx]] for idx < size (log space), or *= with
+    ``product`` (scaled space)."""
+    if product:
+        for idx in range(size):
+            dst[d0 + idx] *= src[s0 + proj[idx]]
+    else:
+        for idx in range(size):
+            dst[d0 + idx] += src[s0 + proj[idx]]
+
+
+@njit(cache=True, nogil=True)
+def gather(c, skip, with_down, table, jt, K, ws, product):
+    """tmp[:size] = table_c (+ down_c) + the messages of c's children except ``skip``, in log
+    space; with ``product`` the same in scaled space, with products. Returns (size, m)."""
     var_start, parent, child_start, children = jt[2], jt[4], jt[6], jt[7]
     tab_off, sep_off, sep_start, sep_child, sep_parent = jt[8], jt[9], jt[10], jt[11], jt[12]
     up, down, tmp, pidx = ws[0], ws[1], ws[2], ws[5]
     m = var_start[c + 1] - var_start[c]
-    size = K**m
-    t0 = tab_off[c]
+    size, t0 = K**m, tab_off[c]
     for idx in range(size):
-        tmp[idx] = phi[t0 + idx]
+        tmp[idx] = table[t0 + idx]
     if with_down and parent[c] >= 0:
-        so = sep_off[c]
         proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
-        for idx in range(size):
-            tmp[idx] += down[so + proj[idx]]
+        combine(tmp, 0, size, down, sep_off[c], proj, product)
     for q in range(child_start[c], child_start[c + 1]):
         ch = children[q]
-        if ch == skip:
-            continue
-        so = sep_off[ch]
-        proj = projection(jt[14][ch], m, K, sep_parent, sep_start[ch], sep_start[ch + 1], pidx, jt)
-        for idx in range(size):
-            tmp[idx] += up[so + proj[idx]]
+        if ch != skip:
+            lo, hi = sep_start[ch], sep_start[ch + 1]
+            proj = projection(jt[14][ch], m, K, sep_parent, lo, hi, pidx, jt)
+            combine(tmp, 0, size, up, sep_off[ch], proj, product)
     return size, m
 
 
@@ -171,7 +179,7 @@ def collect(i, phi, jt, K, ws):
     log_z = 0.0
     for q in range(ex_cliques[i + 1] - 1, ex_cliques[i] - 1, -1):
         c = order[q]
-        size, m = _gather(c, -1, False, phi, jt, K, ws)
+        size, m = gather(c, -1, False, phi, jt, K, ws, False)
         if parent[c] < 0:
             log_z += logsumexp(tmp[:size])
         else:
@@ -189,7 +197,7 @@ def distribute(i, phi, jt, K, ws, out):
     c0 = ex_cliques[i]
     for q in range(c0, ex_cliques[i + 1]):
         c = order[q]
-        size, m = _gather(c, -1, True, phi, jt, K, ws)
+        size, m = gather(c, -1, True, phi, jt, K, ws, False)
         if parent[c] < 0:
             cz[c - c0] = logsumexp(tmp[:size])
         else:
@@ -204,7 +212,7 @@ def distribute(i, phi, jt, K, ws, out):
                 out[so + s] = up[so + s] + down[so + s] - z
         for r in range(child_start[c], child_start[c + 1]):
             ch = children[r]
-            size, m = _gather(c, ch, True, phi, jt, K, ws)
+            size, m = gather(c, ch, True, phi, jt, K, ws, False)
             pat = jt[14][ch]
             _message(ch, pat, sep_parent, tmp, size, m, jt, K, ws, down, sep_off[ch], False, acc)
 
@@ -222,7 +230,7 @@ def viterbi(i, phi, jt, K, ws, backptr, chosen, out):
     total = 0.0
     for q in range(ex_cliques[i + 1] - 1, c0 - 1, -1):
         c = order[q]
-        size, m = _gather(c, -1, False, phi, jt, K, ws)
+        size, m = gather(c, -1, False, phi, jt, K, ws, False)
         if parent[c] < 0:
             best = 0
             for idx in range(1, size):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from crfsdca.kernels import junction
 from crfsdca.kernels.items import item_scores
 from crfsdca.kernels.junction import _strides, collect, distribute, project, projection, viterbi
 
@@ -47,28 +48,31 @@ def potentials(data, jt, assign, feat, i, w, dims, unary, phi, pidx):
 
 
 @njit(cache=True, nogil=True)
-def clique_tables(jt, assign, woff, shift, i, unary, fw, K, phi, pidx):
-    """phi_c = the scores unary (n, K) of the nodes c carries plus its factors' weights
-    ``fw[woff[t] - shift + project(idx, scope)]``, for every clique c of example i."""
-    ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
+def clique_table(c, jt, assign, woff, shift, unary, fw, K, table, pidx, product):
+    """table_c = the scores unary (n, K) of the nodes clique c carries plus its factors' weights
+    ``fw[woff[t] - shift + project(idx, scope)]``; with ``product`` the scaled table, the
+    product of those entries of exponentiated unary and fw. Returns (size, m)."""
+    var_start, tab_off = jt[2], jt[8]
     node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
-    for c in range(ex_cliques[i], ex_cliques[i + 1]):
-        m = var_start[c + 1] - var_start[c]
-        size = K**m
-        t0 = tab_off[c]
-        for idx in range(size):
-            phi[t0 + idx] = 0.0
-        for r in range(node_start[c], node_start[c + 1]):
-            v = node_ids[r]
-            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
-            for idx in range(size):
-                phi[t0 + idx] += unary[v, proj[idx]]
-        for f in range(fac_start[c], fac_start[c + 1]):
-            base = woff[fac_type[f]] - shift
-            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
-            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
-            for idx in range(size):
-                phi[t0 + idx] += fw[base + proj[idx]]
+    m = var_start[c + 1] - var_start[c]
+    size, t0 = K**m, tab_off[c]
+    for idx in range(size):
+        table[t0 + idx] = 1.0 if product else 0.0
+    for r in range(node_start[c], node_start[c + 1]):
+        proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
+        junction.combine(table, t0, size, unary[node_ids[r]], 0, proj, product)
+    for f in range(fac_start[c], fac_start[c + 1]):
+        lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
+        proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
+        junction.combine(table, t0, size, fw, woff[fac_type[f]] - shift, proj, product)
+    return size, m
+
+
+@njit(cache=True, nogil=True)
+def clique_tables(jt, assign, woff, shift, i, unary, fw, K, phi, pidx):
+    """phi_c (:func:`clique_table`, log space) for every clique c of example i."""
+    for c in range(jt[0][i], jt[0][i + 1]):
+        clique_table(c, jt, assign, woff, shift, unary, fw, K, phi, pidx, False)
 
 
 @njit(cache=True, nogil=True)

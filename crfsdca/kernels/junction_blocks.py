@@ -22,6 +22,7 @@ from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import clique_tables, marginals, potentials
 from crfsdca.kernels.junction_scaled import exp_blocks, potential_marginals, scaled_marginals
+from crfsdca.kernels.order2 import add_node_difference
 from crfsdca.kernels.sag import SAGVisit, make_visit
 
 
@@ -111,7 +112,7 @@ def _block_oracle(s, i, w, sws, bufs):
 def _direction(s, i, mu, nu, dws, pidx):
     """B delta on the example's distinct attributes (rows), the bias rows and the factor blocks
     (fdiff, from feat's first offset); returns (number of distinct attributes, |B delta|^2)."""
-    seq_offsets, attr_offsets, attr_ids, attr_values = s.data[:4]
+    seq_offsets = s.data[0]
     jt, assign = s.jt, s.assign
     ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
     node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
@@ -119,9 +120,9 @@ def _direction(s, i, mu, nu, dws, pidx):
     ids, rows, bias, fdiff, pk = dws
     A, K, n_bias = s.dims
     a, b = seq_offsets[i], seq_offsets[i + 1]
-    uniq = np.unique(attr_ids[attr_offsets[a] : attr_offsets[b]])
-    U = uniq.size
-    ids[:U] = uniq
+    u0, u1 = s.layout.uattr_offsets[i], s.layout.uattr_offsets[i + 1]
+    U = u1 - u0
+    ids[:U] = s.layout.slot_attrs[u0:u1]
     rows[:U] = 0.0
     bias[:] = 0.0
     fdiff[:] = 0.0
@@ -135,18 +136,7 @@ def _direction(s, i, mu, nu, dws, pidx):
             pk[:] = 0.0
             for idx in range(size):
                 pk[proj[idx]] += nu[t0 + idx] - mu[t0 + idx]
-            g = a + v
-            for q in range(attr_offsets[g], attr_offsets[g + 1]):
-                row, x = np.searchsorted(uniq, attr_ids[q]), attr_values[q]
-                for k in range(K):
-                    rows[row, k] += x * pk[k]
-            if n_bias:
-                for k in range(K):
-                    bias[0, k] += pk[k]
-                    if v == 0:
-                        bias[1, k] += pk[k]
-                    if v == b - a - 1:
-                        bias[2, k] += pk[k]
+            add_node_difference(s, a, v, b - a, pk, dws)
         for f in range(fac_start[c], fac_start[c + 1]):
             base = woff[fac_type[f]] - woff[0]
             lo, hi = fac_pos_start[f], fac_pos_start[f + 1]

@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crfsdca.kernels.junction import collect, distribute, projection
-from crfsdca.kernels.junction_batch import add_expected, marginals, node_unary
+from crfsdca.kernels.junction import collect, distribute, gather, projection
+from crfsdca.kernels.junction_batch import add_expected, clique_table, marginals, node_unary
 from crfsdca.kernels.logspace import subtract_row_max
 
 TINY = 1e-280
@@ -52,8 +52,8 @@ def exp_blocks(w, feat, K, ews):
 def _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, pidx):
     """Scaled clique tables of example i into P; returns (sum of log scales, ok)."""
     seq_offsets = data[0]
-    ex_cliques, var_start, tab_off = jt[0], jt[2], jt[8]
-    node_start, node_ids, node_pos, fac_start, fac_type, fac_pos_start, fac_pos = assign[:7]
+    ex_cliques, tab_off = jt[0], jt[8]
+    fac_start, fac_type = assign[3], assign[4]
     eblocks, escales = ews
     woff = feat[0]
     K = dims[1]
@@ -65,23 +65,10 @@ def _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, pidx):
         for k in range(K):
             unary[v, k] = np.exp(unary[v, k])
     for c in range(ex_cliques[i], ex_cliques[i + 1]):
-        m = var_start[c + 1] - var_start[c]
-        size, t0 = K**m, tab_off[c]
-        for idx in range(size):
-            P[t0 + idx] = 1.0
-        for r in range(node_start[c], node_start[c + 1]):
-            v = node_ids[r]
-            proj = projection(assign[7][r], m, K, node_pos, r, r + 1, pidx, jt)
-            for idx in range(size):
-                P[t0 + idx] *= unary[v, proj[idx]]
+        size, _ = clique_table(c, jt, assign, woff, woff[0], unary, eblocks, K, P, pidx, True)
+        t0 = tab_off[c]
         for f in range(fac_start[c], fac_start[c + 1]):
-            t = fac_type[f]
-            base = woff[t] - woff[0]
-            total += escales[t]
-            lo, hi = fac_pos_start[f], fac_pos_start[f + 1]
-            proj = projection(assign[8][f], m, K, fac_pos, lo, hi, pidx, jt)
-            for idx in range(size):
-                P[t0 + idx] *= eblocks[base + proj[idx]]
+            total += escales[fac_type[f]]
         top = 0.0
         for idx in range(size):
             top = max(top, P[t0 + idx])
@@ -91,32 +78,6 @@ def _potentials(data, jt, assign, feat, i, w, dims, ews, unary, P, pidx):
             P[t0 + idx] /= top
         total += np.log(top)
     return total, True
-
-
-@njit(cache=True, nogil=True)
-def _product(c, skip, with_down, P, jt, K, ws):
-    """tmp[:size] = P_c (* D_c) * the messages of c's children except ``skip``."""
-    var_start, parent, child_start, children = jt[2], jt[4], jt[6], jt[7]
-    tab_off, sep_off, sep_start, sep_child, sep_parent = jt[8], jt[9], jt[10], jt[11], jt[12]
-    up, down, tmp, pidx = ws[0], ws[1], ws[2], ws[5]
-    m = var_start[c + 1] - var_start[c]
-    size, t0 = K**m, tab_off[c]
-    for idx in range(size):
-        tmp[idx] = P[t0 + idx]
-    if with_down and parent[c] >= 0:
-        so = sep_off[c]
-        proj = projection(jt[13][c], m, K, sep_child, sep_start[c], sep_start[c + 1], pidx, jt)
-        for idx in range(size):
-            tmp[idx] *= down[so + proj[idx]]
-    for q in range(child_start[c], child_start[c + 1]):
-        ch = children[q]
-        if ch != skip:
-            so = sep_off[ch]
-            lo, hi = sep_start[ch], sep_start[ch + 1]
-            proj = projection(jt[14][ch], m, K, sep_parent, lo, hi, pidx, jt)
-            for idx in range(size):
-                tmp[idx] *= up[so + proj[idx]]
-    return size, m
 
 
 @njit(cache=True, nogil=True)
@@ -162,7 +123,7 @@ def _sum_product(i, P, log_z, jt, K, mws, marg, with_marginals):
     c0 = ex_cliques[i]
     for q in range(ex_cliques[i + 1] - 1, c0 - 1, -1):
         c = order[q]
-        size, m = _product(c, -1, False, P, jt, K, mws)
+        size, m = gather(c, -1, False, P, jt, K, mws, True)
         acc = 0.0
         for r in range(child_start[c], child_start[c + 1]):
             acc += lsum[children[r] - c0]
@@ -180,7 +141,7 @@ def _sum_product(i, P, log_z, jt, K, mws, marg, with_marginals):
             lsum[c - c0] = acc + scale
     for q in range(c0, ex_cliques[i + 1] if with_marginals else c0):
         c = order[q]
-        size, m = _product(c, -1, True, P, jt, K, mws)
+        size, m = gather(c, -1, True, P, jt, K, mws, True)
         if not _normalise(tmp, size, marg, tab_off[c]):
             return 0.0, False
         if parent[c] >= 0:
@@ -191,7 +152,7 @@ def _sum_product(i, P, log_z, jt, K, mws, marg, with_marginals):
                 return 0.0, False
         for r in range(child_start[c], child_start[c + 1]):
             ch = children[r]
-            size, m = _product(c, ch, True, P, jt, K, mws)
+            size, m = gather(c, ch, True, P, jt, K, mws, True)
             scale = _sum_to(ch, jt[14][ch], sep_parent, size, m, jt, K, mws, down, sep_off[ch])
             if not np.isfinite(scale):
                 return 0.0, False

@@ -203,8 +203,9 @@ def block_marginals(s, i, w, ows, unary, nu, lnu):
 
 
 @njit(cache=True, nogil=True)
-def _add_node(s, a0, v, T, d, dws):
-    """The attribute rows and bias rows of node v's marginal difference d (K,)."""
+def add_node_difference(s, a0, v, T, d, dws):
+    """Add node v's marginal difference d (K,) to the rows of its attributes (``dws[1]``, by
+    the layout's entry slots) and to the bias rows (``dws[2]``) of an example of T nodes."""
     lay = s.layout
     attr_offsets, attr_values, entry_slot = lay[1], lay[3], lay[5]
     rows, bias = dws[1], dws[2]
@@ -275,9 +276,9 @@ def direction(s, i, mu, nu, dws, ows):
                 for b in range(K):
                     d0[a] += R[a * K + b]
                     d1[b] += R[a * K + b]
-            _add_node(s, a0, 0, T, d0, dws)
-            _add_node(s, a0, 1, T, d1, dws)
-        _add_node(s, a0, t + 2, T, pk, dws)
+            add_node_difference(s, a0, 0, T, d0, dws)
+            add_node_difference(s, a0, 1, T, d1, dws)
+        add_node_difference(s, a0, t + 2, T, pk, dws)
     sq = 0.0
     for r in range(U):
         for k in range(K):

@@ -19,6 +19,7 @@ from numba.extending import overload
 
 from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
 from crfsdca.kernels.cycles import cycles
+from crfsdca.kernels.line_search import line_search, model_start
 from crfsdca.kernels.primitives import (
     BlockBuffers,
     BlockBuffers32,
@@ -31,7 +32,7 @@ from crfsdca.kernels.primitives import (
     step_workspace,
 )
 from crfsdca.kernels.prox import apply_step, prepare
-from crfsdca.kernels.sdca import block_gap_given_nu, line_search, model_start, update_block
+from crfsdca.kernels.sdca import block_gap_given_nu, update_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
@@ -98,7 +99,7 @@ def _choose(code, p_nu, tree, u0, u1, n):
 @njit(cache=True, nogil=True)
 def line_search_start(code, previous, kl, fprime0, cb):
     """First point of the line search: 0.5, the example's previous step size, or the root of
-    the quadratic model of f' (``crfsdca.kernels.sdca.model_start``)."""
+    the quadratic model of f' (``crfsdca.kernels.line_search.model_start``)."""
     if code == MODEL:
         return model_start(kl, fprime0, cb)
     return previous if code == PREVIOUS else 0.5

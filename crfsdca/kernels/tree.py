@@ -31,11 +31,13 @@ from crfsdca.kernels.logspace import logsumexp
 
 
 @njit(cache=True, nogil=True)
-def upward(unary, log_pair, parents, types, order, ws):
+def upward(unary, log_pair, parents, types, order, ws, backptr=None):
     """Fill inside and msg (children before parents); return log Z (sum over the roots).
 
     inside[v] = unary[v] + sum of the children's messages; msg[v][j] = logsumexp_k(
-    log_pair[types[v]][j, k] + inside[v, k]) for a non-root v.
+    log_pair[types[v]][j, k] + inside[v, k]) for a non-root v. Given ``backptr`` (n, K) int64,
+    the max-product pass of :func:`tree_viterbi` instead: the messages are maxima,
+    backptr[v, j] their argmax, and 0 is returned (the roots are left to the decoder).
     """
     inside, _, msg, _, scratch = ws
     n, K = unary.shape
@@ -47,13 +49,23 @@ def upward(unary, log_pair, parents, types, order, ws):
         v = order[idx]
         p = parents[v]
         if p < 0:
-            log_z += logsumexp(inside[v, :K])
+            if backptr is None:
+                log_z += logsumexp(inside[v, :K])
             continue
         table = log_pair[types[v]]
         for j in range(K):
-            for k in range(K):
-                scratch[k] = table[j, k] + inside[v, k]
-            msg[v, j] = logsumexp(scratch)
+            if backptr is None:
+                for k in range(K):
+                    scratch[k] = table[j, k] + inside[v, k]
+                msg[v, j] = logsumexp(scratch)
+            else:
+                top, arg = -np.inf, 0
+                for k in range(K):
+                    s = table[j, k] + inside[v, k]
+                    if s > top:
+                        top, arg = s, k
+                msg[v, j] = top
+                backptr[v, j] = arg
         for j in range(K):
             inside[p, j] += msg[v, j]
     return log_z
@@ -109,31 +121,14 @@ def downward(unary, log_pair, parents, types, order, children, ws, root_log_z, l
 def tree_viterbi(unary, log_pair, parents, types, order, ws, backptr, out):
     """MAP labels into out (n,) int64; returns the best total score (sum over the roots).
 
-    best[v] = unary[v] + sum over children of max-messages; backptr[v, j] = argmax_k of
-    log_pair[types[v]][j, k] + best[v, k]; decoded from the roots down.
+    best[v] = unary[v] + sum over children of max-messages (:func:`upward` with ``backptr``);
+    backptr[v, j] = argmax_k of log_pair[types[v]][j, k] + best[v, k]; decoded from the roots
+    down.
     """
-    best, _, msg, _, _ = ws
+    upward(unary, log_pair, parents, types, order, ws, backptr)
+    best = ws[0]
     n, K = unary.shape
-    for v in range(n):
-        for k in range(K):
-            best[v, k] = unary[v, k]
     total = 0.0
-    for idx in range(n - 1, -1, -1):
-        v = order[idx]
-        p = parents[v]
-        if p < 0:
-            continue
-        table = log_pair[types[v]]
-        for j in range(K):
-            top, arg = -np.inf, 0
-            for k in range(K):
-                s = table[j, k] + best[v, k]
-                if s > top:
-                    top, arg = s, k
-            msg[v, j] = top
-            backptr[v, j] = arg
-        for j in range(K):
-            best[p, j] += msg[v, j]
     for idx in range(n):
         v = order[idx]
         p = parents[v]
@@ -150,47 +145,39 @@ def tree_viterbi(unary, log_pair, parents, types, order, ws, backptr, out):
 
 
 @njit(cache=True, nogil=True)
-def tree_entropy_terms(log_node, log_edge, parents, degrees):
-    """H = sum_edges H(edge) - sum_nodes (degree - 1) H(node), the junction-tree entropy
-    (0 log 0 = 0); degrees (n,) int64 counts each node's edges."""
-    n, K = log_node.shape
-    h = 0.0
+def _tree_terms(log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, parents, degrees, relative):
+    """sum_edges t(edge) - sum_nodes (degree - 1) t(node) with t = sum mu (log mu - log nu)
+    if ``relative``, else sum mu log mu (0 log 0 = 0)."""
+    n, K = log_mu_node.shape
+    total = 0.0
     for v in range(n):
-        hv = 0.0
+        tv = 0.0
         for k in range(K):
-            lp = log_node[v, k]
+            lp = log_mu_node[v, k]
             if lp > -np.inf:
-                hv -= np.exp(lp) * lp
-        h -= (degrees[v] - 1) * hv
+                tv += np.exp(lp) * (lp - log_nu_node[v, k] if relative else lp)
+        total -= (degrees[v] - 1) * tv
         if parents[v] >= 0:
             for j in range(K):
                 for k in range(K):
-                    lp = log_edge[v, j, k]
+                    lp = log_mu_edge[v, j, k]
                     if lp > -np.inf:
-                        h -= np.exp(lp) * lp
-    return h
+                        total += np.exp(lp) * (lp - log_nu_edge[v, j, k] if relative else lp)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def tree_entropy_terms(log_node, log_edge, parents, degrees):
+    """H = sum_edges H(edge) - sum_nodes (degree - 1) H(node), the junction-tree entropy
+    (0 log 0 = 0); degrees (n,) int64 counts each node's edges."""
+    return -_tree_terms(log_node, log_edge, log_node, log_edge, parents, degrees, False)
 
 
 @njit(cache=True, nogil=True)
 def tree_kl_terms(log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, parents, degrees):
     """KL(mu || nu) of two tree-structured laws given by their marginals: edges minus nodes
     weighted by (degree - 1), each term sum mu (log mu - log nu) with 0 log 0 = 0."""
-    n, K = log_mu_node.shape
-    kl = 0.0
-    for v in range(n):
-        kv = 0.0
-        for k in range(K):
-            lp = log_mu_node[v, k]
-            if lp > -np.inf:
-                kv += np.exp(lp) * (lp - log_nu_node[v, k])
-        kl -= (degrees[v] - 1) * kv
-        if parents[v] >= 0:
-            for j in range(K):
-                for k in range(K):
-                    lp = log_mu_edge[v, j, k]
-                    if lp > -np.inf:
-                        kl += np.exp(lp) * (lp - log_nu_edge[v, j, k])
-    return kl
+    return _tree_terms(log_mu_node, log_mu_edge, log_nu_node, log_nu_edge, parents, degrees, True)
 
 
 # -- batches of examples: node scores, value and gradient, prediction --------------------------

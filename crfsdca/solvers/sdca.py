@@ -125,7 +125,7 @@ class SDCA(LoopSolver):
         dtype = np.dtype(cfg.dual_dtype)
         need, detail = structure.dual_size(dtype)
         what = f"the SDCA dual state {detail}".rstrip()
-        _check_memory(need, what, _fixes(dtype, distributed=structure.kind == "chain"))
+        _check_memory(need, what, _fixes(dtype))
         dual = initial_dual(problem, cfg, dtype)
         rng = np.random.default_rng(cfg.seed)
         return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
@@ -136,13 +136,12 @@ class SDCA(LoopSolver):
         return LocalSDCA(problem, self.config, state)
 
 
-def _fixes(dtype: np.dtype, distributed: bool) -> str:
+def _fixes(dtype: np.dtype) -> str:
     """What shrinks a dual state: float32 log-marginals (unless they are already), fewer
-    sequences, the distributed solver (chains)."""
+    sequences, the distributed solver (every structure: a worker holds its shard's duals)."""
     options = ["--dual-dtype float32 (half the size)"] if dtype.itemsize > 4 else []
     options.append("fewer sequences (--max-sequences)")
-    if distributed:
-        options.append("the distributed solver")
+    options.append("the distributed solver (--workers, --scheduler)")
     head = ", ".join(options[:-1])
     return "use " + (f"{head} or {options[-1]}" if head else options[-1])
 

@@ -210,15 +210,8 @@ class Trace:
         **more: Any,
     ) -> Trace:
         """Make an empty trace; ``config`` is a dict or a config dataclass (stored as a dict)."""
-        header = dict(
-            solver=solver,
-            config=config,
-            regularization=regularization,
-            dataset=dataset,
-            n_sequences=n_sequences,
-            seed=seed,
-        )
-        return cls({**header, **more})
+        header = {"solver": solver, "config": config, "regularization": regularization}
+        return cls({**header, "dataset": dataset, "n_sequences": n_sequences, "seed": seed, **more})
 
     @property
     def solver(self) -> str:
