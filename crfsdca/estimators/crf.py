@@ -59,7 +59,8 @@ from crfsdca.estimators.params import (
     solver_name,
     solver_options,
 )
-from crfsdca.features.attributes import AttributeEncoder, encoder_from_dict
+from crfsdca.features.attributes import encoder_from_dict
+from crfsdca.features.encoders import AttributeEncoder
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.featuredicts import FeatureDictEncoder
 from crfsdca.features.min_freq import check_min_freq
