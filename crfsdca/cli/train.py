@@ -22,7 +22,7 @@ from crfsdca.cli.distributed import train_on_cluster
 from crfsdca.cli.graph import train_on_graph
 from crfsdca.cli.junction import check_order, train_second_order
 from crfsdca.cli.options import config_default, config_options, flag_text, solver_options
-from crfsdca.cli.report import print_summary, progress, summary, write_outputs
+from crfsdca.cli.report import print_summary, problem_summary, progress, write_outputs
 from crfsdca.cli.resume import load_resume, typed_keys
 from crfsdca.cli.train_options import train_options
 from crfsdca.errors import ConvergenceWarning
@@ -254,7 +254,7 @@ def _train(
     as_json,
     quiet,
 ) -> None:
-    from crfsdca.cli.inputs import load_run_inputs
+    from crfsdca.cli.inputs import bias_rows, load_run_inputs, model_meta
     from crfsdca.estimators.model import SequenceCRF
     from crfsdca.features.sources import train_fingerprint
     from crfsdca.solvers.checkpoint import CheckpointWriter
@@ -267,13 +267,11 @@ def _train(
     # run can be resumed from another folder
     files = {k: os.path.abspath(run[k]) for k in ("dataset", "test") if _is_file(run[k])}
     run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
-    bias = run["bias"]
-    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     model = SequenceCRF(
         solver=run["solver"],
         regularization=run["regularization"],
         l1=run.get("l1", 0.0),
-        n_bias_rows=n_bias,
+        n_bias_rows=bias_rows(inputs, run),
         seed=run["seed"],
         **run["options"],
     )
@@ -301,12 +299,7 @@ def _train(
         )
     finally:
         bar.close()
-    model.meta = {
-        "dataset": inputs.name,
-        "template": run["template"],
-        "format": inputs.fmt,
-        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
-    }
+    model.meta = model_meta(inputs, run)
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:
         checkpointer.now(result.state, result.trace)
@@ -356,15 +349,11 @@ def _config(model):
 
 def _summary(model, inputs, model_path) -> dict[str, Any]:
     scores = model.score(inputs.test) if inputs.test is not None else {}
-    return summary(
-        l1=getattr(model, "l1_", 0.0),
+    return problem_summary(
+        model.problem_,
+        model.result_,
         solver=model.solver,
         dataset=inputs.name,
-        train=inputs.train,
-        test=inputs.test,
-        feature_map=model.feature_map_,
-        regularization=model.regularization_,
-        result=model.result_,
         scores=scores,
         model_path=model_path,
     )
