@@ -51,9 +51,10 @@ def seconds_per_step(problem, seed: int) -> float:
 def simulate_counting_bytes(problem, P, m, args, variant=None):
     """(result, mean bytes per round up, mean bytes per round down)."""
     from crfsdca import distributed
+    from crfsdca.distributed import driver
 
     sizes = []
-    aggregate = distributed.aggregate
+    aggregate = driver.aggregate
 
     def counting(parts):
         total = aggregate(parts)
@@ -62,7 +63,7 @@ def simulate_counting_bytes(problem, P, m, args, variant=None):
         return total
 
     n = problem.n_sequences
-    distributed.aggregate = counting
+    driver.aggregate = counting
     try:
         result = distributed.simulate(
             problem,
@@ -75,7 +76,7 @@ def simulate_counting_bytes(problem, P, m, args, variant=None):
             variant=variant or args.variant,
         )
     finally:
-        distributed.aggregate = aggregate
+        driver.aggregate = aggregate
     sizes = np.array(sizes) if sizes else np.zeros((1, 2))
     return result, float(sizes[:, 0].mean()), float(sizes[:, 1].mean())
 

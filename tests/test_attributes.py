@@ -339,7 +339,7 @@ def test_conll_attribute_count(conll_train):
     enc = make_encoder("conll")
     data = enc.fit_transform(conll_train)
     # A, the per-template sizes and the active counts of the "conll" set
-    # (crfsdca/features/attributes.py,
+    # (crfsdca/features/templates.py,
     # CRFsuite's chunking.py templates; A = 74,658 is Table 1 of Le Priol et al.; the rest follow
     # SAG4CRF's coNLL_test.mat, checked below)
     assert enc.n_attributes == 74658
@@ -423,7 +423,7 @@ def ner_encoder():
 @needs_data
 def test_ner_attribute_count(ner_encoder):
     enc, data = ner_encoder
-    # the "ner" set of crfsdca/features/attributes.py (3.1e5 in Table 1 of Le Priol et al.)
+    # the "ner" set of crfsdca/features/templates.py (3.1e5 in Table 1 of Le Priol et al.)
     assert enc.n_attributes == 310983
     assert [len(v) for v in enc.vocabularies][:5] == [27804, 27416, 26159, 112934, 111032]
     assert np.all(np.diff(data.attr_offsets) == 20)  # every training token has 20 attributes
@@ -461,7 +461,7 @@ def test_pos_attribute_count_on_ewt():
 
 
 def plain_pos_attribute_count(sentences, min_count=3):
-    """The "pos" set of crfsdca/features/attributes.py in plain Python: 13 templates over the word,
+    """The "pos" set of crfsdca/features/templates.py in plain Python: 13 templates over the word,
     its
     NER shape and its 3-suffix, positional pads (__BOS1__, __BOS2__, ...), values seen >=
     min_count times."""

@@ -255,7 +255,7 @@ def train_on_cluster(
     run, cluster, checkpoint_dir, resume_dir, model_path, trace_path, as_json, quiet
 ) -> None:
     """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
-    from crfsdca.cli.inputs import load_run_inputs
+    from crfsdca.cli.inputs import bias_rows, load_run_inputs
     from crfsdca.cli.report import print_summary, summary, write_outputs
     from crfsdca.estimators.model import SequenceCRF
     from crfsdca.features.feature_map import FeatureMap
@@ -265,8 +265,7 @@ def train_on_cluster(
     if cluster["scheduler"] is not None:
         check_scheduler(cluster["scheduler"])  # before the data is read
     inputs = load_run_inputs(run, quiet)
-    bias = run["bias"]
-    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+    n_bias = bias_rows(inputs, run)
     run = {**run, "fmt": inputs.fmt, "n_bias_rows": n_bias}
     if resume_dir is not None:
         checkpoint_dir = resume_dir

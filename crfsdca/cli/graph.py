@@ -88,7 +88,7 @@ def train_graph(
 ):
     """Train on CoNLL-U data as trees or chains; print the summary (as ``train`` does).
     ``cluster``: the options of ``cli_distributed.fit_on_cluster`` (SDCA on Dask)."""
-    from crfsdca.cli.report import summary
+    from crfsdca.cli.report import problem_summary
     from crfsdca.evaluation import evaluate_data
     from crfsdca.features.attributes import make_encoder
     from crfsdca.features.feature_map import FeatureMap
@@ -158,15 +158,11 @@ def train_graph(
             "meta": {"dataset": run["dataset"], "label": label, "format": "conllu"},
         }
         save_model(model_path, {"weights": result.weights}, header)
-    report = summary(
+    report = problem_summary(
+        problem,
+        result,
         solver=solver_name,
         dataset=run["dataset"],
-        train=problem.train,
-        test=problem.test,
-        feature_map=fm,
-        regularization=problem.regularization,
-        l1=problem.l1,
-        result=result,
         scores=scores,
         model_path=model_path,
         graph=graph,

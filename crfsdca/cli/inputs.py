@@ -24,3 +24,19 @@ def load_run_inputs(run: dict[str, Any], quiet: bool):
     if run["test"] is not None and inputs.test is not None:
         check_labels(inputs.test, f"--test {run['test']}", inputs.train.label_names, quiet)
     return inputs
+
+
+def bias_rows(inputs, run: dict[str, Any]) -> int:
+    """The bias rows of the run: ``--bias`` 3, ``--no-bias`` 0, else the encoder's default."""
+    bias = run["bias"]
+    return inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
+
+
+def model_meta(inputs, run: dict[str, Any]) -> dict[str, Any]:
+    """The ``meta`` a model file records: data set, template, format, CoNLL-U label column."""
+    return {
+        "dataset": inputs.name,
+        "template": run["template"],
+        "format": inputs.fmt,
+        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
+    }

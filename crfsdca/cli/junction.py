@@ -56,14 +56,13 @@ def check_order(order: int, run: dict[str, Any], *, graph, cluster, checkpoint, 
 
 def second_order_problem(inputs, run: dict[str, Any]):
     """The JunctionProblem of encoded train (and test) data as second-order chains."""
+    from crfsdca.cli.inputs import bias_rows
     from crfsdca.structures.junction import junction_problem, second_order_data
 
-    bias = run["bias"]
-    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     test = second_order_data(inputs.test) if inputs.test is not None else None
     problem = junction_problem(
         second_order_data(inputs.train),
-        n_bias_rows=n_bias,
+        n_bias_rows=bias_rows(inputs, run),
         regularization=run["regularization"],
         test=test,
         name=inputs.name,
@@ -79,7 +78,7 @@ def train_second_order(
     ``cluster``: the options of ``crfsdca.cli.distributed.fit_on_cluster`` (DisDCA on Dask)."""
     from crfsdca.cli.common import json_value
     from crfsdca.cli.inputs import load_run_inputs
-    from crfsdca.cli.report import print_summary, progress, write_outputs
+    from crfsdca.cli.report import print_summary, problem_summary, progress, write_outputs
 
     inputs = load_run_inputs(run, quiet)
     problem = second_order_problem(inputs, run)
@@ -95,7 +94,11 @@ def train_second_order(
     write_outputs(result.trace, trace_path)
     if model_path:
         save_second_order(model_path, problem, result, inputs, run)
-    report = {**_report(problem, result, inputs, run, model_path, scores), **extra}
+    report = problem_summary(
+        problem, result, solver=run["solver"], dataset=inputs.name, scores=scores,
+        model_path=model_path, order=2,
+    )  # fmt: skip
+    report.update(extra)
     if as_json:
         click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
     else:
@@ -146,6 +149,7 @@ def _solve_on_cluster(problem, run: dict[str, Any], cluster: dict[str, Any], qui
 def save_second_order(model_path: str, problem, result, inputs, run: dict[str, Any]) -> None:
     """The model file, written by :meth:`SequenceCRF.save`: weights and a header recording
     the order and the factor blocks."""
+    from crfsdca.cli.inputs import model_meta
     from crfsdca.estimators.model import SequenceCRF
 
     Path(model_path).parent.mkdir(parents=True, exist_ok=True)
@@ -158,28 +162,5 @@ def save_second_order(model_path: str, problem, result, inputs, run: dict[str, A
         **run["options"],
     )
     model.adopt(problem, result, encoder=inputs.encoder.to_dict())
-    model.meta = {
-        "dataset": inputs.name,
-        "template": run["template"],
-        "format": inputs.fmt,
-        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
-    }
+    model.meta = model_meta(inputs, run)
     model.save(model_path)
-
-
-def _report(problem, result, inputs, run: dict[str, Any], model_path, scores) -> dict[str, Any]:
-    from crfsdca.cli.report import summary
-
-    return summary(
-        solver=run["solver"],
-        dataset=inputs.name,
-        train=problem.train,
-        test=problem.test,
-        feature_map=problem.feature_map,
-        regularization=problem.regularization,
-        l1=problem.l1,
-        result=result,
-        scores=scores,
-        model_path=model_path,
-        order=2,
-    )

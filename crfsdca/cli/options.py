@@ -47,15 +47,19 @@ def solver_fields() -> dict[str, tuple[dataclasses.Field, list[str]]]:
 def _defaults_text(field_name: str, solvers: list[str]) -> str:
     parts = []
     for s in solvers:
-        default = next(
-            f.default for f in dataclasses.fields(SOLVERS[s].config_class) if f.name == field_name
-        )
+        default = config_default(s, field_name)
         parts.append(
             f"{s}: {default:g}"
             if isinstance(default, float) and math.isfinite(default)
             else f"{s}: {default}"
         )
     return "; ".join(parts)
+
+
+def config_default(solver: str, field_name: str) -> Any:
+    """The default of ``field_name`` in ``solver``'s config; None for a field it has not."""
+    fields = dataclasses.fields(SOLVERS[solver].config_class)
+    return next((f.default for f in fields if f.name == field_name), None)
 
 
 def solver_options(func: Callable) -> Callable:

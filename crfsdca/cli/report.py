@@ -66,6 +66,26 @@ def summary(
     }
 
 
+def problem_summary(
+    problem, result, *, solver, dataset, scores, model_path, **extra: Any
+) -> dict[str, Any]:
+    """:func:`summary` of a run trained on ``problem``: its train and test data, feature map,
+    regularization and l1 term."""
+    return summary(
+        solver=solver,
+        dataset=dataset,
+        train=problem.train,
+        test=problem.test,
+        feature_map=problem.feature_map,
+        regularization=problem.regularization,
+        l1=problem.l1,
+        result=result,
+        scores=scores,
+        model_path=model_path,
+        **extra,
+    )
+
+
 def print_summary(s: dict[str, Any]) -> None:
     l1 = f", l1={s['l1']:.3g}" if s.get("l1") else ""
     click.echo(

@@ -21,168 +21,18 @@ from crfsdca.cli.common import (
 from crfsdca.cli.distributed import train_on_cluster
 from crfsdca.cli.graph import train_on_graph
 from crfsdca.cli.junction import check_order, train_second_order
-from crfsdca.cli.options import config_options, flag_text, solver_options
-from crfsdca.cli.report import print_summary, progress, summary, write_outputs
-from crfsdca.cli.shared_options import DATA_DIR_OPTION, count_option, label_option
+from crfsdca.cli.options import config_default, config_options, flag_text, solver_options
+from crfsdca.cli.report import print_summary, problem_summary, progress, write_outputs
+from crfsdca.cli.resume import load_resume, typed_keys
+from crfsdca.cli.train_options import train_options
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.features.sources import FORMATS, TEMPLATES
 from crfsdca.solvers import SOLVERS
 
 EXAMPLE = "Example: crfsdca train conll2000 --solver sdca --sampling gap --epochs 30"
 
 
-def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"expected a finite number > 0, got {value}")
-    return value
-
-
-def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if not (math.isfinite(value) and value >= 0):
-        raise click.BadParameter(f"expected a finite number >= 0, got {value}")
-    return value
-
-
-def _seconds_option(name: str, default: float, help: str):
-    """A finite number of seconds, its default shown."""
-    return click.option(
-        name, type=float, callback=_finite, default=default, show_default=True, help=help
-    )
-
-
 @click.command(epilog=EXAMPLE)
-@click.argument("dataset", required=False)
-@click.option(
-    "--solver",
-    default="sdca",
-    show_default=True,
-    type=click.Choice(sorted(SOLVERS)),
-    help="training algorithm",
-)
-@click.option("--test", "test", default=None, help="test set: registered name or file path")
-@click.option(
-    "--format",
-    "fmt",
-    default=None,
-    type=click.Choice(FORMATS),
-    help="format of DATASET and --test files [from the name: .conll, .conllu, .attr,"
-    " .crfsuite, .data; else conll with a token --template]",
-)
-@label_option("CoNLL-U column to learn [xpos]")
-@click.option(
-    "--template",
-    default=None,
-    type=click.Choice(TEMPLATES),
-    help="attribute template [the dataset's; none for .attr and .data files]",
-)
-@click.option(
-    "--lambda",
-    "regularization",
-    type=float,
-    default=None,
-    callback=_finite,
-    help="regularization > 0 [1/n]",
-)
-@click.option(
-    "--l1",
-    "l1",
-    type=float,
-    default=0.0,
-    callback=_non_negative,
-    help="sigma >= 0: the elastic net's l1 term sigma |w|_1 (CRFsuite's c1 / n); sdca"
-    " (Prox-SDCA) and lbfgs (OWL-QN) [0]",
-)
-@click.option(
-    "--bias/--no-bias", default=None, help="count/first/last bias rows [on for templates]"
-)
-@count_option("--max-sequences", help="train on the first N sequences only")
-@click.option(
-    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="random seed"
-)
-@count_option("--threads", help="numba threads [all]")
-@DATA_DIR_OPTION
-@click.option("--model", "model_path", default=None, help="write the trained model here (.npz)")
-@click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)")
-@click.option(
-    "--score-test",
-    type=click.Choice(["end", "every"]),
-    default=None,
-    help="score the test set at the end, or at every evaluation as well (the default with"
-    " --trace) [end]",
-)
-@click.option(
-    "--plot",
-    "plot_path",
-    default=None,
-    help="draw the duality gap against epochs here (.png, .svg, .pdf; needs matplotlib)",
-)
-@click.option(
-    "--checkpoint",
-    "checkpoint_dir",
-    default=None,
-    help="save the run's state here every --checkpoint-seconds (or --checkpoint-every epochs),"
-    " at the end and on Ctrl-C; written from a copy in the background",
-)
-@click.option(
-    "--checkpoint-every",
-    type=float,
-    callback=_finite,
-    default=None,
-    help="epochs between checkpoints [by wall time: --checkpoint-seconds]",
-)
-@_seconds_option(
-    "--checkpoint-seconds",
-    300.0,
-    "wall-time seconds between checkpoints (a killed run loses at most this much)",
-)
-@click.option(
-    "--resume",
-    "resume_dir",
-    default=None,
-    help="continue the run saved in this checkpoint folder: the same command with --resume DIR"
-    " appended, or --resume DIR alone",
-)
-@count_option(
-    "--workers",
-    help="distributed SDCA (DisDCA) on a local Dask cluster of this many processes x 1 thread"
-    " (with --scheduler: wait for this many workers)",
-)
-@click.option(
-    "--worker-threads",
-    is_flag=True,
-    default=False,
-    help="with --workers and no --scheduler: run the partitions as threads of this process"
-    " (no Dask, nothing pickled; one process holds every shard) instead of worker processes",
-)
-@click.option(
-    "--scheduler", default=None, help="distributed SDCA on the Dask cluster at tcp://HOST:PORT"
-)
-@count_option("--partitions", help="distributed: number of partitions [one per worker]")
-@count_option(
-    "--local-updates",
-    help="distributed: SDCA steps per partition and round [100, or one pass over the shard]",
-)
-@_seconds_option(
-    "--round-timeout", 600.0, "distributed: seconds to wait for a partition before calling it lost"
-)
-@click.option(
-    "--graph",
-    default=None,
-    type=click.Choice(["chain", "tree"]),
-    help="CoNLL-U data: link each word to its syntactic head (tree) or to the next word"
-    " (chain); every --solver trains either",
-)
-@click.option(
-    "--order",
-    type=click.IntRange(1, 2),
-    default=1,
-    show_default=True,
-    help="chain order: 2 adds a K x K x K block on every three consecutive labels"
-    " (second-order chains as junction trees; every --solver)",
-)
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-@click.option("--quiet", "-q", is_flag=True, help="no progress bar, no warnings")
-@click.option("--verbose", "-v", count=True, help="tracebacks on errors")
+@train_options
 @solver_options
 @click.pass_context
 def train(
@@ -336,7 +186,7 @@ def train(
     with errors_to_exit(verbose, flag_text):
         resume = None
         if resume_dir is not None:
-            resume = _load_resume(resume_dir, run, _typed(ctx, run))
+            resume = load_resume(resume_dir, run, typed_keys(ctx, run))
             run = resume["run"]
             checkpoint_dir = checkpoint_dir or resume_dir
         _check_config(run)
@@ -354,28 +204,6 @@ def train(
                 as_json=as_json,
                 quiet=quiet,
             )
-
-
-#: solver options a resumed run may change
-RESUME_OVERRIDES = ("max_epochs", "time_limit", "tol", "eval_every")
-_RUN_FLAGS = {
-    "dataset": "DATASET",
-    "fmt": "--format",
-    "regularization": "--lambda",
-    "l1": "--l1",
-    "bias": "--bias/--no-bias",
-}
-
-
-def _typed(ctx: click.Context, run: dict[str, Any]) -> set[str]:
-    """The run keys and solver options the user typed (not left at their defaults)."""
-    typed = {
-        name
-        for name in run
-        if name != "options"
-        and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
-    }
-    return typed | set(run["options"])
 
 
 def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
@@ -413,50 +241,6 @@ def _check_config(run: dict[str, Any]) -> None:
         raise click.UsageError(flag_text(str(err))) from None
 
 
-def _same(key: str, saved: Any, given: Any) -> bool:
-    if saved == given:
-        return True
-    paths = key in ("dataset", "test", "data_dir") and isinstance(saved, str)
-    if paths and isinstance(given, str) and os.path.exists(saved) and os.path.exists(given):
-        return os.path.samefile(saved, given)
-    return False
-
-
-def _load_resume(resume_dir: str, run: dict[str, Any], typed: set[str]) -> dict[str, Any]:
-    """The saved run (with allowed overrides), solver state and trace records.
-
-    What the user typed must equal the saved run, except the options in RESUME_OVERRIDES.
-    """
-    from crfsdca.solvers.checkpoint import load_checkpoint
-    from crfsdca.solvers.sdca import SDCAState
-
-    arrays, header = load_checkpoint(resume_dir)
-    saved = dict(header["run"])
-    for key in sorted(typed):
-        option = key in run["options"]
-        if option:
-            old = saved.get("options", {}).get(key, _default(saved["solver"], key))
-        else:
-            old = saved.get(key)
-        new = run["options"][key] if option else run[key]
-        if option and key in RESUME_OVERRIDES or _same(key, old, new):
-            continue
-        flag = flag_text(key) if option else _RUN_FLAGS.get(key, "--" + key.replace("_", "-"))
-        raise click.UsageError(
-            f"{flag}: the run saved in {resume_dir} has {_shown(old)}, this command"
-            f" {_shown(new)}; --resume continues the saved run: only --epochs, --time-limit,"
-            " --tol and --eval-every may change"
-        )
-    overrides = {k: v for k, v in run["options"].items() if k in RESUME_OVERRIDES}
-    saved["options"] = {**saved["options"], **overrides}
-    state = SDCAState.from_checkpoint(arrays, header["state"])
-    return {"run": saved, "state": state, "records": header["records"]}
-
-
-def _shown(value: Any) -> str:
-    return "(not set)" if value is None else str(value)
-
-
 def _train(
     run: dict[str, Any],
     resume: dict[str, Any] | None,
@@ -470,7 +254,7 @@ def _train(
     as_json,
     quiet,
 ) -> None:
-    from crfsdca.cli.inputs import load_run_inputs
+    from crfsdca.cli.inputs import bias_rows, load_run_inputs, model_meta
     from crfsdca.estimators.model import SequenceCRF
     from crfsdca.features.sources import train_fingerprint
     from crfsdca.solvers.checkpoint import CheckpointWriter
@@ -483,17 +267,17 @@ def _train(
     # run can be resumed from another folder
     files = {k: os.path.abspath(run[k]) for k in ("dataset", "test") if _is_file(run[k])}
     run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
-    bias = run["bias"]
-    n_bias = inputs.encoder.default_bias_rows if bias is None else (3 if bias else 0)
     model = SequenceCRF(
         solver=run["solver"],
         regularization=run["regularization"],
         l1=run.get("l1", 0.0),
-        n_bias_rows=n_bias,
+        n_bias_rows=bias_rows(inputs, run),
         seed=run["seed"],
         **run["options"],
     )
-    max_epochs = model.solver_options.get("max_epochs") or _default(run["solver"], "max_epochs")
+    max_epochs = model.solver_options.get("max_epochs") or config_default(
+        run["solver"], "max_epochs"
+    )
     checkpointer = None
     if checkpoint_dir:
         checkpointer = CheckpointWriter(checkpoint_dir, run)
@@ -515,12 +299,7 @@ def _train(
         )
     finally:
         bar.close()
-    model.meta = {
-        "dataset": inputs.name,
-        "template": run["template"],
-        "format": inputs.fmt,
-        "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
-    }
+    model.meta = model_meta(inputs, run)
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:
         checkpointer.now(result.state, result.trace)
@@ -568,26 +347,13 @@ def _config(model):
     return SOLVERS[model.solver].config_class(**model.solver_options)
 
 
-def _default(solver: str, field_name: str) -> Any:
-    import dataclasses
-
-    from crfsdca.solvers import SOLVERS
-
-    fields = dataclasses.fields(SOLVERS[solver].config_class)
-    return next((f.default for f in fields if f.name == field_name), None)
-
-
 def _summary(model, inputs, model_path) -> dict[str, Any]:
     scores = model.score(inputs.test) if inputs.test is not None else {}
-    return summary(
-        l1=getattr(model, "l1_", 0.0),
+    return problem_summary(
+        model.problem_,
+        model.result_,
         solver=model.solver,
         dataset=inputs.name,
-        train=inputs.train,
-        test=inputs.test,
-        feature_map=model.feature_map_,
-        regularization=model.regularization_,
-        result=model.result_,
         scores=scores,
         model_path=model_path,
     )

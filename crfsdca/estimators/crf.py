@@ -6,7 +6,9 @@ Code written for ``sklearn_crfsuite.CRF`` runs with ``crfsdca.CRF`` after changi
 accuracy),
 ``classes_``, ``state_features_``, ``transition_features_``, ``attributes_``, ``size_``,
 ``tagger_`` (:mod:`crfsdca.estimators.fitted`), ``training_log_``, ``export_crfsuite``, and
-``get_params`` / ``set_params`` / ``clone`` / pickling for model selection.
+``get_params`` / ``set_params`` / ``clone`` / pickling for model selection. The prediction
+methods live in :mod:`crfsdca.estimators.predictions`, sklearn-crfsuite's parameters in
+crfsdca's terms in :mod:`crfsdca.estimators.params`.
 
 Tree-structured CRFs take the same calls with ``graphs=``: one
 :class:`~crfsdca.structures.graphs.Tree` (or parent array, ``-1`` for roots) per sequence, passed to
@@ -34,19 +36,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from crfsdca.errors import NotFittedError
 from crfsdca.estimators.checks import check_training_data
 from crfsdca.estimators.fitted import FittedAttributes
-from crfsdca.estimators.graphs import (
-    check_graphs,
-    check_kind,
-    fit_graphs,
-    fit_order,
-    with_graphs,
-)
+from crfsdca.estimators.graphs import fit_graphs, fit_order
 from crfsdca.estimators.model import SequenceCRF
 from crfsdca.estimators.params import (
     PARAM_NAMES,
@@ -59,11 +52,12 @@ from crfsdca.estimators.params import (
     solver_name,
     solver_options,
 )
-from crfsdca.features.attributes import AttributeEncoder, encoder_from_dict
+from crfsdca.estimators.predictions import Predictions
+from crfsdca.features.attributes import encoder_from_dict
+from crfsdca.features.encoders import AttributeEncoder
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.featuredicts import FeatureDictEncoder
 from crfsdca.features.min_freq import check_min_freq
-from crfsdca.features.sequences import SequenceData
 from crfsdca.io.writable import check_writable
 from crfsdca.solvers import SOLVERS
 
@@ -75,7 +69,7 @@ except ImportError:  # pragma: no cover - exercised where scikit-learn is absent
     _Base = object
 
 
-class CRF(FittedAttributes, _Base):
+class CRF(FittedAttributes, Predictions, _Base):
     """Linear-chain CRF with sklearn-crfsuite's interface, trained by crfsdca's solvers.
 
     Parameters
@@ -443,73 +437,3 @@ calibration_max_trials : optional
         self._model, self._encoder = model, FeatureDictEncoder(encoder)
         self._size = self._tagger = None
         self.training_log_ = []
-
-    # -- prediction --------------------------------------------------------------------------
-    def _encode(
-        self, X: Sequence[Sequence[Any]], graphs: Sequence[Any] | None = None
-    ) -> tuple[SequenceData | None, list[int]]:
-        """Pack the non-empty sequences of ``X`` (with their trees, for a tree model); also
-        return every sequence's length."""
-        model, encoder = self._fitted()
-        check_kind(model.graph_, graphs)
-        if isinstance(X, (str, dict)):
-            raise TypeError(f"X: expected a list of sequences; got {type(X).__name__}")
-        X = list(X)
-        lengths = [len(seq) for seq in X]
-        trees = None if graphs is None else check_graphs(graphs, lengths)
-        kept = [seq for seq, n in zip(X, lengths, strict=True) if n > 0]
-        data = encoder.transform(kept) if kept else None
-        if data is not None and trees is not None:
-            data = with_graphs(data, trees)
-        return data, lengths
-
-    def predict(
-        self, X: Sequence[Sequence[Any]], graphs: Sequence[Any] | None = None
-    ) -> list[list[str]]:
-        """MAP label sequence of every sequence of ``X`` (Viterbi; on ``graphs``, one tree per
-        sequence, for a tree model)."""
-        data, lengths = self._encode(X, graphs)
-        names = self._model.label_names_
-        flat = [] if data is None else [names[k] for k in self._model.predict(data).tolist()]
-        out, start = [], 0
-        for n in lengths:
-            out.append(flat[start : start + n])
-            start += n
-        return out
-
-    def predict_single(self, xseq: Sequence[Any], graph: Any = None) -> list[str]:
-        """MAP labels of one sequence (and its tree, for a tree model)."""
-        return self.predict([xseq], None if graph is None else [graph])[0]
-
-    def predict_marginals(
-        self, X: Sequence[Sequence[Any]], graphs: Sequence[Any] | None = None
-    ) -> list[list[dict[str, float]]]:
-        """``p(y_t = label | x)`` as ``{label: probability}`` for every token of ``X``."""
-        data, lengths = self._encode(X, graphs)
-        names = self._model.label_names_
-        probs: NDArray[np.float64] = (
-            np.empty((0, len(names))) if data is None else self._model.node_marginals(data)
-        )
-        rows = [dict(zip(names, row, strict=True)) for row in probs.tolist()]
-        out, start = [], 0
-        for n in lengths:
-            out.append(rows[start : start + n])
-            start += n
-        return out
-
-    def predict_marginals_single(
-        self, xseq: Sequence[Any], graph: Any = None
-    ) -> list[dict[str, float]]:
-        """Marginals of one sequence (and its tree, for a tree model)."""
-        return self.predict_marginals([xseq], None if graph is None else [graph])[0]
-
-    def score(
-        self,
-        X: Sequence[Sequence[Any]],
-        y: Sequence[Sequence[str]],
-        graphs: Sequence[Any] | None = None,
-    ) -> float:
-        """Token accuracy of ``predict(X, graphs)`` against ``y`` (as sklearn-crfsuite)."""
-        from crfsdca.metrics import flat_accuracy
-
-        return flat_accuracy(y, self.predict(X, graphs))

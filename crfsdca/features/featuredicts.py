@@ -19,7 +19,7 @@ attribute names, and the keys of ``state_features_``, match sklearn-crfsuite's.
 
 :class:`FeatureDictEncoder` builds the attribute vocabulary and label set of a training set (in
 order of first appearance, as CRFsuite does; the state of an
-:class:`~crfsdca.features.attributes.AttributeEncoder`, which model files store) and packs
+:class:`~crfsdca.features.encoders.AttributeEncoder`, which model files store) and packs
 feature-dict
 sequences into :class:`~crfsdca.features.sequences.SequenceData` in one flat pass: the attribute
 names
@@ -39,7 +39,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca._dtypes import FLOAT, INDEX
-from crfsdca.features.attributes import AttributeEncoder, encoder_from_dict
+from crfsdca.features.attributes import encoder_from_dict
+from crfsdca.features.encoders import AttributeEncoder
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.corpora import AttributeCorpus
 

@@ -23,14 +23,10 @@ from typing import Any
 
 from crfsdca import io
 from crfsdca.errors import DataFormatError, OptionError
-from crfsdca.features.attributes import (
-    TEMPLATE_SETS,
-    AttributeEncoder,
-    DenseEncoder,
-    encoder_from_dict,
-    make_encoder,
-)
+from crfsdca.features.attributes import encoder_from_dict, make_encoder
+from crfsdca.features.encoders import AttributeEncoder, DenseEncoder
 from crfsdca.features.sequences import SequenceData
+from crfsdca.features.templates import TEMPLATE_SETS
 from crfsdca.io.corpora import FORMATS
 from crfsdca.io.textfile import quote
 
