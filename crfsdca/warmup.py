@@ -17,29 +17,12 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from crfsdca.estimators.compile_ahead import TINY_SENTENCES, tiny_inputs
+
 __all__ = ["WARMUP_SENTENCES", "warm_up"]
 
-WARMUP_SENTENCES = (
-    (("The", "DT", "B-NP"), ("cat", "NN", "I-NP"), ("sat", "VBD", "B-VP"), (".", ".", "O")),
-    (("Dogs", "NNS", "B-NP"), ("bark", "VBP", "B-VP"), ("loudly", "RB", "B-ADVP")),
-    (("A", "DT", "B-NP"), ("dog", "NN", "I-NP"), ("ran", "VBD", "B-VP")),
-)
-
-
-def _tiny_inputs(folder: Path):
-    from crfsdca.features.sources import load_inputs
-
-    path = folder / "warmup.txt"
-    text = "\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES)
-    path.write_text(text + "\n", encoding="utf-8")
-    return load_inputs(
-        str(path),
-        fmt="conll",
-        template="conll",
-        test=str(path),
-        data_dir=None,
-        max_sequences=None,
-    )
+#: the corpus the kernels are compiled on (CoNLL-2000's columns: word, POS tag, chunk tag)
+WARMUP_SENTENCES = TINY_SENTENCES
 
 
 def _train_once(solver: str, inputs) -> None:
@@ -83,7 +66,7 @@ def warm_up(
         raise ValueError(f"unknown solver {unknown[0]!r}; known: {', '.join(sorted(SOLVERS))}")
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="crfsdca-warmup-") as folder:
-        inputs = _tiny_inputs(Path(folder))
+        inputs = tiny_inputs(Path(folder))
         for name in names:
             start = time.perf_counter()
             _train_once(name, inputs)

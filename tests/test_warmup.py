@@ -9,10 +9,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from crfsdca.cli.main import main
+from crfsdca.estimators.model import SequenceCRF
 from crfsdca.kernels import (
     CACHE_ENV,
     STAMP,
@@ -219,3 +221,47 @@ def test_the_sdca_loop_compiles_one_line_search(tmp_path):
     assert {name: counts.get(name) for name in once} == dict.fromkeys(once, 1)
     assert counts["line_search._line_segment"] == 2
     assert counts["trees.update"] == 1
+
+
+@pytest.mark.slow
+def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_path):
+    """On an empty cache the exact primal, the test set's Viterbi and the exact gap pass come
+    from the compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its
+    solver loop but none of them, and writes the model of a train that compiles all itself."""
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES))
+    evaluation = ["batch._chunk_loss", "batch._chunk_predict", "sdca_epoch._exact_gaps"]
+    counts, weights = {}, {}
+    for ahead in ("1", "0"):
+        env = dict(os.environ, **{CACHE_ENV: str(tmp_path / f"cache{ahead}")})
+        env["CRFSDCA_COMPILE_AHEAD"] = ahead
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        model = tmp_path / f"model{ahead}.npz"
+        run = subprocess.run(
+            [sys.executable, "-c", COUNT_SPECIALISATIONS, "train", str(corpus)]
+            + ["--format", "conll", "--template", "conll", "--test", str(corpus)]
+            + ["--epochs", "2", "--refresh-every", "1", "-q", "--model", str(model)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert run.returncode == 0, run.stderr
+        counts[ahead] = json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
+        weights[ahead] = SequenceCRF.load(model).weights_
+    assert all(counts["0"].get(name) == 1 for name in evaluation), counts["0"]
+    assert not any(counts["1"].get(name) for name in evaluation), counts["1"]
+    assert counts["1"]["sdca_epoch._run_steps"] == 1
+    np.testing.assert_array_equal(weights["1"], weights["0"])
+
+
+def test_compile_ahead_starts_no_process_where_it_has_nothing_to_do(monkeypatch):
+    """Only a chain SDCA fit has a second process compile its evaluation kernels, and never
+    with CRFSDCA_COMPILE_AHEAD=0 (these calls return before looking at the cache)."""
+    from crfsdca.estimators import compile_ahead
+
+    assert compile_ahead.start("lbfgs", "chain", 1) is None
+    assert compile_ahead.start("sdca", "tree", 1) is None
+    assert compile_ahead.start("sdca", "junction", 2) is None
+    monkeypatch.setenv(compile_ahead.ENV, "0")
+    assert compile_ahead.start("sdca", "chain", 1) is None

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.errors import GraphError, ModelFormatError, NotFittedError
+from crfsdca.estimators import compile_ahead
 from crfsdca.estimators.model_header import check_header, header_words, size_mismatch
 from crfsdca.estimators.model_junction import (
     check_order,
@@ -192,7 +193,12 @@ class SequenceCRF:
         )
         if records:
             monitor.trace.records[:] = [TraceRecord.from_json(r) for r in records]
-        result = solver.solve(problem, monitor, state)
+        dtype = self.solver_options.get("dual_dtype", "float64")
+        ahead = compile_ahead.start(self.solver, graph_of(train), data_order(train), dtype)
+        if ahead is None:
+            result = solver.solve(problem, monitor, state)
+        else:
+            result = solver.solve(problem, monitor, state, compile_ahead=ahead)
         return self.adopt(problem, result, encoder=encoder)
 
     def adopt(

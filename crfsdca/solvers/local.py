@@ -129,6 +129,11 @@ class LocalSDCA(Runner):
         )
 
     # -- steps -------------------------------------------------------------------------------
+    def compile_kernels(self) -> None:
+        """The step loop's kernel for this run's types (dual dtype, elastic net), on no draws:
+        nothing moves, the RNG is not drawn from."""
+        sdca_epoch.run_steps(self.kernel_args(np.zeros((0, 2)), -1.0))
+
     def take_steps(
         self,
         n_steps: int,

@@ -45,6 +45,9 @@ class Runner:
         self.n = problem.train.n_sequences
         self.counters = dict(state.counters or dict.fromkeys(self.counter_names, 0.0))
 
+    def compile_kernels(self) -> None:
+        """Compile (or load from the cache) the kernels of the steps, without taking any."""
+
 
 class LoopSolver(ConfiguredSolver):
     """A solver that runs :func:`run_loop` over its runner, from a given state or its start;
@@ -58,12 +61,22 @@ class LoopSolver(ConfiguredSolver):
     def runner(self, problem: Problem, state: Any) -> Runner:
         raise NotImplementedError
 
-    def solve(self, problem: Problem, monitor: Monitor, state: Any = None) -> SolverResult:
-        """Run from ``state`` (or :meth:`initial_state`) until a stopping rule fires."""
+    def solve(
+        self, problem: Problem, monitor: Monitor, state: Any = None, compile_ahead: Any = None
+    ) -> SolverResult:
+        """Run from ``state`` (or :meth:`initial_state`) until a stopping rule fires.
+
+        ``compile_ahead``: a process compiling the evaluation kernels on a cold cache
+        (``crfsdca.estimators.compile_ahead``); the runner compiles its own kernels meanwhile,
+        then waits for it before the first evaluation."""
         if not self.trains_l1:
             refuse_l1(self.name, problem)
         state = state or self.initial_state(problem)
-        return run_loop(self, self.runner(problem, state), monitor)
+        runner = self.runner(problem, state)
+        if compile_ahead is not None:
+            runner.compile_kernels()
+            compile_ahead.wait()
+        return run_loop(self, runner, monitor)
 
 
 def run_loop(solver: Any, runner: Any, monitor: Monitor) -> SolverResult:

@@ -1,0 +1,113 @@
+"""The first SDCA run on a cold numba cache compiles on both cores.
+
+On an empty cache a first chain SDCA fit spends most of its time in numba's compiler, one
+kernel after the other, on one core: the solver loop (``kernels.sdca_epoch._run_steps`` with
+its line search and block oracle) and, apart from it, the evaluation kernels the monitor calls
+(the exact primal, the test set's Viterbi, the exact gap pass). When the evaluation kernels are
+not in the cache, :func:`start` runs a second process (``python -m
+crfsdca.estimators.compile_ahead``) that compiles them on a three-sentence corpus, with the
+argument types of a real run, into the shared cache; the fit compiles its solver loop first
+(``LoopSolver.solve``'s ``compile_ahead``) and waits for that process before its first
+evaluation, which then loads them. The results are those of a run without it, bit for bit (only
+the order of compilation changes); a warm cache starts no process.
+
+``CRFSDCA_COMPILE_AHEAD=0`` turns it off (the test suite does, to keep its processes to its
+workers).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ENV", "CompileAhead", "TINY_SENTENCES", "start", "tiny_inputs"]
+
+ENV = "CRFSDCA_COMPILE_AHEAD"
+
+#: a corpus small enough to compile on (CoNLL-2000's columns: word, POS tag, chunk tag)
+TINY_SENTENCES = (
+    (("The", "DT", "B-NP"), ("cat", "NN", "I-NP"), ("sat", "VBD", "B-VP"), (".", ".", "O")),
+    (("Dogs", "NNS", "B-NP"), ("bark", "VBP", "B-VP"), ("loudly", "RB", "B-ADVP")),
+    (("A", "DT", "B-NP"), ("dog", "NN", "I-NP"), ("ran", "VBD", "B-VP")),
+)
+
+
+def tiny_inputs(folder: Path):
+    """The run inputs of :data:`TINY_SENTENCES` (train and test), read as ``crfsdca train``
+    reads a CoNLL file with the ``conll`` template."""
+    from crfsdca.features.sources import load_inputs
+
+    path = folder / "tiny.txt"
+    text = "\n\n".join("\n".join(" ".join(t) for t in s) for s in TINY_SENTENCES)
+    path.write_text(text + "\n", encoding="utf-8")
+    return load_inputs(
+        str(path), fmt="conll", template="conll", test=str(path), data_dir=None, max_sequences=None
+    )
+
+
+def _cached(dispatcher: Any) -> bool:
+    """Whether numba's cache holds a compiled version of ``dispatcher`` (any signature); True
+    when that cannot be told (no second process then)."""
+    try:
+        return bool(dispatcher._cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 - numba's cache layout is not public: assume warm
+        return True
+
+
+class CompileAhead:
+    """The process compiling the evaluation kernels; :meth:`wait` returns when it has ended."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+
+    def wait(self) -> None:
+        """Wait for the process (a failure there only means the kernels compile here)."""
+        try:
+            self.process.wait()
+        finally:
+            if self.process.poll() is None:  # interrupted while waiting
+                self.process.kill()
+                self.process.wait()
+
+
+def start(solver: str, graph: str, order: int, dual_dtype: str = "float64") -> CompileAhead | None:
+    """Start compiling the evaluation kernels of a chain SDCA run in a second process, when
+    they are not cached yet (else, for other solvers and structures, or with ``ENV`` = 0:
+    None)."""
+    if os.environ.get(ENV, "1") == "0" or solver != "sdca" or graph != "chain" or order != 1:
+        return None
+    from crfsdca.kernels import batch
+
+    if _cached(batch._chunk_loss):
+        return None
+    command = [sys.executable, "-m", "crfsdca.estimators.compile_ahead", dual_dtype]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    return CompileAhead(process)
+
+
+def compile_evaluation(dual_dtype: str) -> None:
+    """Call the evaluation kernels of a chain SDCA run once, on :data:`TINY_SENTENCES`: the
+    exact primal, the test set's Viterbi and the exact gap pass (on ``dual_dtype`` duals)."""
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.kernels import sdca_epoch
+    from crfsdca.solvers.sdca import SDCA, SDCAConfig
+
+    with tempfile.TemporaryDirectory(prefix="crfsdca-compile-") as folder:
+        inputs = tiny_inputs(Path(folder))
+        model = SequenceCRF(solver="sdca", n_bias_rows=inputs.encoder.default_bias_rows)
+        problem = model._problem(inputs.train, inputs.test, "tiny")
+        dual = SDCA(SDCAConfig(dual_dtype=dual_dtype)).initial_state(problem).dual
+        problem.primal(dual.weights)
+        problem.test_oracle.predict(dual.weights)
+        blocks = problem.structure.blocks
+        sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
+
+
+if __name__ == "__main__":
+    compile_evaluation(sys.argv[1] if len(sys.argv) > 1 else "float64")
