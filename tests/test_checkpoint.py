@@ -284,6 +284,25 @@ def test_solver_states_round_trip_through_checkpoint_arrays(solver):
         np.testing.assert_array_equal(again_arrays[name], array)
 
 
+def test_a_run_that_reaches_tol_writes_no_final_checkpoint():
+    """Stopped by tol: its model is the result, no final checkpoint (the same run stopped by
+    max_epochs first writes one: the test below)."""
+    from _synthetic import random_sequences
+
+    from crfsdca.estimators.model import SequenceCRF
+
+    calls = []
+    model = SequenceCRF(solver="sdca", seed=0, tol=1e-2, max_epochs=50)
+    model.fit(
+        random_sequences(2, n=12, max_T=5),
+        checkpointer=lambda state, trace: calls.append(state.oracle_calls),
+        checkpoint_every=None,
+        checkpoint_seconds=1e9,
+    )
+    assert model.result_.stop_reason == "tol" and model.result_.trace.records[-1].gap <= 1e-2
+    assert calls == []
+
+
 @pytest.mark.parametrize(("seconds", "expected"), [(0.0, "every"), (1e9, "end")])
 def test_checkpoints_follow_the_wall_clock_cadence(seconds, expected):
     """checkpoint_seconds = 0: one at every evaluation; a cadence longer than the run: only

@@ -108,7 +108,8 @@ TRAIN_OPTIONS: tuple[Callable, ...] = (
         "checkpoint_dir",
         default=None,
         help="save the run's state here every --checkpoint-seconds (or --checkpoint-every epochs),"
-        " at the end and on Ctrl-C; written from a copy in the background",
+        " at the end of a run stopped above --tol and on Ctrl-C; written from a copy in the"
+        " background",
     ),
     number_option(
         "--checkpoint-every",
