@@ -260,6 +260,7 @@ def test_compile_ahead_starts_no_process_where_it_has_nothing_to_do(monkeypatch)
     with CRFSDCA_COMPILE_AHEAD=0 (these calls return before looking at the cache)."""
     from crfsdca.estimators import compile_ahead
 
+    monkeypatch.setenv(compile_ahead.ENV, "1")  # the suite's own setting is 0 (conftest.py)
     assert compile_ahead.start("lbfgs", "chain", 1) is None
     assert compile_ahead.start("sdca", "tree", 1) is None
     assert compile_ahead.start("sdca", "junction", 2) is None
