@@ -266,3 +266,16 @@ def test_compile_ahead_starts_no_process_where_it_has_nothing_to_do(monkeypatch)
     assert compile_ahead.start("sdca", "junction", 2) is None
     monkeypatch.setenv(compile_ahead.ENV, "0")
     assert compile_ahead.start("sdca", "chain", 1) is None
+
+
+def test_compile_ahead_that_cannot_start_a_process_leaves_the_fit_to_compile(monkeypatch):
+    """No second process to be had (OSError from Popen): None, and the fit compiles alone."""
+    from crfsdca.estimators import compile_ahead
+
+    def refuse(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setenv(compile_ahead.ENV, "1")
+    monkeypatch.setattr(compile_ahead, "_cached", lambda dispatcher: False)
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", refuse)
+    assert compile_ahead.start("sdca", "chain", 1) is None

@@ -85,9 +85,12 @@ def start(solver: str, graph: str, order: int, dual_dtype: str = "float64") -> C
     if _cached(batch._chunk_loss):
         return None
     command = [sys.executable, "-m", "crfsdca.estimators.compile_ahead", dual_dtype]
-    process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    try:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+    except OSError:  # no process to be had (limits, no interpreter path): compile here
+        return None
     return CompileAhead(process)
 
 
