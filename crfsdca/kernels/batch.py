@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.chain import (
     exp_marginals,
@@ -34,6 +33,7 @@ from crfsdca.kernels.chain import (
     unary_scores,
     viterbi,
 )
+from crfsdca.kernels.jit import njit
 
 
 def set_threads(n_threads: int) -> None:

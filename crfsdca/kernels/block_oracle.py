@@ -13,8 +13,6 @@ leave their safe range the sequence is redone exactly in log space and nu = exp(
 
 from __future__ import annotations
 
-from numba import njit
-
 from crfsdca.kernels.chain import (
     log_space_forward_backward,
     scaled_backward,
@@ -23,6 +21,7 @@ from crfsdca.kernels.chain import (
     sequence_potentials,
 )
 from crfsdca.kernels.fastmath import exp_into
+from crfsdca.kernels.jit import njit
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 

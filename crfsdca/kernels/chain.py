@@ -25,9 +25,9 @@ buffers of at least T rows: three (>=T, K) float64 and two (>=T,) float64. The a
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.fastmath import add_reassoc, exp_into, log_inplace, max_num
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.logspace import logsumexp
 from crfsdca.kernels.rowops import rows_sum, rows_sum_into
 

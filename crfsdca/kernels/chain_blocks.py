@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.block_oracle import sequence_block_marginals
@@ -30,6 +29,7 @@ from crfsdca.kernels.direction import (
     primal_direction,
 )
 from crfsdca.kernels.items import add_item_rows, add_item_scores
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
 
 

@@ -30,12 +30,12 @@ the OEG visit itself is ``crfsdca.kernels.oeg_epoch``, written once for every st
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.chain import unary_scores
 from crfsdca.kernels.chain_blocks import ChainBlocks, add_features
 from crfsdca.kernels.chain_pairwise import pairwise_marginals
 from crfsdca.kernels.fastmath import add_reassoc, fast_exp
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.oeg import compact_dot
 from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
 from crfsdca.kernels.sag import scatter_rows

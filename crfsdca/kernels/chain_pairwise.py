@@ -17,10 +17,10 @@ potentials to exponentiate, once per trial.
 """
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.chain import HUGE, TINY
 from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.logspace import logsumexp
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}

@@ -16,7 +16,8 @@ Lehmer step (16807 r mod 2^31 - 1, Schrage's decomposition, C's truncating divis
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from crfsdca.kernels.jit import njit
 
 RING = 34
 

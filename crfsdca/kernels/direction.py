@@ -9,9 +9,9 @@ structure scatters it with :func:`add_direction`. Loops are written so that LLVM
 """
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.fastmath import add_reassoc
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.rowops import scale_rows_into
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}

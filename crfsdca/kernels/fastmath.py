@@ -99,7 +99,6 @@ Loop shapes that vectorize (checked on this machine with numba 0.68 / llvmlite 0
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.intrinsics import (
     _as_float,
@@ -111,6 +110,7 @@ from crfsdca.kernels.intrinsics import (
     logf_split,
     max_num,
 )
+from crfsdca.kernels.jit import njit
 
 __all__ = [
     "add_reassoc",

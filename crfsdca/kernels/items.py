@@ -5,7 +5,7 @@ An item g has the attribute entries ``attr_offsets[g]:attr_offsets[g + 1]`` (ids
 slots among the example's distinct attributes: ``crfsdca.features.layout.SequenceLayout``).
 """
 
-from numba import njit
+from crfsdca.kernels.jit import njit
 
 
 @njit(cache=True, nogil=True)

@@ -35,8 +35,8 @@ Kernels neither raise nor print.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.logspace import logsumexp
 
 

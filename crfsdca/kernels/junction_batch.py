@@ -21,10 +21,10 @@ one (K,) float64 arrays.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import junction
 from crfsdca.kernels.items import item_scores
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.junction import _strides, collect, distribute, project, projection, viterbi
 
 

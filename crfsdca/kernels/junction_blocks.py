@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import order2
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.items import add_item_rows, add_item_scores
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import clique_tables, marginals, potentials
 from crfsdca.kernels.junction_scaled import exp_blocks, potential_marginals, scaled_marginals

@@ -29,9 +29,9 @@ This module holds the junction tree's exponentiated-gradient primitives
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import segments
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.junction import projection
 from crfsdca.kernels.junction_batch import potentials
 from crfsdca.kernels.junction_blocks import (

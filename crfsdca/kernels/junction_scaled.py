@@ -24,8 +24,8 @@ offset) and their log scales (one per factor type).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.junction import collect, distribute, gather, projection
 from crfsdca.kernels.junction_batch import add_expected, clique_table, marginals, node_unary
 from crfsdca.kernels.logspace import subtract_row_max

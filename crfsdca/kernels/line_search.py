@@ -34,7 +34,6 @@ written so that LLVM vectorizes them (``crfsdca.kernels.fastmath``).
 """
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.fastmath import (
     add_reassoc,
@@ -43,6 +42,7 @@ from crfsdca.kernels.fastmath import (
     fast_log_normal,
     fast_log_positive,
 )
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.prox import quad_term
 from crfsdca.kernels.sdca import TINY, VEC
 

@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from crfsdca.kernels.jit import njit
 
 LOG_HALF = -np.log(2.0)
 

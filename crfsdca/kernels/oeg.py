@@ -9,7 +9,7 @@ marginals, the accepted step) are ``chain_eg``, ``tree_eg`` and ``junction_eg``.
 
 from typing import NamedTuple
 
-from numba import njit
+from crfsdca.kernels.jit import njit
 
 
 class OEGParams(NamedTuple):

@@ -12,9 +12,9 @@ structure's layout, ``params`` an ``oeg.OEGParams``, ``ws`` the structure's buff
 """
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import chain_eg, junction_eg, tree_eg  # noqa: F401
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.oeg import N_STATS, OEGDual, OEGParams
 from crfsdca.kernels.primitives import oeg_accept, oeg_prepare, oeg_trial
 

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
 from crfsdca.kernels.chain import gold_score, sequence_potentials, viterbi
+from crfsdca.kernels.jit import njit
 
 
 @njit(cache=True, nogil=True)

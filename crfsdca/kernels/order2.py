@@ -25,9 +25,9 @@ log space). Workspace: :func:`make_workspace`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log_normal, max_num
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.junction_batch import node_unary
 from crfsdca.kernels.junction_scaled import TINY
 from crfsdca.kernels.logspace import subtract_row_max

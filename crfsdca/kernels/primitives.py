@@ -56,9 +56,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 from numba.extending import overload
 
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.sdca import BlockRuns
 
 

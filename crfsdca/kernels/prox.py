@@ -25,9 +25,9 @@ and bisection safeguard hold across the kinks. With tau = 0 it is s c |a|^2, pla
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.fastmath import add_reassoc
+from crfsdca.kernels.jit import njit
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 

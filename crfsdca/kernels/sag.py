@@ -27,9 +27,9 @@ into z, so that ``z`` holds w again.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import trees
+from crfsdca.kernels.jit import njit
 
 
 class SAGMemory(NamedTuple):

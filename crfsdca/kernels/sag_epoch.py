@@ -15,9 +15,9 @@ buffers ``sws``.
 """
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import chain_blocks, junction_blocks, sag, tree_blocks  # noqa: F401
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.primitives import (
     sag_add_features,
     sag_oracle,

@@ -24,9 +24,9 @@ instead of branches, ``add_reassoc`` sums, ``error_model="numpy"`` for divisions
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.fastmath import add_reassoc, exp_into, fast_exp, fast_log
+from crfsdca.kernels.jit import njit
 
 TINY = 1e-280  # below this, mix in log space to keep relative precision
 # a block whose log-marginals on the line-searched segments are all above this never meets TINY:

@@ -14,11 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-from numba import get_num_threads, njit, types
+from numba import get_num_threads, types
 from numba.extending import overload
 
 from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
 from crfsdca.kernels.cycles import cycles
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.line_search import line_search, model_start
 from crfsdca.kernels.primitives import (
     BlockBuffers,

@@ -11,7 +11,8 @@ int64, float64 arrays of one block, offsets local to the block.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from crfsdca.kernels.jit import njit
 
 
 @njit(cache=True, nogil=True)

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
 from crfsdca.kernels.chain import (
     forward_backward,
     gold_score,
     sequence_potentials,
     transition_exp,
 )
+from crfsdca.kernels.jit import njit
 
 
 @njit(cache=True, nogil=True)

@@ -24,9 +24,9 @@ The workspace ``ws = (inside, outside, msg, rest, scratch)``: four (>=n, K) floa
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.items import item_scores
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.logspace import logsumexp
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.direction import (
@@ -24,6 +23,7 @@ from crfsdca.kernels.direction import (
 )
 from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.items import add_item_rows, add_item_scores
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.rowops import scale_rows_into
 from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
 from crfsdca.kernels.tree import _example, tree_unary

@@ -29,8 +29,8 @@ This module holds the tree's exponentiated-gradient primitives
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.oeg import compact_dot
 from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
 from crfsdca.kernels.sag import scatter_rows

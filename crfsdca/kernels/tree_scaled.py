@@ -20,9 +20,9 @@ Workspace ``sws = (e, inside, outside, msg, scale)``: four (>=n, K) and one (>=n
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from crfsdca.kernels.fastmath import add_reassoc
+from crfsdca.kernels.jit import njit
 from crfsdca.kernels.tree import _example, downward, gold_score, tree_unary, upward
 
 TINY = 1e-280

@@ -5,7 +5,8 @@ node j holds the sum (or max) of its children 2j and 2j + 1; tree[1] is the root
 """
 
 import numpy as np
-from numba import njit
+
+from crfsdca.kernels.jit import njit
 
 
 @njit(cache=True, nogil=True)
