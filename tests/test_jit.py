@@ -61,4 +61,3 @@ def test_cached_kernels_cache_their_callee_apart():
     assert callee_cache is not None
     assert callee_cache._cache_file._index_name != kernel._cache._cache_file._index_name
     assert CALLEE_SUFFIX in callee_cache._cache_file._index_name
-

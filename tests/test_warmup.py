@@ -256,6 +256,37 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
     np.testing.assert_array_equal(weights["1"], weights["0"])
 
 
+@pytest.mark.slow
+def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
+    """compile_ahead.compile_loop_parts compiles the line search and the block update for the
+    argument types the SDCA loop calls them with: a train after it, on the same cache, loads
+    them (compiles none) and still compiles the rest of its loop."""
+    env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env["CRFSDCA_COMPILE_AHEAD"] = "0"
+    parts = "from crfsdca.estimators.compile_ahead import compile_loop_parts as c; c('float64')"
+    ahead = subprocess.run(
+        [sys.executable, "-c", parts], env=env, capture_output=True, text=True, timeout=1800
+    )
+    assert ahead.returncode == 0, ahead.stderr
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES))
+    run = subprocess.run(
+        [sys.executable, "-c", COUNT_SPECIALISATIONS, "train", str(corpus), "--format", "conll"]
+        + ["--template", "conll", "--epochs", "2", "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr
+    counts = json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
+    loaded = ["sdca_epoch._search", "line_search.line_search", "line_search.rtsafe"]
+    loaded += ["line_search._line_segment", "sdca._update_range", "sdca._update_computing"]
+    assert not any(counts.get(name) for name in loaded), counts
+    assert counts["sdca_epoch._run_steps"] == 1 and counts["chain_blocks._block_oracle"] == 1
+
+
 def test_compile_ahead_starts_no_process_where_it_has_nothing_to_do(monkeypatch):
     """Only a chain SDCA fit has a second process compile its evaluation kernels, and never
     with CRFSDCA_COMPILE_AHEAD=0 (these calls return before looking at the cache)."""

@@ -2,14 +2,16 @@
 
 On an empty cache a first chain SDCA fit spends most of its time in numba's compiler, one
 kernel after the other, on one core: the solver loop (``kernels.sdca_epoch._run_steps`` with
-its line search and block oracle) and, apart from it, the evaluation kernels the monitor calls
-(the exact primal, the test set's Viterbi, the exact gap pass). When the evaluation kernels are
-not in the cache, :func:`start` runs a second process (``python -m
-crfsdca.estimators.compile_ahead``) that compiles them on a three-sentence corpus, with the
-argument types of a real run, into the shared cache; the fit compiles its solver loop first
-(``LoopSolver.solve``'s ``compile_ahead``) and waits for that process before its first
-evaluation, which then loads them. The results are those of a run without it, bit for bit (only
-the order of compilation changes); a warm cache starts no process.
+its block oracle, line search and block update) and, apart from it, the evaluation kernels the
+monitor calls (the exact primal, the test set's Viterbi, the exact gap pass). When the
+evaluation kernels are not in the cache, :func:`start` runs a second process (``python -m
+crfsdca.estimators.compile_ahead``) that compiles, into the shared cache, first the loop's line
+search and block update for a chain run's argument types (:func:`compile_loop_parts`), which
+the fit's loop loads when its typing reaches them after the block oracle, then the evaluation
+kernels on a three-sentence corpus (:func:`compile_evaluation`). The fit compiles its solver
+loop first (``LoopSolver.solve``'s ``compile_ahead``) and waits for that process before its
+first evaluation. The results are those of a run without it, bit for bit (only the order of
+compilation changes); a warm cache starts no process.
 
 ``CRFSDCA_COMPILE_AHEAD=0`` turns it off (the test suite does, to keep its processes to its
 workers).
@@ -94,6 +96,19 @@ def start(solver: str, graph: str, order: int, dual_dtype: str = "float64") -> C
     return CompileAhead(process)
 
 
+def compile_loop_parts(dual_dtype: str) -> None:
+    """Compile the line search and the block update of the SDCA loop as the loop calls them
+    (``sdca_epoch.compile_step_parts``), for a chain run's run table and ``dual_dtype``."""
+    from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.kernels import sdca_epoch
+
+    with tempfile.TemporaryDirectory(prefix="crfsdca-compile-") as folder:
+        inputs = tiny_inputs(Path(folder))
+        model = SequenceCRF(solver="sdca", n_bias_rows=inputs.encoder.default_bias_rows)
+        problem = model._problem(inputs.train, inputs.test, "tiny")
+    sdca_epoch.compile_step_parts(problem.structure.blocks.runs, dual_dtype)
+
+
 def compile_evaluation(dual_dtype: str) -> None:
     """Call the evaluation kernels of a chain SDCA run once, on :data:`TINY_SENTENCES`: the
     exact primal, the test set's Viterbi and the exact gap pass (on ``dual_dtype`` duals)."""
@@ -113,4 +128,6 @@ def compile_evaluation(dual_dtype: str) -> None:
 
 
 if __name__ == "__main__":
-    compile_evaluation(sys.argv[1] if len(sys.argv) > 1 else "float64")
+    dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
+    compile_loop_parts(dtype)
+    compile_evaluation(dtype)

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-from numba import get_num_threads, types
+from numba import get_num_threads, typeof, types
 from numba.extending import overload
 
 from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
@@ -33,7 +33,7 @@ from crfsdca.kernels.primitives import (
     step_workspace,
 )
 from crfsdca.kernels.prox import apply_step, prepare
-from crfsdca.kernels.sdca import block_gap_given_nu, update_block
+from crfsdca.kernels.sdca import _update_range, block_gap_given_nu, update_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
@@ -281,6 +281,28 @@ def make_workspace(structure):
 @njit(cache=True, nogil=True)
 def _capacity(structure, ws):
     return direction_capacity(structure, ws[2])
+
+
+def compile_step_parts(run_table, dual_dtype) -> None:
+    """Compile ``_search`` and ``sdca._update_range`` as the step loop calls them (their callee
+    versions, ``crfsdca.kernels.jit``) on a dual of ``dual_dtype`` whose blocks ``run_table``
+    describes (a structure's ``RunTable``), without compiling anything else: the argument
+    types are built from arrays of those dtypes. A second process compiles them into the
+    shared cache while a first run's loop compiles its block oracle
+    (``crfsdca.estimators.compile_ahead``); a type that differs from the loop's only means
+    the loop compiles its own."""
+    runs = block_runs.py_func(run_table, 0)
+    logs = np.zeros(1, dual_dtype)
+    per_example = np.zeros(1)
+    dual = DualArrays(logs, logs, per_example, per_example, per_example)
+    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
+    bufs = BlockBuffers(*(np.zeros(1) for _ in range(4)))
+    b32 = BlockBuffers32(*(np.zeros(1, np.float32) for _ in range(3)))
+    x = 0.0
+    search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None)
+    _search.callee.compile(tuple(typeof(a) for a in search))
+    update = (x, logs, 0, bufs, 0, 0, x, True)  # ``update_block``'s loop over the runs
+    _update_range.callee.compile(tuple(typeof(a) for a in update))
 
 
 def direction_size(structure, ws) -> int:
