@@ -115,6 +115,17 @@ def test_smoothed_start_entropies_in_closed_form_match_the_stored_logs(eps, dtyp
     np.testing.assert_allclose(state.entropies, summed, rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("eps", [1e-3, 0.5, 1.0])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_smoothed_start_weights_in_closed_form_match_the_stored_logs(eps, dtype):
+    """The start's w_hat(mu) takes its transition expectations in closed form (float64 logs;
+    float32 ones keep the pass); they equal the pass over the stored edge logs up to rounding."""
+    problem = random_problem(seed=7, n=12, max_T=5)
+    state = smoothed_empirical(problem, eps, dtype=dtype)
+    summed = weights_from_dual(problem, state.log_node, state.log_edge)
+    np.testing.assert_allclose(state.weights, summed, rtol=1e-12, atol=1e-12 * np.abs(summed).max())
+
+
 def reference_optimum(problem):
     config = LBFGSConfig(tol=1e-13, max_epochs=5000)
     result = LBFGS(config).solve(problem, Monitor(problem, "lbfgs", config))

@@ -307,8 +307,10 @@ def chain_run_table(seq_offsets: np.ndarray, K: int) -> P.RunTable:
 @njit(cache=True, nogil=True)
 def _expected_features(data, log_node, log_edge, dims, out):
     """out += sum_i E_{mu_i}[F(x_i, .)] from log-marginals (layout of
-    crfsdca.features.feature_map)."""
+    crfsdca.features.feature_map); without edges (``log_edge`` of length 0) the node features
+    only."""
     seq_offsets, attr_offsets, attr_ids, attr_values = data
+    edges = log_edge.shape[0] > 0
     A, K, n_bias = dims
     trans = A * K + n_bias * K
     n = seq_offsets.shape[0] - 1
@@ -325,7 +327,7 @@ def _expected_features(data, log_node, log_edge, dims, out):
                         out[A * K + K + k] += m
                     if t == t1 - 1:
                         out[A * K + 2 * K + k] += m
-        for e in range(t0 - i, t1 - i - 1):
+        for e in range(t0 - i, t1 - i - 1 if edges else t0 - i):
             for k in range(K):
                 for l in range(K):
                     out[trans + k * K + l] += np.exp(log_edge[e, k, l])

@@ -315,12 +315,19 @@ class ChainStructure:
     def entropies(self, log_node, log_edge) -> NDArray[np.float64]:
         return sdca_epoch.all_entropies(self.runs, log_edge, log_node)
 
-    def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:
+    def weights_from_dual(self, log_node, log_edge, edge_sums=None) -> NDArray[np.float64]:
+        """w_hat(mu); ``edge_sums``: sum_e mu_e (K, K) over every edge when known in closed
+        form (the smoothed start), which spares the pass over ``log_edge``."""
         problem = self.problem
         expected = problem.feature_map.zeros()
+        edges = log_edge if edge_sums is None else log_edge[:0]
         chain_blocks.expected_features(
-            problem.train.arrays()[:4], log_node, log_edge, self.dims, expected
+            problem.train.arrays()[:4], log_node, edges, self.dims, expected
         )
+        if edge_sums is not None:
+            A, K, n_bias = self.dims
+            trans = (A + n_bias) * K  # the transition rows (crfsdca.features.feature_map)
+            expected[trans : trans + K * K] += edge_sums.reshape(-1)
         gold = problem.oracle.gold_features()
         return weights_from_expectations(gold, expected, lambda_n(problem))
 

@@ -96,7 +96,14 @@ def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
     src = np.flatnonzero(is_edge)
     log_edge[np.arange(N - n), labels[src], labels[src + 1]] = on2
     entropies = _smoothed_entropies(data.lengths, K, (off, on), (off2, on2), log_node.dtype)
-    return finish_state(problem, log_node, log_edge, entropies=entropies)
+    weights = None
+    if log_edge.dtype == np.float64:  # float32 logs: the pass, with the kernel's float32 exp
+        # sum_e mu_e in closed form: every edge carries off2, its gold pair on2
+        p_off2, p_on2 = np.exp(off2), np.exp(on2)
+        gold = np.bincount(labels[src] * K + labels[src + 1], minlength=K * K)
+        edge_sums = ((N - n) * p_off2 + gold * (p_on2 - p_off2)).reshape(K, K)
+        weights = problem.structure.weights_from_dual(log_node, log_edge, edge_sums=edge_sums)
+    return finish_state(problem, log_node, log_edge, entropies=entropies, weights=weights)
 
 
 def _smoothed_entropies(lengths, K: int, node_logs, edge_logs, dtype) -> NDArray[np.float64]:
@@ -132,14 +139,17 @@ def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:
     return finish_state(problem, log_node, log_edge)
 
 
-def finish_state(problem, log_node, log_edge, gap_estimates=None, entropies=None) -> DualState:
-    """Entropies (unless given) and w_hat(mu) of given log-marginals; gap estimates default to
-    100."""
+def finish_state(
+    problem, log_node, log_edge, gap_estimates=None, entropies=None, weights=None
+) -> DualState:
+    """Entropies and w_hat(mu) (unless given) of given log-marginals; gap estimates default
+    to 100."""
     n = problem.n_sequences
     structure = problem.structure
     if entropies is None:
         entropies = structure.entropies(log_node, log_edge)
-    weights = structure.weights_from_dual(log_node, log_edge)
+    if weights is None:
+        weights = structure.weights_from_dual(log_node, log_edge)
     if gap_estimates is None:
         gap_estimates = np.full(n, INITIAL_GAP)
     return DualState(
