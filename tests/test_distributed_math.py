@@ -9,6 +9,7 @@ from _synthetic import random_problem
 from test_tree_oracle import tree_data
 
 from crfsdca.distributed import simulate
+from crfsdca.solvers import adaptive as adaptive_rule
 from crfsdca.solvers.cocoa import attribute_counts, coordinate_scale
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor
@@ -87,19 +88,34 @@ def test_second_order_chains_on_three_partitions_reach_the_lbfgs_optimum():
     assert np.max(np.abs(result.weights - total)) < 1e-12
 
 
-def test_adaptive_rounds_undo_what_overshot_and_keep_the_dual_rising():
-    """Four partitions of a dense problem, long rounds: some trial rounds lower the dual and are
-    undone (the redo at sigma' = P ascends), the dual rises at every round, w stays the sum of
-    the partitions' contributions, and the run is deterministic, with threads too."""
+@pytest.mark.parametrize("trial", ["damped", "undone"])
+def test_adaptive_rounds_take_back_what_overshot_and_keep_the_dual_rising(trial, monkeypatch):
+    """Four partitions of a dense problem, long rounds: some trial rounds lower the dual. Tried
+    at sigma' >= 1 they are kept at the best mix t < 1 of the round (the average, t = 1/P,
+    cannot lower the dual); tried below 1 they are undone and run again at sigma' = P. Either
+    way the dual rises at every round, w stays the sum of the partitions' contributions, and
+    the run is deterministic, with threads too."""
+    if trial == "undone":
+        monkeypatch.setitem(adaptive_rule.SIGMA_MIN, 4, 0.5)
     problem = random_problem(seed=8, n=40, max_T=6, K=3, A=8)
     opts = {"local_updates": 10, "max_rounds": 40, "tol": 0.0, "eval_every": 1}
     adaptive = simulate(problem, 4, variant="adaptive", keep_partitions=True, **opts)
     last = adaptive.trace.records[-1]
-    assert last.extra["rejected_rounds"] > 0  # the undo path ran
+    assert last.extra["rejected_rounds"] > 0
+    damped = last.extra["damped_rounds"]
+    assert (
+        damped == last.extra["rejected_rounds"]
+        if trial == "damped"
+        else damped < last.extra["rejected_rounds"]
+    )
     duals = [r.dual for r in adaptive.trace.records]
     assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False)), duals
     total = np.add.reduce([p.primal_contribution() for p in adaptive.partitions])
     assert np.max(np.abs(adaptive.weights - total)) < 1e-12
+    for part in adaptive.partitions:  # the mixed blocks' entropies are their logs' entropies
+        d = part.local.state.dual
+        recomputed = part.problem.structure.entropies(d.log_node, d.log_edge)
+        np.testing.assert_allclose(d.entropies, recomputed, rtol=1e-12, atol=1e-13)
     entropies = sum(float(p.local.state.dual.entropies.sum()) for p in adaptive.partitions)
     lam, n = problem.regularization, problem.n_sequences
     w = adaptive.weights

@@ -23,7 +23,13 @@ from numpy.typing import NDArray
 
 from crfsdca.distributed.partition import PartitionSolver
 from crfsdca.io.modelfile import atomic_write_text
-from crfsdca.solvers.adaptive import SigmaSchedule, dual_change
+from crfsdca.solvers.adaptive import (
+    SigmaSchedule,
+    best_damping,
+    damped_steps,
+    dot_and_square,
+    dual_change,
+)
 from crfsdca.solvers.base import record_summary
 from crfsdca.solvers.sparse_update import aggregate, apply
 from crfsdca.solvers.trace import Trace, TraceRecord
@@ -126,7 +132,11 @@ def drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
             extra={"rounds": rounds, "seconds_communication": communication},
         )
         if schedule is not None:
-            record.extra.update(sigma=schedule.sigma, rejected_rounds=schedule.rejected)
+            record.extra.update(
+                sigma=schedule.sigma,
+                rejected_rounds=schedule.rejected,
+                damped_rounds=schedule.damped,
+            )
         last = trace.records[-1] if trace.records else None
         if last is not None and (last.oracle_calls, last.updates) == (
             record.oracle_calls,
@@ -190,10 +200,32 @@ def _adaptive_round(handles, update, m, schedule, w, lam, n, A, K):
             schedule.keep()
         else:
             schedule.reject()
+            damped = _damped(handles, total, sigma, w, lam, n, A, K) if sigma >= 1.0 else None
+            if damped is not None:
+                schedule.damped += 1
+                return damped, results
             sent = [h.send("local_round", None, m, schedule.safe, True) for h in handles]
             results.append([s.result() for s in sent])
             total = aggregate([r[0] for r in results[1]])
     return total, results
+
+
+def _damped(handles, total, sigma, w, lam, n, A, K):
+    """A rejected round tried at sigma' >= 1, kept at the mix t in {1/P, ..., (P-1)/P} that
+    raises the exact dual most (at t = 1/P, the average, the dual cannot fall: each
+    partition's steps alone raise it when sigma' >= 1, and the dual is concave). Returns the
+    summed update times t, or None when no mix raises the dual (then the round is undone)."""
+    ts = damped_steps(len(handles))
+    changes = np.zeros(ts.size)
+    for h in handles:  # partition order: bitwise reproducible
+        changes += h.call("mixed_entropy_changes", ts)
+    t = best_damping(ts, changes, *dot_and_square(w, total, A, K), lam, n)
+    if t is None:
+        return None
+    for h in handles:
+        h.call("mix_last_round", t)
+    rows, values, tail = total
+    return rows, values * t, None if tail is None else tail * t
 
 
 class _Checkpoints:

@@ -253,6 +253,21 @@ class PartitionSolver:
             return (rows, values, tail), seconds, self._saved.entropy_change(dual)
         return (rows, values, tail), seconds
 
+    def mixed_entropy_changes(self, ts: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The entropy change of the last round's blocks at each mix ``ts`` of their state
+        before and after it ("adaptive", a rejected round: ``crfsdca.solvers.adaptive``)."""
+        if self._saved is None:
+            raise RuntimeError("no round to mix")
+        return self._saved.mixed_entropy_changes(self.local.state.dual, np.asarray(ts))
+
+    def mix_last_round(self, t: float) -> None:
+        """Keep the last round at the mix t (its blocks; the kernel's copy u on the rows it
+        moved is reset by the next round's update, the driver's summed update times t)."""
+        if self._saved is None:
+            raise RuntimeError("no round to mix")
+        self._saved.mix(self.local.state.dual, float(t))
+        self._saved = None
+
     def _undo(self) -> None:
         """Put back the blocks of the last round and the kernel's u on the rows it moved."""
         if self._saved is None:

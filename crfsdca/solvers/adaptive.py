@@ -11,13 +11,19 @@ see less curvature and go further). The driver knows the round's exact change of
 
 from the partitions' entropy changes on the blocks they stepped on (a scalar each, sent with
 their updates) and the summed update Delta w (sparse, known to the driver). When Delta D >= 0
-the round is kept; otherwise every partition restores the blocks it stepped on (their
-log-marginals, entropies, gap estimates and step sizes, saved before the round: ``Snapshot``)
-and the round is run again with the safe sigma' = P, whose ascent CoCoA+ guarantees. So the dual
-never decreases, whatever sigma' is tried, and the run is deterministic (cluster = simulation
-bit for bit): the decisions depend on sums taken in partition order only.
+the round is kept. Otherwise, for a trial sigma' >= 1, the round is kept at the mix
+mu + t Delta mu, t in {1/P, ..., (P-1)/P}, that raises the exact dual most: each partition
+sends the entropy change of its blocks at every t (from their logs before and after the round,
+``Snapshot``), the driver evaluates Delta D(t) = Delta H(t) / n - lambda (t w . Delta w +
+t^2 |Delta w|^2 / 2) and sends back t; at t = 1/P (the average) the dual cannot fall, since with
+sigma' >= 1 each partition's steps alone raise it and the dual is concave. Trials below 1 (or no
+t raising the dual) are undone instead: every partition restores the blocks it stepped on
+(their log-marginals, entropies, gap estimates and step sizes) and the round is run again with
+the safe sigma' = P, whose ascent CoCoA+ guarantees. So the dual never decreases, whatever
+sigma' is tried, and the run is deterministic (cluster = simulation bit for bit): the decisions
+depend on sums taken in partition order only.
 
-A rejected round's oracle calls count in the epochs (they were spent). After a rejection the
+An undone round's oracle calls count in the epochs (they were spent). After a rejection the
 next trial sigma' doubles (up to P); after ``SHRINK_AFTER`` rounds kept in a row it halves (down
 to ``sigma_min(P)``).
 
@@ -58,13 +64,14 @@ class Snapshot:
     def __init__(self, dual: Any, runs: Any, blocks: NDArray[np.int64]) -> None:
         self.blocks = np.unique(blocks)
         arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
-        self.segments = []
-        for i in self.blocks:
+        self.segments = []  # (block's position in self.blocks, array, start, stop, coef, logs)
+        for j, i in enumerate(self.blocks):
             a, b = runs.start[i], runs.start[i + 1]
             for r in range(a, b):
                 src, off = int(runs.dst[r]), int(runs.off[r])
                 stop = off + int(runs.hi[r] - runs.lo[r])
-                self.segments.append((src, off, stop, arrays[src][off:stop].copy()))
+                coef = float(runs.coef[r])
+                self.segments.append((j, src, off, stop, coef, arrays[src][off:stop].copy()))
         self.entropies = dual.entropies[self.blocks].copy()
         self.gaps = dual.gap_estimates[self.blocks].copy()
         self.steps = dual.step_sizes[self.blocks].copy()
@@ -75,11 +82,43 @@ class Snapshot:
 
     def restore(self, dual: Any) -> None:
         arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
-        for src, off, stop, values in self.segments:
+        for _, src, off, stop, _, values in self.segments:
             arrays[src][off:stop] = values
         dual.entropies[self.blocks] = self.entropies
         dual.gap_estimates[self.blocks] = self.gaps
         dual.step_sizes[self.blocks] = self.steps
+
+    def _mixed(self, dual: Any, t: float):
+        """Per segment: (block position, array, start, stop, coefficient, log((1 - t) mu_saved
+        + t mu_now) rounded to the state's dtype, as float64)."""
+        arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
+        a, b = np.log1p(-t) if t < 1.0 else -np.inf, np.log(t)
+        for j, src, off, stop, coef, old in self.segments:
+            now = arrays[src][off:stop].astype(np.float64)
+            logs = np.logaddexp(a + old.astype(np.float64), b + now)
+            yield j, src, off, stop, coef, logs.astype(arrays[src].dtype).astype(np.float64)
+
+    def mixed_entropies(self, dual: Any, t: float) -> NDArray[np.float64]:
+        """H~ of each saved block at (1 - t) mu_saved + t mu_now (0 log 0 = 0)."""
+        out = np.zeros(self.blocks.size)
+        for j, _, _, _, coef, logs in self._mixed(dual, t):
+            if coef != 0.0:
+                p = np.exp(logs)
+                out[j] -= coef * float(np.sum(np.where(p > 0.0, p * logs, 0.0)))
+        return out
+
+    def mixed_entropy_changes(self, dual: Any, ts: NDArray[np.float64]) -> NDArray[np.float64]:
+        """sum over the saved blocks of H~ at each mix ``ts`` minus H~ when saved."""
+        return np.array([float(np.sum(self.mixed_entropies(dual, t) - self.entropies)) for t in ts])
+
+    def mix(self, dual: Any, t: float) -> None:
+        """Move the saved blocks to (1 - t) mu_saved + t mu_now (entropies recomputed; gap
+        estimates and step sizes stay those of the round)."""
+        entropies = self.mixed_entropies(dual, t)
+        arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
+        for _, src, off, stop, _, logs in self._mixed(dual, t):
+            arrays[src][off:stop] = logs
+        dual.entropies[self.blocks] = entropies
 
 
 def dual_change(
@@ -93,15 +132,42 @@ def dual_change(
 ) -> float:
     """D(w + Delta w) - D(w) of a round: ``entropy_change`` the partitions' summed Delta H,
     ``update`` the summed Delta w (w is the driver's, before the round)."""
+    dot, sq = dot_and_square(w, update, n_attributes, n_labels)
+    return entropy_change / n - lam * (dot + 0.5 * sq)
+
+
+def dot_and_square(
+    w: NDArray[np.float64], update: Update, n_attributes: int, n_labels: int
+) -> tuple[float, float]:
+    """(w . Delta w, |Delta w|^2) of a summed update."""
     rows, values, tail = update
     if rows is None:
-        dot, sq = float(w @ values), float(values @ values)
-    else:
-        w_rows = attribute_block(w, n_attributes, n_labels)[rows]
-        w_tail = w[n_attributes * n_labels :]
-        dot = float(np.sum(w_rows * values)) + float(w_tail @ tail)
-        sq = float(np.sum(values * values)) + float(tail @ tail)
-    return entropy_change / n - lam * (dot + 0.5 * sq)
+        return float(w @ values), float(values @ values)
+    w_rows = attribute_block(w, n_attributes, n_labels)[rows]
+    w_tail = w[n_attributes * n_labels :]
+    dot = float(np.sum(w_rows * values)) + float(w_tail @ tail)
+    return dot, float(np.sum(values * values)) + float(tail @ tail)
+
+
+def damped_steps(n_partitions: int) -> NDArray[np.float64]:
+    """The mixes t = 1/P, 2/P, ..., (P-1)/P tried on a rejected round."""
+    return np.arange(1, n_partitions) / n_partitions
+
+
+def best_damping(
+    ts: NDArray[np.float64],
+    entropy_changes: NDArray[np.float64],
+    dot: float,
+    sq: float,
+    lam: float,
+    n: int,
+) -> float | None:
+    """The t of ``ts`` with the largest D(mu + t Delta mu) - D(mu) >= 0 (None: none):
+    Delta D(t) = Delta H(t) / n - lambda (t w . Delta w + t^2 |Delta w|^2 / 2)."""
+    change = entropy_changes / n - lam * (ts * dot + 0.5 * ts**2 * sq)
+    if not np.any(change >= 0.0):
+        return None
+    return float(ts[int(np.argmax(np.where(change >= 0.0, change, -np.inf)))])
 
 
 @dataclass
@@ -112,6 +178,7 @@ class SigmaSchedule:
     sigma: float = 0.0  # the first trial: sigma_min(P) (at most P)
     kept: int = 0  # rounds kept in a row at the current sigma'
     rejected: int = 0  # rounds rejected so far
+    damped: int = 0  # of which kept at a mix t < 1 (the others undone and run again)
 
     def __post_init__(self) -> None:
         self.floor = min(sigma_min(self.n_partitions), float(self.n_partitions))
@@ -131,11 +198,17 @@ class SigmaSchedule:
         self.sigma, self.kept = min(self.safe, self.sigma * 2.0), 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"sigma": self.sigma, "kept": self.kept, "rejected": self.rejected}
+        return {
+            "sigma": self.sigma,
+            "kept": self.kept,
+            "rejected": self.rejected,
+            "damped": self.damped,
+        }
 
     @classmethod
     def from_json(cls, n_partitions: int, saved: dict[str, Any] | None) -> SigmaSchedule:
         out = cls(n_partitions)
         if saved:
             out.sigma, out.kept, out.rejected = saved["sigma"], saved["kept"], saved["rejected"]
+            out.damped = saved.get("damped", 0)  # absent from checkpoints before damping
         return out
