@@ -28,6 +28,33 @@ from crfsdca.warmup import WARMUP_SENTENCES, warm_up
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _cold_env(cache: Path, **extra: str) -> dict[str, str]:
+    """This environment with numba's cache in ``cache`` and the checkout importable."""
+    env = dict(os.environ, **{CACHE_ENV: str(cache)}, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _corpus(tmp_path: Path) -> Path:
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES))
+    return corpus
+
+
+def _specialisations(env: dict[str, str], corpus: Path, *args: str) -> dict[str, int]:
+    """Compilations per kernel of ``crfsdca train CORPUS ARGS`` (conll format and template)."""
+    run = subprocess.run(
+        [sys.executable, "-c", COUNT_SPECIALISATIONS, "train", str(corpus), "--format", "conll"]
+        + ["--template", "conll", "-q", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
+
+
 def test_cache_stays_next_to_a_writable_package(tmp_path):
     assert choose_cache_dir(tmp_path / "pkg", {}) is None
     assert (tmp_path / "pkg" / "__pycache__").is_dir()
@@ -152,8 +179,7 @@ def test_train_after_warmup_compiles_nothing(tmp_path):
     corpus = tmp_path / "train.txt"
     sentences = [s + (("again", "RB", "B-ADVP"),) for s in WARMUP_SENTENCES] * 4
     corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in sentences) + "\n")
-    env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env = _cold_env(tmp_path / "cache")
     warm = subprocess.run(
         [sys.executable, "-m", "crfsdca.cli", "warmup", "--solver", "sdca"],
         env=env,
@@ -200,21 +226,11 @@ def test_the_sdca_loop_compiles_one_line_search(tmp_path):
     """On an empty cache an SDCA run compiles each line-search kernel and the block gap once (in
     place or not is decided at run time; the block gap fills the float32 copies also where they
     go unused), and the f' loop twice (with and without f'')."""
-    corpus = tmp_path / "train.txt"
-    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES))
-    env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    run = subprocess.run(
-        [sys.executable, "-c", COUNT_SPECIALISATIONS, "train", str(corpus), "--format", "conll"]
-        + ["--template", "conll", "--test", str(corpus), "--epochs", "2", "-q"]
-        + ["--refresh-every", "1"],  # an exact gap pass after the first epoch: its kernel too
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert run.returncode == 0, run.stderr
-    counts = json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
+    corpus = _corpus(tmp_path)
+    counts = _specialisations(
+        _cold_env(tmp_path / "cache"), corpus, "--test", str(corpus), "--epochs", "2",
+        "--refresh-every", "1",  # an exact gap pass after the first epoch: its kernel too
+    )  # fmt: skip
     line_search = ["line_search", "rtsafe", "line_derivatives", "line_slope", "predict_step"]
     once = [f"line_search.{name}" for name in line_search]
     once += ["sdca._update_range", "sdca.block_gap_given_nu", "sdca._mu_segment"]
@@ -229,26 +245,16 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
     """On an empty cache the exact primal, the test set's Viterbi and the exact gap pass come
     from the compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its
     solver loop but none of them, and writes the model of a train that compiles all itself."""
-    corpus = tmp_path / "train.txt"
-    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES))
+    corpus = _corpus(tmp_path)
     evaluation = ["batch._chunk_loss", "batch._chunk_predict", "sdca_epoch._exact_gaps"]
     counts, weights = {}, {}
     for ahead in ("1", "0"):
-        env = dict(os.environ, **{CACHE_ENV: str(tmp_path / f"cache{ahead}")})
-        env["CRFSDCA_COMPILE_AHEAD"] = ahead
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
         model = tmp_path / f"model{ahead}.npz"
-        run = subprocess.run(
-            [sys.executable, "-c", COUNT_SPECIALISATIONS, "train", str(corpus)]
-            + ["--format", "conll", "--template", "conll", "--test", str(corpus)]
-            + ["--epochs", "2", "--refresh-every", "1", "-q", "--model", str(model)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert run.returncode == 0, run.stderr
-        counts[ahead] = json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
+        counts[ahead] = _specialisations(
+            env, corpus, "--test", str(corpus), "--epochs", "2", "--refresh-every", "1",
+            "--model", str(model),
+        )  # fmt: skip
         weights[ahead] = SequenceCRF.load(model).weights_
     assert all(counts["0"].get(name) == 1 for name in evaluation), counts["0"]
     assert not any(counts["1"].get(name) for name in evaluation), counts["1"]
@@ -261,26 +267,13 @@ def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
     """compile_ahead.compile_loop_parts compiles the line search and the block update for the
     argument types the SDCA loop calls them with: a train after it, on the same cache, loads
     them (compiles none) and still compiles the rest of its loop."""
-    env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env["CRFSDCA_COMPILE_AHEAD"] = "0"
+    env = _cold_env(tmp_path / "cache", CRFSDCA_COMPILE_AHEAD="0")
     parts = "from crfsdca.estimators.compile_ahead import compile_loop_parts as c; c('float64')"
     ahead = subprocess.run(
         [sys.executable, "-c", parts], env=env, capture_output=True, text=True, timeout=1800
     )
     assert ahead.returncode == 0, ahead.stderr
-    corpus = tmp_path / "train.txt"
-    corpus.write_text("\n\n".join("\n".join(" ".join(t) for t in s) for s in WARMUP_SENTENCES))
-    run = subprocess.run(
-        [sys.executable, "-c", COUNT_SPECIALISATIONS, "train", str(corpus), "--format", "conll"]
-        + ["--template", "conll", "--epochs", "2", "-q"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert run.returncode == 0, run.stderr
-    counts = json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
+    counts = _specialisations(env, _corpus(tmp_path), "--epochs", "2")
     loaded = ["sdca_epoch._search", "line_search.line_search", "line_search.rtsafe"]
     loaded += ["line_search._line_segment", "sdca._update_range", "sdca._update_computing"]
     assert not any(counts.get(name) for name in loaded), counts

@@ -217,13 +217,13 @@ def _damped(handles, total, sigma, w, lam, n, A, K):
     summed update times t, or None when no mix raises the dual (then the round is undone)."""
     ts = damped_steps(len(handles))
     changes = np.zeros(ts.size)
-    for h in handles:  # partition order: bitwise reproducible
-        changes += h.call("mixed_entropy_changes", ts)
+    for sent in [h.send("mixed_entropy_changes", ts) for h in handles]:
+        changes += sent.result()  # partition order: bitwise reproducible
     t = best_damping(ts, changes, *dot_and_square(w, total, A, K), lam, n)
     if t is None:
         return None
-    for h in handles:
-        h.call("mix_last_round", t)
+    for sent in [h.send("mix_last_round", t) for h in handles]:
+        sent.result()
     rows, values, tail = total
     return rows, values * t, None if tail is None else tail * t
 

@@ -96,35 +96,36 @@ def start(solver: str, graph: str, order: int, dual_dtype: str = "float64") -> C
     return CompileAhead(process)
 
 
-def compile_loop_parts(dual_dtype: str) -> None:
-    """Compile the line search and the block update of the SDCA loop as the loop calls them
-    (``sdca_epoch.compile_step_parts``), for a chain run's run table and ``dual_dtype``."""
+def _tiny_problem():
+    """The chain SDCA problem of :data:`TINY_SENTENCES` (train and test)."""
     from crfsdca.estimators.model import SequenceCRF
-    from crfsdca.kernels import sdca_epoch
 
     with tempfile.TemporaryDirectory(prefix="crfsdca-compile-") as folder:
         inputs = tiny_inputs(Path(folder))
-        model = SequenceCRF(solver="sdca", n_bias_rows=inputs.encoder.default_bias_rows)
-        problem = model._problem(inputs.train, inputs.test, "tiny")
-    sdca_epoch.compile_step_parts(problem.structure.blocks.runs, dual_dtype)
+    model = SequenceCRF(solver="sdca", n_bias_rows=inputs.encoder.default_bias_rows)
+    return model._problem(inputs.train, inputs.test, "tiny")
+
+
+def compile_loop_parts(dual_dtype: str) -> None:
+    """Compile the line search and the block update of the SDCA loop as the loop calls them
+    (``sdca_epoch.compile_step_parts``), for a chain run's run table and ``dual_dtype``."""
+    from crfsdca.kernels import sdca_epoch
+
+    sdca_epoch.compile_step_parts(_tiny_problem().structure.blocks.runs, dual_dtype)
 
 
 def compile_evaluation(dual_dtype: str) -> None:
     """Call the evaluation kernels of a chain SDCA run once, on :data:`TINY_SENTENCES`: the
     exact primal, the test set's Viterbi and the exact gap pass (on ``dual_dtype`` duals)."""
-    from crfsdca.estimators.model import SequenceCRF
     from crfsdca.kernels import sdca_epoch
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
-    with tempfile.TemporaryDirectory(prefix="crfsdca-compile-") as folder:
-        inputs = tiny_inputs(Path(folder))
-        model = SequenceCRF(solver="sdca", n_bias_rows=inputs.encoder.default_bias_rows)
-        problem = model._problem(inputs.train, inputs.test, "tiny")
-        dual = SDCA(SDCAConfig(dual_dtype=dual_dtype)).initial_state(problem).dual
-        problem.primal(dual.weights)
-        problem.test_oracle.predict(dual.weights)
-        blocks = problem.structure.blocks
-        sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
+    problem = _tiny_problem()
+    dual = SDCA(SDCAConfig(dual_dtype=dual_dtype)).initial_state(problem).dual
+    problem.primal(dual.weights)
+    problem.test_oracle.predict(dual.weights)
+    blocks = problem.structure.blocks
+    sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
 
 
 if __name__ == "__main__":

@@ -327,7 +327,9 @@ def _expected_features(data, log_node, log_edge, dims, out):
                         out[A * K + K + k] += m
                     if t == t1 - 1:
                         out[A * K + 2 * K + k] += m
-        for e in range(t0 - i, t1 - i - 1 if edges else t0 - i):
+        if not edges:
+            continue
+        for e in range(t0 - i, t1 - i - 1):
             for k in range(K):
                 for l in range(K):
                     out[trans + k * K + l] += np.exp(log_edge[e, k, l])
