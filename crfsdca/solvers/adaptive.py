@@ -42,16 +42,19 @@ from numpy.typing import NDArray
 
 from crfsdca.solvers.sparse_update import Update, attribute_block
 
-#: the smallest trial sigma' by number of partitions (1: plain adding of the local steps).
-#: Measured on CoNLL-2000 (BENCHMARKS.md section 9), epochs to a gap of 1e-3 at sigma' >= 1 and
-#: >= 1.5: P = 2 21.9 and 15.9 (trials at 1 are kept, the dual rises faster, but the exact gap,
-#: which the primal at w sets, closes later), P = 4 24.2 and 26.2, P = 8 38.4 and 39.4.
-SIGMA_MIN = {2: 1.5}
+#: the smallest trial sigma' for some numbers of partitions; the others: a quarter of the safe
+#: value P, at least 1.5 (:func:`sigma_min`). Measured on CoNLL-2000 (BENCHMARKS.md section 9),
+#: epochs to a gap of 1e-3: P = 2 (m = 50) 21.9 at sigma' >= 1 and 15.9 at >= 1.5 (trials at 1
+#: are kept, the dual rises faster, but the exact gap, which the primal at w sets, closes later);
+#: P = 4 (m = 50) 24.2 at 1, 23.2 at 1.5 and 2.5; P = 8 (m = 5, seed 0) 28.9 at 1, 28.0 at 1.5,
+#: 26.0 at 2, 31.9 at 3, 29.0 at 4 (seed 1: 26.0 at 1 and 2).
+SIGMA_MIN: dict[int, float] = {}
 
 
 def sigma_min(n_partitions: int) -> float:
-    """The smallest trial sigma' for ``n_partitions`` partitions (``SIGMA_MIN``, else 1)."""
-    return float(SIGMA_MIN.get(n_partitions, 1.0))
+    """The smallest trial sigma' for ``n_partitions`` partitions: ``SIGMA_MIN``, else
+    max(1.5, P / 4)."""
+    return float(SIGMA_MIN.get(n_partitions, max(1.5, n_partitions / 4.0)))
 
 
 #: rounds kept in a row before the trial sigma' halves
