@@ -58,7 +58,7 @@ from typing import NamedTuple
 import numpy as np
 from numba.extending import overload
 
-from crfsdca.kernels.jit import njit
+from crfsdca.kernels.jit import CalleeCompiler, njit
 from crfsdca.kernels.sdca import BlockRuns
 
 
@@ -186,7 +186,9 @@ def implements(stub, cls):
                 return impl
             return None
 
-        overload(stub, jit_options={"cache": True}, strict=False)(typer)
+        overload(stub, jit_options={"cache": True, "pipeline_class": CalleeCompiler}, strict=False)(
+            typer
+        )
         return impl
 
     return register
