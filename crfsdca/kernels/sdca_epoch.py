@@ -305,6 +305,31 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     _update_range.callee.compile(tuple(typeof(a) for a in update))
 
 
+def compile_block_parts(structure) -> None:
+    """Compile the block gap and the structure's primal direction and its update of w as the
+    step calls them, for ``structure`` (a structure's kernel type) and float64 duals, without
+    compiling anything else (the step workspace's type comes from typing its primitive). A
+    second process compiles them into the shared cache while a first run's loop compiles its
+    block oracle (``crfsdca.estimators.compile_ahead``)."""
+    from numba.core.registry import cpu_target
+
+    ctx = cpu_target.typing_context
+    ctx.refresh()
+
+    def typed(stub, *args):
+        return ctx.resolve_function_type(ctx.resolve_value_type(stub), args, {})
+
+    kind = typeof(structure)
+    sws = typed(step_workspace, kind).return_type
+    bufs = typeof(BlockBuffers(*(np.zeros(1) for _ in range(4))))
+    b32 = typeof(BlockBuffers32(*(np.zeros(1, np.float32) for _ in range(3))))
+    vector = typeof(np.zeros(1))
+    typed(block_direction, kind, types.int64, bufs, sws, types.float64)
+    typed(add_block_direction, kind, types.int64, types.float64, sws, vector)
+    runs = typeof(block_runs.py_func(structure.runs, 0))
+    block_gap_given_nu.callee.compile((types.UniTuple(vector, 2), runs, bufs, b32))
+
+
 def direction_size(structure, ws) -> int:
     """The most support entries of one block's primal direction (Prox-SDCA's buffers)."""
     return int(_capacity(structure, ws))
