@@ -117,11 +117,10 @@ def compile_loop_parts(dual_dtype: str) -> None:
 
 def compile_block_parts(dual_dtype: str) -> None:
     """Compile the block gap, the primal direction and its update of w as the SDCA step calls
-    them (``sdca_epoch.compile_block_parts``), for a chain run (float64 duals only)."""
+    them (``sdca_epoch.compile_block_parts``), for a chain run on ``dual_dtype`` duals."""
     from crfsdca.kernels import sdca_epoch
 
-    if dual_dtype == "float64":
-        sdca_epoch.compile_block_parts(_tiny_problem().structure.blocks)
+    sdca_epoch.compile_block_parts(_tiny_problem().structure.blocks, dual_dtype)
 
 
 def compile_evaluation(dual_dtype: str) -> None:

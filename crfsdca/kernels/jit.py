@@ -20,11 +20,11 @@ internal subroutines are). So a callee is lowered into a :class:`CalleeLibrary`,
 function-optimised IR for its callers to link and does nothing more: no module-wide optimisation
 (its caller's covers it) and no machine code (nothing would call it). It is cached as that IR.
 The structure primitives (``kernels.primitives.implements``, numba overloads) are compiled the
-same way (:class:`CalleeCompiler` as their pipeline). A first ``train`` compiles 13.8 instead of
-20.8 CPU s (``benchmarks/profile_compile.py train``), and the kernels compute the same numbers
-bit for bit. The environments of the callees linked into a kernel (what a callee's exceptions
-with run-time arguments need) are set when the kernel is compiled, as numba does when it loads a
-kernel from its cache.
+same way (:class:`CalleeCompiler` as their pipeline). A first ``train`` compiles about a third
+less (BENCHMARKS.md section 7), and the kernels compute the same numbers bit for bit. The
+environments of the callees linked into a kernel (what a callee's exceptions with run-time
+arguments need) are set when the kernel is compiled, as numba does when it loads a kernel from
+its cache.
 """
 
 from __future__ import annotations

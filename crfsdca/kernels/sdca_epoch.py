@@ -296,8 +296,7 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     per_example = np.zeros(1)
     dual = DualArrays(logs, logs, per_example, per_example, per_example)
     params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
-    bufs = BlockBuffers(*(np.zeros(1) for _ in range(4)))
-    b32 = BlockBuffers32(*(np.zeros(1, np.float32) for _ in range(3)))
+    bufs, b32 = _placeholder_buffers()
     x = 0.0
     search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None)
     _search.callee.compile(tuple(typeof(a) for a in search))
@@ -305,12 +304,12 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     _update_range.callee.compile(tuple(typeof(a) for a in update))
 
 
-def compile_block_parts(structure) -> None:
+def compile_block_parts(structure, dual_dtype) -> None:
     """Compile the block gap and the structure's primal direction and its update of w as the
-    step calls them, for ``structure`` (a structure's kernel type) and float64 duals, without
-    compiling anything else (the step workspace's type comes from typing its primitive). A
-    second process compiles them into the shared cache while a first run's loop compiles its
-    block oracle (``crfsdca.estimators.compile_ahead``)."""
+    step calls them, for ``structure`` (a structure's kernel type) and a dual of
+    ``dual_dtype``, without compiling anything else (the step workspace's type comes from
+    typing its primitive). A second process compiles them into the shared cache while a first
+    run's loop compiles its block oracle (``crfsdca.estimators.compile_ahead``)."""
     from numba.core.registry import cpu_target
 
     ctx = cpu_target.typing_context
@@ -321,13 +320,18 @@ def compile_block_parts(structure) -> None:
 
     kind = typeof(structure)
     sws = typed(step_workspace, kind).return_type
-    bufs = typeof(BlockBuffers(*(np.zeros(1) for _ in range(4))))
-    b32 = typeof(BlockBuffers32(*(np.zeros(1, np.float32) for _ in range(3))))
-    vector = typeof(np.zeros(1))
+    bufs, b32 = (typeof(b) for b in _placeholder_buffers())
     typed(block_direction, kind, types.int64, bufs, sws, types.float64)
-    typed(add_block_direction, kind, types.int64, types.float64, sws, vector)
+    typed(add_block_direction, kind, types.int64, types.float64, sws, typeof(np.zeros(1)))
     runs = typeof(block_runs.py_func(structure.runs, 0))
-    block_gap_given_nu.callee.compile((types.UniTuple(vector, 2), runs, bufs, b32))
+    logs = typeof(np.zeros(1, dual_dtype))
+    block_gap_given_nu.callee.compile((types.UniTuple(logs, 2), runs, bufs, b32))
+
+
+def _placeholder_buffers():
+    """A step's float64 and float32 block buffers, one entry each: their types only."""
+    bufs = BlockBuffers(*(np.zeros(1) for _ in range(4)))
+    return bufs, BlockBuffers32(*(np.zeros(1, np.float32) for _ in range(3)))
 
 
 def direction_size(structure, ws) -> int:
