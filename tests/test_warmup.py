@@ -264,13 +264,11 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
 
 @pytest.mark.slow
 def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
-    """compile_ahead.compile_loop_parts and compile_block_parts compile the line search, the
-    block update, the block gap and the primal direction for the argument types the SDCA loop
-    calls them with: a train after them, on the same cache, loads them (compiles none) and
-    still compiles the rest of its loop."""
+    """compile_ahead.compile_loop_parts compiles the line search and the block update for the
+    argument types the SDCA loop calls them with: a train after it, on the same cache, loads
+    them (compiles none) and still compiles the rest of its loop."""
     env = _cold_env(tmp_path / "cache", CRFSDCA_COMPILE_AHEAD="0")
-    parts = "from crfsdca.estimators import compile_ahead as c; "
-    parts += "c.compile_loop_parts('float64'); c.compile_block_parts('float64')"
+    parts = "from crfsdca.estimators.compile_ahead import compile_loop_parts as c; c('float64')"
     ahead = subprocess.run(
         [sys.executable, "-c", parts], env=env, capture_output=True, text=True, timeout=1800
     )
@@ -278,8 +276,6 @@ def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
     counts = _specialisations(env, _corpus(tmp_path), "--epochs", "2")
     loaded = ["sdca_epoch._search", "line_search.line_search", "line_search.rtsafe"]
     loaded += ["line_search._line_segment", "sdca._update_range", "sdca._update_computing"]
-    loaded += ["sdca.block_gap_given_nu", "chain_blocks._block_direction"]
-    loaded += ["chain_blocks._add_block_direction", "direction.primal_direction"]
     assert not any(counts.get(name) for name in loaded), counts
     assert counts["sdca_epoch._run_steps"] == 1 and counts["chain_blocks._block_oracle"] == 1
 
