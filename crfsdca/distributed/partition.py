@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.modelfile import load_model, save_model
+from crfsdca.kernels import sparse_rows
 from crfsdca.solvers.adaptive import Snapshot
 from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
@@ -186,6 +187,7 @@ class PartitionSolver:
         self.w = np.zeros(0)  # the replica of the global w (set_weights)
         self._saved: Snapshot | None = None  # "adaptive": the blocks before the last round
         self._rows = np.zeros(0, np.int64)  # the attribute rows the last round moved
+        self._mark = np.zeros(fm.n_attributes, np.bool_)  # scratch of touched_rows
 
     def info(self) -> dict[str, Any]:
         fm = self.problem.feature_map
@@ -238,13 +240,13 @@ class PartitionSolver:
             self.local.take_steps(n_steps, scale=scale, examples=examples)
         else:
             self.local.take_steps(n_steps, scale=scale)
-        rows = touched_rows(sequences_of(self.problem.train), self.local.visited)
+        rows = touched_rows(sequences_of(self.problem.train), self.local.visited, self._mark)
         self._rows = rows
         u, w = self.local.state.dual.weights, self.w
-        u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
         if self.coords is None:
-            values = (u_rows - w_rows) / scale
+            values = sparse_rows.row_increments(u, w, rows, K, scale)
         else:
+            u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
             c = attribute_block(self.coords, A, K)[rows]
             values = (u_rows - w_rows / c) / scale / c
         tail = (u[A * K :] - w[A * K :]) / scale
@@ -276,7 +278,7 @@ class PartitionSolver:
         self._saved = None
         A, K = self.shape
         u, w = self.local.state.dual.weights, self.w
-        attribute_block(u, A, K)[self._rows] = attribute_block(w, A, K)[self._rows]
+        sparse_rows.copy_rows(u, w, self._rows, K)  # "adaptive" only: u is w
         u[A * K :] = w[A * K :]
 
     def _apply(self, update: Update | None) -> None:
@@ -290,10 +292,11 @@ class PartitionSolver:
         if rows is None:
             u[:] = w if self.coords is None else w / self.coords
             return
-        w_rows = attribute_block(w, A, K)[rows]
-        if self.coords is not None:
-            w_rows = w_rows / attribute_block(self.coords, A, K)[rows]
-        attribute_block(u, A, K)[rows] = w_rows
+        if self.coords is None:
+            sparse_rows.copy_rows(u, w, rows, K)
+        else:
+            w_rows = attribute_block(w, A, K)[rows] / attribute_block(self.coords, A, K)[rows]
+            attribute_block(u, A, K)[rows] = w_rows
         u[A * K :] = w[A * K :]
 
     def objective_terms(self, update: Update | None) -> dict[str, float]:

@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from crfsdca.features.sequences import _ranges
+from crfsdca.kernels import sparse_rows
 from crfsdca.solvers.sparse_update import Update, attribute_block
 
 #: the smallest trial sigma' for some numbers of partitions; the others: a quarter of the safe
@@ -62,31 +64,47 @@ SHRINK_AFTER = 4
 
 
 class Snapshot:
-    """The dual state of some blocks of one shard, to put back after a rejected round."""
+    """The dual state of some blocks of one shard, to put back after a rejected round.
+
+    A block's entries are runs of its flat log-marginal arrays (``runs``: the structure's run
+    table); the saved entries of each array are kept run after run in one buffer."""
 
     def __init__(self, dual: Any, runs: Any, blocks: NDArray[np.int64]) -> None:
         self.blocks = np.unique(blocks)
-        arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
-        self.segments = []  # (block's position in self.blocks, array, start, stop, coef, logs)
-        for j, i in enumerate(self.blocks):
-            a, b = runs.start[i], runs.start[i + 1]
-            for r in range(a, b):
-                src, off = int(runs.dst[r]), int(runs.off[r])
-                stop = off + int(runs.hi[r] - runs.lo[r])
-                coef = float(runs.coef[r])
-                self.segments.append((j, src, off, stop, coef, arrays[src][off:stop].copy()))
+        first, last = runs.start[self.blocks], runs.start[self.blocks + 1]
+        picked = _ranges(first, last - first)
+        self.run_block = np.repeat(np.arange(self.blocks.size), last - first)
+        self.src = runs.dst[picked].astype(np.int64)
+        self.off = runs.off[picked].astype(np.int64)
+        self.length = (runs.hi[picked] - runs.lo[picked]).astype(np.int64)
+        self.coef = runs.coef[picked]
+        self.saved = [
+            sparse_rows.gather_runs(flat, self.off[self.src == a], self.length[self.src == a])
+            for a, flat in enumerate(_flat_arrays(dual))
+        ]
         self.entropies = dual.entropies[self.blocks].copy()
         self.gaps = dual.gap_estimates[self.blocks].copy()
         self.steps = dual.step_sizes[self.blocks].copy()
+
+    @property
+    def segments(self):
+        """(block's position in self.blocks, array, start, stop, coef, saved logs) per run."""
+        used = [0, 0]  # entries of each buffer yielded so far
+        for j, a, off, size, coef in zip(
+            self.run_block, self.src, self.off, self.length, self.coef, strict=True
+        ):
+            saved = self.saved[a][used[a] : used[a] + size]
+            used[a] += size
+            yield int(j), int(a), int(off), int(off + size), float(coef), saved
 
     def entropy_change(self, dual: Any) -> float:
         """sum over the saved blocks of H~(mu_i) now minus H~(mu_i) when saved."""
         return float(np.sum(dual.entropies[self.blocks] - self.entropies))
 
     def restore(self, dual: Any) -> None:
-        arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
-        for _, src, off, stop, _, values in self.segments:
-            arrays[src][off:stop] = values
+        for a, flat in enumerate(_flat_arrays(dual)):
+            mine = self.src == a
+            sparse_rows.scatter_runs(flat, self.off[mine], self.length[mine], self.saved[a])
         dual.entropies[self.blocks] = self.entropies
         dual.gap_estimates[self.blocks] = self.gaps
         dual.step_sizes[self.blocks] = self.steps
@@ -94,7 +112,7 @@ class Snapshot:
     def _mixed(self, dual: Any, t: float):
         """Per segment: (block position, array, start, stop, coefficient, log((1 - t) mu_saved
         + t mu_now) rounded to the state's dtype, as float64)."""
-        arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
+        arrays = _flat_arrays(dual)
         a, b = np.log1p(-t) if t < 1.0 else -np.inf, np.log(t)
         for j, src, off, stop, coef, old in self.segments:
             now = arrays[src][off:stop].astype(np.float64)
@@ -118,10 +136,15 @@ class Snapshot:
         """Move the saved blocks to (1 - t) mu_saved + t mu_now (entropies recomputed; gap
         estimates and step sizes stay those of the round)."""
         entropies = self.mixed_entropies(dual, t)
-        arrays = (dual.log_edge.reshape(-1), dual.log_node.reshape(-1))
+        arrays = _flat_arrays(dual)
         for _, src, off, stop, _, logs in self._mixed(dual, t):
             arrays[src][off:stop] = logs
         dual.entropies[self.blocks] = entropies
+
+
+def _flat_arrays(dual: Any) -> tuple[NDArray[Any], NDArray[Any]]:
+    """The dual state's log-marginal arrays, flat (the run table's ``dst`` 0 and 1)."""
+    return dual.log_edge.reshape(-1), dual.log_node.reshape(-1)
 
 
 def dual_change(

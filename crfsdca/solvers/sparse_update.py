@@ -20,17 +20,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.features.sequences import _ranges
+from crfsdca.kernels import sparse_rows
 
 Update = tuple[Any, NDArray[np.float64], Any]
 
 
-def touched_rows(seqs: Any, examples: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Sorted distinct attribute ids of ``examples`` (indices into ``seqs``, a SequenceData)."""
-    idx = np.unique(examples)
-    so, ao = seqs.seq_offsets, seqs.attr_offsets
-    starts, ends = ao[so[idx]], ao[so[idx + 1]]
-    return np.unique(seqs.attr_ids[_ranges(starts, ends - starts)])
+def touched_rows(
+    seqs: Any, examples: NDArray[np.int64], mark: NDArray[np.bool_] | None = None
+) -> NDArray[np.int64]:
+    """Sorted distinct attribute ids of ``examples`` (indices into ``seqs``, a SequenceData);
+    ``mark``: a scratch array of one False per attribute (made here when not given)."""
+    if mark is None:
+        mark = np.zeros(int(seqs.attr_ids.max(initial=-1)) + 1, np.bool_)
+    examples = np.asarray(examples, np.int64)
+    return sparse_rows.touched_rows(
+        seqs.seq_offsets, seqs.attr_offsets, seqs.attr_ids, examples, mark
+    )
 
 
 def attribute_block(w: NDArray[np.float64], n_attributes: int, n_labels: int) -> np.ndarray:
@@ -43,11 +48,10 @@ def aggregate(parts: list[Update]) -> Update:
     if any(rows is None for rows, _, _ in parts):
         dense = [v if rows is None else _densify(rows, v, t, parts) for rows, v, t in parts]
         return None, np.add.reduce(dense) if len(dense) > 1 else dense[0].copy(), None
-    rows = np.unique(np.concatenate([r for r, _, _ in parts]))
-    values = np.zeros((rows.size, parts[0][1].shape[1]))
+    rows, values = parts[0][0][:0], parts[0][1][:0]
     tail = np.zeros_like(parts[0][2])
-    for r, v, t in parts:
-        values[np.searchsorted(rows, r)] += v
+    for r, v, t in parts:  # each row's values: ((0 + v_0) + v_1) + ...
+        rows, values = sparse_rows.sum_two(rows, values, r, v)
         tail += t
     return rows, values, tail
 
@@ -58,7 +62,7 @@ def apply(w: NDArray[np.float64], update: Update, n_attributes: int, n_labels: i
     if rows is None:
         w += values
         return
-    attribute_block(w, n_attributes, n_labels)[rows] += values
+    sparse_rows.add_rows(w, rows, values)
     w[n_attributes * n_labels :] += tail
 
 

@@ -1,0 +1,132 @@
+"""Row bookkeeping of a distributed SDCA round (``crfsdca.solvers.sparse_update``).
+
+A round moves the attribute rows of the examples it stepped on. These kernels find those rows,
+take their increments, apply and sum sparse updates, and save and restore the dual entries of
+the blocks a round stepped on (``crfsdca.solvers.adaptive.Snapshot``). Each costs time in the
+rows or entries it touches, never in the whole of w, and releases the GIL, so that partitions
+running as threads of one process do their bookkeeping at the same time.
+
+Every result equals the plain numpy expression it replaces bit for bit (the same operations on
+the same values: one subtraction and one division per entry, sums in partition order from
+zero), so runs are unchanged. w is flat: attribute row ``r`` is ``w[r * K:(r + 1) * K]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crfsdca.kernels.jit import njit
+
+#: below ``rows * SORT_BELOW < attributes`` the rows found are sorted, else the marks scanned
+SORT_BELOW = 32
+
+
+@njit(cache=True, nogil=True)
+def touched_rows(seq_offsets, attr_offsets, attr_ids, examples, mark):
+    """Sorted distinct attribute ids of the sequences ``examples`` (repeats allowed);
+    ``mark``: one bool per attribute, all False, and all False again on return."""
+    total = 0
+    for e in examples:
+        total += attr_offsets[seq_offsets[e + 1]] - attr_offsets[seq_offsets[e]]
+    found = np.empty(total, np.int64)
+    count = 0
+    for e in examples:
+        for p in range(attr_offsets[seq_offsets[e]], attr_offsets[seq_offsets[e + 1]]):
+            a = attr_ids[p]
+            if not mark[a]:
+                mark[a] = True
+                found[count] = a
+                count += 1
+    if count * SORT_BELOW < mark.size:
+        rows = np.sort(found[:count])
+        for a in rows:
+            mark[a] = False
+        return rows
+    rows = np.empty(count, np.int64)
+    j = 0
+    for a in range(mark.size):
+        if mark[a]:
+            mark[a] = False
+            rows[j] = a
+            j += 1
+    return rows
+
+
+@njit(cache=True, nogil=True)
+def row_increments(u, w, rows, n_labels, scale):
+    """(u - w) / scale on the attribute ``rows``: a (len(rows), K) array."""
+    K = n_labels
+    out = np.empty((rows.size, K))
+    for j in range(rows.size):
+        b = rows[j] * K
+        for k in range(K):
+            out[j, k] = (u[b + k] - w[b + k]) / scale
+    return out
+
+
+@njit(cache=True, nogil=True)
+def add_rows(w, rows, values):
+    """w[rows] += values (distinct rows; ``values`` (len(rows), K))."""
+    K = values.shape[1]
+    for j in range(rows.size):
+        b = rows[j] * K
+        for k in range(K):
+            w[b + k] += values[j, k]
+
+
+@njit(cache=True, nogil=True)
+def copy_rows(dst, src, rows, n_labels):
+    """dst[rows] = src[rows] of two flat vectors."""
+    K = n_labels
+    for j in range(rows.size):
+        b = rows[j] * K
+        for k in range(K):
+            dst[b + k] = src[b + k]
+
+
+@njit(cache=True, nogil=True)
+def sum_two(rows_a, values_a, rows_b, values_b):
+    """The sum of two sparse row sets (sorted rows), each row's values summed as
+    (0 + a) + b: the union of rows and their (len, K) values."""
+    K = values_a.shape[1]
+    na, nb = rows_a.size, rows_b.size
+    rows = np.empty(na + nb, np.int64)
+    out = np.empty((na + nb, K))
+    i = j = m = 0
+    while i < na or j < nb:
+        take_a = i < na and (j >= nb or rows_a[i] <= rows_b[j])
+        take_b = j < nb and (i >= na or rows_b[j] <= rows_a[i])
+        rows[m] = rows_a[i] if take_a else rows_b[j]
+        for k in range(K):
+            s = 0.0
+            if take_a:
+                s += values_a[i, k]
+            if take_b:
+                s += values_b[j, k]
+            out[m, k] = s
+        i += take_a
+        j += take_b
+        m += 1
+    return rows[:m], out[:m]
+
+
+@njit(cache=True, nogil=True)
+def gather_runs(flat, off, length):
+    """The entries off[r]:off[r] + length[r] of ``flat``, run after run, in one array."""
+    out = np.empty(length.sum(), flat.dtype)
+    q = 0
+    for r in range(off.size):
+        for j in range(off[r], off[r] + length[r]):
+            out[q] = flat[j]
+            q += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def scatter_runs(flat, off, length, values):
+    """The inverse of :func:`gather_runs`: the runs of ``flat`` set from ``values``."""
+    q = 0
+    for r in range(off.size):
+        for j in range(off[r], off[r] + length[r]):
+            flat[j] = values[q]
+            q += 1
