@@ -6,12 +6,15 @@ its block oracle, line search and block update) and, apart from it, the evaluati
 monitor calls (the exact primal, the test set's Viterbi, the exact gap pass). When the
 evaluation kernels are not in the cache, :func:`start` runs a second process (``python -m
 crfsdca.estimators.compile_ahead``) that compiles, into the shared cache, first the loop's line
-search and block update for a chain run's argument types (:func:`compile_loop_parts`), which
-the fit's loop loads when its typing reaches them after the block oracle, then the evaluation
-kernels on a three-sentence corpus (:func:`compile_evaluation`). The fit compiles its solver
+search and block update (:func:`compile_loop_parts`), then its block gap and primal direction
+(:func:`compile_block_parts`), for a chain run's argument types, which the fit's loop loads
+when its typing reaches them after the block oracle, then the evaluation kernels on a
+three-sentence corpus (:func:`compile_evaluation`). The fit compiles its solver
 loop first (``LoopSolver.solve``'s ``compile_ahead``) and waits for that process before its
-first evaluation. The results are those of a run without it, bit for bit (only the order of
-compilation changes); a warm cache starts no process.
+first evaluation. The results are those of a run without it, bit for bit, whichever process
+gets to a shared callee first (only the order of compilation changes; the structure
+primitives, which the loop's typing meets on its way, are compiled in both processes and
+never read from the cache: ``kernels.primitives.implements``); a warm cache starts no process.
 
 ``CRFSDCA_COMPILE_AHEAD=0`` turns it off (the test suite does, to keep its processes to its
 workers).
@@ -114,6 +117,14 @@ def compile_loop_parts(dual_dtype: str) -> None:
     sdca_epoch.compile_step_parts(_tiny_problem().structure.blocks.runs, dual_dtype)
 
 
+def compile_block_parts(dual_dtype: str) -> None:
+    """Compile the block gap, the primal direction and its update of w as the SDCA step calls
+    them (``sdca_epoch.compile_block_parts``), for a chain run on ``dual_dtype`` duals."""
+    from crfsdca.kernels import sdca_epoch
+
+    sdca_epoch.compile_block_parts(_tiny_problem().structure.blocks, dual_dtype)
+
+
 def compile_evaluation(dual_dtype: str) -> None:
     """Call the evaluation kernels of a chain SDCA run once, on :data:`TINY_SENTENCES`: the
     exact primal, the test set's Viterbi and the exact gap pass (on ``dual_dtype`` duals)."""
@@ -131,4 +142,5 @@ def compile_evaluation(dual_dtype: str) -> None:
 if __name__ == "__main__":
     dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
     compile_loop_parts(dtype)
+    compile_block_parts(dtype)
     compile_evaluation(dtype)

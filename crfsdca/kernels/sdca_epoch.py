@@ -304,6 +304,30 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     _update_range.callee.compile(tuple(typeof(a) for a in update))
 
 
+def compile_block_parts(structure, dual_dtype) -> None:
+    """Compile the block gap and the structure's primal direction and its update of w as the
+    step calls them, for ``structure`` (a structure's kernel type) and a dual of
+    ``dual_dtype``, without compiling anything else (the step workspace's type comes from
+    typing its primitive). A second process compiles them into the shared cache while a first
+    run's loop compiles its block oracle (``crfsdca.estimators.compile_ahead``)."""
+    from numba.core.registry import cpu_target
+
+    ctx = cpu_target.typing_context
+    ctx.refresh()
+
+    def typed(stub, *args):
+        return ctx.resolve_function_type(ctx.resolve_value_type(stub), args, {})
+
+    kind = typeof(structure)
+    sws = typed(step_workspace, kind).return_type
+    bufs, b32 = (typeof(b) for b in _placeholder_buffers())
+    typed(block_direction, kind, types.int64, bufs, sws, types.float64)
+    typed(add_block_direction, kind, types.int64, types.float64, sws, typeof(np.zeros(1)))
+    runs = typeof(block_runs.py_func(structure.runs, 0))
+    logs = typeof(np.zeros(1, dual_dtype))
+    block_gap_given_nu.callee.compile((types.UniTuple(logs, 2), runs, bufs, b32))
+
+
 def _placeholder_buffers():
     """A step's float64 and float32 block buffers, one entry each: their types only."""
     bufs = BlockBuffers(*(np.zeros(1) for _ in range(4)))
