@@ -3,7 +3,8 @@
 A structure (chain, tree or forest, junction tree) is one NamedTuple type of packed arrays
 (``crfsdca.kernels.chain_blocks``, ``tree_blocks``, ``junction_blocks``); each implements the
 stubs below for its type with ``numba.extending.overload``. A solver kernel is written once
-against the stubs, and numba compiles (and caches) one specialisation per structure type:
+against the stubs, and numba compiles one specialisation per structure type (in the machine
+code of the kernels that call it, :func:`implements`):
 
 ======================================  ==================================================
 primitive                               what it does for example i
