@@ -309,7 +309,9 @@ def compile_block_parts(structure, dual_dtype) -> None:
     step calls them, for ``structure`` (a structure's kernel type) and a dual of
     ``dual_dtype``, without compiling anything else (the step workspace's type comes from
     typing its primitive). A second process compiles them into the shared cache while a first
-    run's loop compiles its block oracle (``crfsdca.estimators.compile_ahead``)."""
+    run's loop compiles its block oracle (``crfsdca.estimators.compile_ahead``): the callees
+    under the direction's primitives, which are compiled here only to reach them (a primitive
+    is never cached: ``kernels.primitives.implements``)."""
     from numba.core.registry import cpu_target
 
     ctx = cpu_target.typing_context
