@@ -20,9 +20,10 @@ from crfsdca.structures.junction_tree import is_second_order_chain, second_order
 
 
 @njit
-def _oracle_and_direction(s, w, mu, kappa):
-    """Per block: log Z, nu, log nu, |k u|^2 and w + u (from w = 0 plus the direction)."""
-    bufs, _, sws = sdca_epoch._make_ws(s)
+def _oracle_and_direction(s, w, mu, kappa, ws):
+    """Per block: log Z, nu, log nu, |k u|^2 and w + u (from w = 0 plus the direction), in the
+    step workspace ws."""
+    bufs, _, sws = ws
     n = s.runs.start.size - 1
     R = bufs[0].size
     log_z, sq = np.empty(n), np.empty(n)
@@ -39,9 +40,9 @@ def _oracle_and_direction(s, w, mu, kappa):
 
 
 @njit
-def _fast_path_taken(s, w):
+def _fast_path_taken(s, w, ws):
     """Whether the fast path's oracle succeeds (no fallback) on every block of >= 3 nodes."""
-    bufs, _, sws = sdca_epoch._make_ws(s)
+    bufs, _, sws = ws
     for i in range(s.runs.start.size - 1):
         if s.data[0][i + 1] - s.data[0][i] >= 3:
             ok = order2.block_marginals(s, i, w, sws[5], sws[1][0], bufs[1], bufs[2])[1]
@@ -54,7 +55,9 @@ def both(problem, w, mu):
     fast = problem.structure.blocks
     assert fast.order2
     generic = fast._replace(order2=False)
-    return (_oracle_and_direction(b, w, mu, 0.7) for b in (fast, generic))
+    return (
+        _oracle_and_direction(b, w, mu, 0.7, sdca_epoch.make_workspace(b)) for b in (fast, generic)
+    )
 
 
 @pytest.mark.parametrize(("seed", "K", "scale"), [(0, 3, 1.0), (1, 4, 3.0), (2, 2, 10.0)])
@@ -65,7 +68,8 @@ def test_the_fast_path_matches_the_generic_kernels(seed, K, scale):
     w = scale * rng.standard_normal(problem.feature_map.n_features)
     region = problem.train.packed[0][1]
     mu = rng.random(int(region[-1]))  # any dual entries: the direction is linear in nu - mu
-    assert _fast_path_taken(problem.structure.blocks, w)
+    blocks = problem.structure.blocks
+    assert _fast_path_taken(blocks, w, sdca_epoch.make_workspace(blocks))
     fast, generic = both(problem, w, mu)
     for a, b in zip(fast, generic, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
@@ -76,7 +80,8 @@ def test_marginals_too_small_for_scaled_space_fall_back_to_log_space():
     problem = junction_problem(data)
     w = 400.0 * np.random.default_rng(4).standard_normal(problem.feature_map.n_features)
     region = problem.train.packed[0][1]
-    assert not _fast_path_taken(problem.structure.blocks, w)
+    blocks = problem.structure.blocks
+    assert not _fast_path_taken(blocks, w, sdca_epoch.make_workspace(blocks))
     fast, generic = both(problem, w, np.zeros(int(region[-1])))
     log_z, _, lnu, *_ = fast
     assert np.all(np.isfinite(log_z)) and lnu.min() < np.log(1e-280)

@@ -262,6 +262,50 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
     np.testing.assert_array_equal(weights["1"], weights["0"])
 
 
+CACHED_EVALUATION = """
+from crfsdca.estimators.compile_ahead import _cached
+from crfsdca.kernels import batch, sdca_epoch
+kernels = (batch._chunk_loss, sdca_epoch._exact_gaps, batch._chunk_predict)
+print(" ".join(str(_cached(k)) for k in kernels))
+"""
+
+
+@pytest.mark.slow
+def test_a_fit_without_a_test_set_leaves_the_viterbi_to_its_first_prediction(tmp_path):
+    """The compile-ahead process of a run with no test set compiles the exact primal and the
+    exact gap pass but not the test set's Viterbi, which that run never calls; with a test set
+    it compiles all three."""
+    env = _cold_env(tmp_path / "cache", CRFSDCA_COMPILE_AHEAD="0")
+    for mode, cached in (("no-test", "True True False"), ("test", "True True True")):
+        ahead = subprocess.run(
+            [sys.executable, "-m", "crfsdca.estimators.compile_ahead", "float64", mode],
+            env=env, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        assert ahead.returncode == 0, ahead.stderr
+        check = subprocess.run(
+            [sys.executable, "-c", CACHED_EVALUATION], env=env, capture_output=True, text=True
+        )
+        assert check.stdout.split() == cached.split(), check.stderr
+
+
+def test_compile_ahead_is_told_whether_the_fit_scores_a_test_set(monkeypatch):
+    """start passes "test" or "no-test" to the second process."""
+    from crfsdca.estimators import compile_ahead
+
+    commands = []
+
+    def record(command, **kwargs):
+        commands.append(command)
+        return object()
+
+    monkeypatch.setenv(compile_ahead.ENV, "1")
+    monkeypatch.setattr(compile_ahead, "_cached", lambda dispatcher: False)
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", record)
+    compile_ahead.start("sdca", "chain", 1, "float64", test=False)
+    compile_ahead.start("sdca", "chain", 1, "float32")
+    assert [c[-2:] for c in commands] == [["float64", "no-test"], ["float32", "test"]]
+
+
 @pytest.mark.slow
 def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
     """compile_ahead.compile_loop_parts and compile_block_parts compile the line search, the

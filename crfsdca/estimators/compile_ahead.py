@@ -5,11 +5,12 @@ kernel after the other, on one core: the solver loop (``kernels.sdca_epoch._run_
 its block oracle, line search and block update) and, apart from it, the evaluation kernels the
 monitor calls (the exact primal, the test set's Viterbi, the exact gap pass). When the
 evaluation kernels are not in the cache, :func:`start` runs a second process (``python -m
-crfsdca.estimators.compile_ahead``) that compiles, into the shared cache, first the loop's line
-search and block update (:func:`compile_loop_parts`), then its block gap and primal direction
-(:func:`compile_block_parts`), for a chain run's argument types, which the fit's loop loads
-when its typing reaches them after the block oracle, then the evaluation kernels on a
-three-sentence corpus (:func:`compile_evaluation`). The fit compiles its solver
+crfsdca.estimators.compile_ahead``) that compiles, into the shared cache and in the order the
+loop's typing reaches them after the block oracle, the block gap and the primal direction
+(:func:`compile_block_parts`), then the line search and the block update
+(:func:`compile_loop_parts`), for a chain run's argument types (the fit's loop loads them),
+then the evaluation kernels on a three-sentence corpus (:func:`compile_evaluation`; the test
+set's Viterbi only when the fit scores a test set). The fit compiles its solver
 loop first (``LoopSolver.solve``'s ``compile_ahead``) and waits for that process before its
 first evaluation. The results are those of a run without it, bit for bit, whichever process
 gets to a shared callee first (only the order of compilation changes; the structure
@@ -79,10 +80,13 @@ class CompileAhead:
                 self.process.wait()
 
 
-def start(solver: str, graph: str, order: int, dual_dtype: str = "float64") -> CompileAhead | None:
+def start(
+    solver: str, graph: str, order: int, dual_dtype: str = "float64", test: bool = True
+) -> CompileAhead | None:
     """Start compiling the evaluation kernels of a chain SDCA run in a second process, when
     they are not cached yet (else, for other solvers and structures, or with ``ENV`` = 0:
-    None)."""
+    None); ``test``: whether the run scores a test set (else its Viterbi is left to the first
+    prediction)."""
     if os.environ.get(ENV, "1") == "0" or solver != "sdca" or graph != "chain" or order != 1:
         return None
     from crfsdca.kernels import batch
@@ -90,6 +94,7 @@ def start(solver: str, graph: str, order: int, dual_dtype: str = "float64") -> C
     if _cached(batch._chunk_loss):
         return None
     command = [sys.executable, "-m", "crfsdca.estimators.compile_ahead", dual_dtype]
+    command.append("test" if test else "no-test")
     try:
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -125,22 +130,27 @@ def compile_block_parts(dual_dtype: str) -> None:
     sdca_epoch.compile_block_parts(_tiny_problem().structure.blocks, dual_dtype)
 
 
-def compile_evaluation(dual_dtype: str) -> None:
+def compile_evaluation(dual_dtype: str, test: bool = True) -> None:
     """Call the evaluation kernels of a chain SDCA run once, on :data:`TINY_SENTENCES`: the
-    exact primal, the test set's Viterbi and the exact gap pass (on ``dual_dtype`` duals)."""
+    exact primal, the test set's Viterbi (if ``test``) and the exact gap pass (on
+    ``dual_dtype`` duals)."""
     from crfsdca.kernels import sdca_epoch
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
     problem = _tiny_problem()
     dual = SDCA(SDCAConfig(dual_dtype=dual_dtype)).initial_state(problem).dual
     problem.primal(dual.weights)
-    problem.test_oracle.predict(dual.weights)
+    if test:
+        problem.test_oracle.predict(dual.weights)
     blocks = problem.structure.blocks
     sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
 
 
 if __name__ == "__main__":
     dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
-    compile_loop_parts(dtype)
     compile_block_parts(dtype)
-    compile_evaluation(dtype)
+    compile_loop_parts(dtype)
+    compile_evaluation(dtype, test=sys.argv[2:3] != ["no-test"])
+    # everything is in the cache now and the fit waits for this process to end: end without
+    # the interpreter's teardown (about 0.3 s of unloading numba and LLVM)
+    os._exit(0)

@@ -194,7 +194,9 @@ class SequenceCRF:
         if records:
             monitor.trace.records[:] = [TraceRecord.from_json(r) for r in records]
         dtype = self.solver_options.get("dual_dtype", "float64")
-        ahead = compile_ahead.start(self.solver, graph_of(train), data_order(train), dtype)
+        ahead = compile_ahead.start(
+            self.solver, graph_of(train), data_order(train), dtype, test is not None
+        )
         if ahead is None:
             result = solver.solve(problem, monitor, state)
         else:

@@ -65,7 +65,6 @@ class ChainStepWorkspace(NamedTuple):
     rest: np.ndarray
 
 
-@njit(cache=True, nogil=True)
 def _workspace(max_T, K, max_U):
     """The :class:`ChainStepWorkspace` of sequences of up to max_T items."""
     T = max(max_T, 1)
@@ -76,7 +75,7 @@ def _workspace(max_T, K, max_U):
     return ChainStepWorkspace(fb_ws, np.empty((max(max_U, 1), K)), np.empty((3 + K, K)))
 
 
-@P.implements(P.step_workspace, ChainBlocks)
+@P.builds_workspace(ChainBlocks)
 def _step_workspace(s):
     return _workspace(s.max_T, s.dims[1], s.max_U)
 

@@ -61,7 +61,6 @@ class JunctionStepWorkspace(NamedTuple):
     fast: tuple
 
 
-@njit(cache=True, nogil=True)
 def _workspace(R, K, sizes, fast2):
     """The :class:`JunctionStepWorkspace` of blocks of up to R entries."""
     table, cliques, max_len, max_attrs, n_factor, n_types = sizes
@@ -77,7 +76,7 @@ def _workspace(R, K, sizes, fast2):
     return JunctionStepWorkspace(mws, bws, ews, dws, np.zeros(1, np.int64), fast)
 
 
-@P.implements(P.step_workspace, JunctionBlocks)
+@P.builds_workspace(JunctionBlocks)
 def _step_workspace(s):
     return _workspace(max(s.max_block, 1), s.dims[1], s.sizes, s.order2)
 

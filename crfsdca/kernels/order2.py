@@ -34,7 +34,6 @@ from crfsdca.kernels.logspace import subtract_row_max
 from crfsdca.kernels.rowops import rows_sum
 
 
-@njit(cache=True, nogil=True)
 def make_workspace(max_len, K, enabled):
     """``ows`` of :func:`block_marginals` and :func:`direction` (size-one arrays when the
     structure has no second-order fast path): the factor tables (Q, Qt, Q2, lQ, E2), the
@@ -42,10 +41,7 @@ def make_workspace(max_len, K, enabled):
     c of j = b K + c."""
     n, k = (max(max_len, 1), K) if enabled else (1, 1)
     kk = k * k
-    bidx = np.empty(kk, np.int64)
-    cidx = np.empty(kk, np.int64)
-    for j in range(kk):
-        bidx[j], cidx[j] = j // k, j % k
+    bidx, cidx = np.divmod(np.arange(kk, dtype=np.int64), k)
     tables = (np.empty(k**3), np.empty(k**3), np.empty(k**3), np.empty(k**3), np.empty(kk))
     rows = (np.empty(kk), np.empty(kk), np.empty(kk), np.empty(kk), np.empty(kk))
     return tables, (np.empty((n, kk)), np.empty((n, k))), rows, (bidx, cidx)

@@ -19,8 +19,10 @@ primitive                               what it does for example i
 ``block_direction_entries(s, i, sws,    the flat indices and values of u_i (Prox-SDCA's
 idx, val)``                             step reads v and w there); returns their number
 ``direction_capacity(s, sws)``          the most entries a block's u_i can have
-``step_workspace(s)``                   the structure's buffers of one step (sws)
 ======================================  ==================================================
+
+The buffers of one step (``sws``) are built in Python, outside the kernels, by
+:func:`step_workspace`, which each structure implements with :func:`builds_workspace`.
 
 SAG-NUS (``crfsdca.kernels.sag_epoch``) reads an example through five more, on w = c z, and
 a workspace with the named fields ``node``, ``sums``, ``g_emit``, ``g_rest``, ``d_emit``,
@@ -123,9 +125,13 @@ def direction_capacity(structure, sws):
     raise NotImplementedError
 
 
+#: the step workspace's builder of each structure type (:func:`builds_workspace`)
+_WORKSPACES: dict = {}
+
+
 def step_workspace(structure):
-    """The structure's buffers of one step."""
-    raise NotImplementedError
+    """The structure's buffers of one step (``sws``), as its kernels read them."""
+    return _WORKSPACES[type(structure)](structure)
 
 
 def sag_rest_rows(structure):
@@ -171,6 +177,17 @@ def oeg_accept(structure, i, dual, w, sws):
 def is_structure(typ, cls) -> bool:
     """Whether the numba type ``typ`` is the NamedTuple type ``cls`` (for the overloads)."""
     return getattr(typ, "instance_class", None) is cls
+
+
+def builds_workspace(cls):
+    """Register the decorated function (plain Python, returned unchanged) as the builder of the
+    step workspace of the structure type ``cls`` (:func:`step_workspace`)."""
+
+    def register(build):
+        _WORKSPACES[cls] = build
+        return build
+
+    return register
 
 
 def implements(stub, cls):

@@ -224,21 +224,11 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
 
 
 @njit(cache=True, nogil=True)
-def _make_ws(structure):
-    """Block buffers (mu, nu, log_nu, log_mix), their float32 copies for the line-search
-    predictor (mu, nu, log_nu), and the structure's own buffers."""
-    size = max(structure.max_block, 1)
-    bufs = BlockBuffers(np.empty(size), np.empty(size), np.empty(size), np.empty(size))
-    f32 = np.float32
-    b32 = BlockBuffers32(np.empty(size, f32), np.empty(size, f32), np.empty(size, f32))
-    return bufs, b32, step_workspace(structure)
-
-
-@njit(cache=True, nogil=True)
-def _exact_gaps(structure, mu_arrays, w, lo, hi, gaps):
-    """gaps[i] = KL~(mu_i || nu_i(w)) for examples lo..hi-1 (one oracle call each); nan where
-    the oracle is non-finite. Releases the GIL: the wrapper runs chunks on threads."""
-    bufs, b32, sws = _make_ws(structure)
+def _exact_gaps(structure, mu_arrays, w, lo, hi, gaps, ws):
+    """gaps[i] = KL~(mu_i || nu_i(w)) for examples lo..hi-1 (one oracle call each, in the
+    workspace ``ws`` of ``make_workspace``); nan where the oracle is non-finite. Releases the
+    GIL: the wrapper runs chunks on threads."""
+    bufs, b32, sws = ws
     for i in range(lo, hi):
         log_z = block_oracle(structure, i, w, sws, bufs)
         if not np.isfinite(log_z):
@@ -274,8 +264,14 @@ def _all_entropies(table, log_edge, log_node):
 
 # -- thin Python wrappers ------------------------------------------------------------------------
 def make_workspace(structure):
-    """Workspace of one step on ``structure`` (a structure's kernel type)."""
-    return _make_ws(structure)
+    """Workspace of one step on ``structure`` (a structure's kernel type): block buffers (mu,
+    nu, log_nu, log_mix), their float32 copies for the line-search predictor (mu, nu, log_nu)
+    and the structure's own buffers (``primitives.step_workspace``). Built in Python: no kernel
+    to compile before a first run's loop."""
+    size = max(int(structure.max_block), 1)
+    bufs = BlockBuffers(*(np.empty(size) for _ in range(4)))
+    b32 = BlockBuffers32(*(np.empty(size, np.float32) for _ in range(3)))
+    return bufs, b32, step_workspace(structure)
 
 
 @njit(cache=True, nogil=True)
@@ -307,11 +303,11 @@ def compile_step_parts(run_table, dual_dtype) -> None:
 def compile_block_parts(structure, dual_dtype) -> None:
     """Compile the block gap and the structure's primal direction and its update of w as the
     step calls them, for ``structure`` (a structure's kernel type) and a dual of
-    ``dual_dtype``, without compiling anything else (the step workspace's type comes from
-    typing its primitive). A second process compiles them into the shared cache while a first
-    run's loop compiles its block oracle (``crfsdca.estimators.compile_ahead``): the callees
-    under the direction's primitives, which are compiled here only to reach them (a primitive
-    is never cached: ``kernels.primitives.implements``)."""
+    ``dual_dtype``, without compiling anything else. A second process compiles them into the
+    shared cache while a first run's loop compiles its block oracle
+    (``crfsdca.estimators.compile_ahead``): the callees under the direction's primitives, which
+    are compiled here only to reach them (a primitive is never cached:
+    ``kernels.primitives.implements``)."""
     from numba.core.registry import cpu_target
 
     ctx = cpu_target.typing_context
@@ -321,13 +317,13 @@ def compile_block_parts(structure, dual_dtype) -> None:
         return ctx.resolve_function_type(ctx.resolve_value_type(stub), args, {})
 
     kind = typeof(structure)
-    sws = typed(step_workspace, kind).return_type
     bufs, b32 = (typeof(b) for b in _placeholder_buffers())
-    typed(block_direction, kind, types.int64, bufs, sws, types.float64)
-    typed(add_block_direction, kind, types.int64, types.float64, sws, typeof(np.zeros(1)))
     runs = typeof(block_runs.py_func(structure.runs, 0))
     logs = typeof(np.zeros(1, dual_dtype))
     block_gap_given_nu.callee.compile((types.UniTuple(logs, 2), runs, bufs, b32))
+    sws = typeof(step_workspace(structure))
+    typed(block_direction, kind, types.int64, bufs, sws, types.float64)
+    typed(add_block_direction, kind, types.int64, types.float64, sws, typeof(np.zeros(1)))
 
 
 def _placeholder_buffers():
@@ -357,12 +353,13 @@ def exact_gaps(structure, log_edge, log_node, w):
     threads = max(1, min(n, get_num_threads()))
     bounds = [n * c // threads for c in range(threads + 1)]
     if threads == 1:
-        _exact_gaps(structure, mu_arrays, w, 0, n, gaps)
+        _exact_gaps(structure, mu_arrays, w, 0, n, gaps, make_workspace(structure))
         return gaps
+    workspaces = [make_workspace(structure) for _ in range(threads)]
     with ThreadPoolExecutor(threads) as pool:
         jobs = [
-            pool.submit(_exact_gaps, structure, mu_arrays, w, lo, hi, gaps)
-            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+            pool.submit(_exact_gaps, structure, mu_arrays, w, lo, hi, gaps, ws)
+            for lo, hi, ws in zip(bounds[:-1], bounds[1:], workspaces, strict=True)
         ]
         for job in jobs:
             job.result()

@@ -62,7 +62,6 @@ class TreeStepWorkspace(NamedTuple):
     pair_max: np.ndarray
 
 
-@njit(cache=True, nogil=True)
 def _workspace(max_n, K, max_U, n_bias, n_types):
     """The :class:`TreeStepWorkspace` of examples of up to max_n nodes."""
     n = max(max_n, 1)
@@ -77,7 +76,7 @@ def _workspace(max_n, K, max_U, n_bias, n_types):
     return TreeStepWorkspace(oracle, scaled, np.empty(n), rows, rest, *tables)
 
 
-@P.implements(P.step_workspace, TreeBlocks)
+@P.builds_workspace(TreeBlocks)
 def _step_workspace(s):
     return _workspace(s.max_n, s.dims[1], s.max_U, s.dims[2], s.dims[3])
 
