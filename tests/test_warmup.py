@@ -271,21 +271,53 @@ print(" ".join(str(_cached(k)) for k in kernels))
 
 
 @pytest.mark.slow
-def test_a_fit_without_a_test_set_leaves_the_viterbi_to_its_first_prediction(tmp_path):
-    """The compile-ahead process of a run with no test set compiles the exact primal and the
-    exact gap pass but not the test set's Viterbi, which that run never calls; with a test set
-    it compiles all three."""
-    env = _cold_env(tmp_path / "cache", CRFSDCA_COMPILE_AHEAD="0")
-    for mode, cached in (("no-test", "True True False"), ("test", "True True True")):
-        ahead = subprocess.run(
+def test_the_second_process_is_ready_once_the_run_s_evaluation_kernels_are_cached(tmp_path):
+    """The compile-ahead process writes its ready line (where the fit goes on) once the exact
+    primal and the exact gap pass are in the cache, and the test set's Viterbi too when the
+    run scores one; without a test set it compiles the Viterbi afterwards, for the fitted
+    model's first predict."""
+    from crfsdca.estimators.compile_ahead import READY
+
+    for mode, at_ready in (("no-test", "True True"), ("test", "True True True")):
+        env = _cold_env(tmp_path / mode, CRFSDCA_COMPILE_AHEAD="0")
+        ahead = subprocess.Popen(
             [sys.executable, "-m", "crfsdca.estimators.compile_ahead", "float64", mode],
-            env=env, capture_output=True, text=True, timeout=1800,
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        assert ahead.returncode == 0, ahead.stderr
-        check = subprocess.run(
-            [sys.executable, "-c", CACHED_EVALUATION], env=env, capture_output=True, text=True
-        )
-        assert check.stdout.split() == cached.split(), check.stderr
+        try:
+            assert ahead.stdout.readline() == READY
+            assert _cached_evaluation(env)[: len(at_ready.split())] == at_ready.split()
+        finally:
+            assert ahead.wait(timeout=1800) == 0
+            ahead.stdout.close()
+        assert _cached_evaluation(env) == ["True"] * 3
+
+
+def _cached_evaluation(env: dict[str, str]) -> list[str]:
+    """Whether the cache holds the exact primal, the exact gap pass and the Viterbi."""
+    check = subprocess.run(
+        [sys.executable, "-c", CACHED_EVALUATION], env=env, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stderr
+    return check.stdout.split()
+
+
+def test_waiting_for_the_second_process_ends_at_its_ready_line_or_its_end():
+    """CompileAhead.wait returns at the ready line while the process goes on (and is reaped
+    once it ends), or at the end of a process that never wrote it."""
+    from crfsdca.estimators.compile_ahead import CompileAhead
+
+    code = "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    CompileAhead(child).wait()
+    assert child.poll() is None  # still reading its stdin
+    child.stdin.close()
+    assert child.wait(timeout=60) == 0
+    failed = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], stdout=subprocess.PIPE)
+    CompileAhead(failed).wait()
+    assert failed.wait(timeout=60) == 3
 
 
 def test_compile_ahead_is_told_whether_the_fit_scores_a_test_set(monkeypatch):

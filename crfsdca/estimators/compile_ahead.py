@@ -10,12 +10,14 @@ loop's typing reaches them after the block oracle, the block gap and the primal 
 (:func:`compile_block_parts`), then the line search and the block update
 (:func:`compile_loop_parts`), for a chain run's argument types (the fit's loop loads them),
 then the evaluation kernels on a three-sentence corpus (:func:`compile_evaluation`; the test
-set's Viterbi only when the fit scores a test set). The fit compiles its solver
-loop first (``LoopSolver.solve``'s ``compile_ahead``) and waits for that process before its
-first evaluation. The results are those of a run without it, bit for bit, whichever process
-gets to a shared callee first (only the order of compilation changes; the structure
-primitives, which the loop's typing meets on its way, are compiled in both processes and
-never read from the cache: ``kernels.primitives.implements``); a warm cache starts no process.
+set's Viterbi when the fit scores a test set). The fit compiles its solver loop first
+(``LoopSolver.solve``'s ``compile_ahead``) and waits for that process's :data:`READY` line
+before its first evaluation; a fit with no test set goes on while the process compiles the
+Viterbi for the fitted model's first ``predict`` (:func:`compile_prediction`). The results
+are those of a run without it, bit for bit, whichever process gets to a shared callee first
+(only the order of compilation changes; the structure primitives, which the loop's typing
+meets on its way, are compiled in both processes and never read from the cache:
+``kernels.primitives.implements``); a warm cache starts no process.
 
 ``CRFSDCA_COMPILE_AHEAD=0`` turns it off (the test suite does, to keep its processes to its
 workers).
@@ -27,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -64,20 +67,30 @@ def _cached(dispatcher: Any) -> bool:
         return True
 
 
+#: the line the process writes once the kernels the run needs are in the cache
+READY = b"ready\n"
+
+
 class CompileAhead:
-    """The process compiling the evaluation kernels; :meth:`wait` returns when it has ended."""
+    """The process compiling the evaluation kernels; :meth:`wait` returns once they are in the
+    cache (its :data:`READY` line on its stdout) or it has ended."""
 
     def __init__(self, process: subprocess.Popen) -> None:
         self.process = process
 
     def wait(self) -> None:
-        """Wait for the process (a failure there only means the kernels compile here)."""
+        """Wait for the run's kernels (a failure there only means they compile here). The
+        process may go on compiling the Viterbi for a later prediction: a daemon thread reaps
+        it, and it is left to end on its own."""
         try:
+            self.process.stdout.readline()  # READY, or b"" at its end
+        except BaseException:  # interrupted while waiting
+            self.process.kill()
             self.process.wait()
+            raise
         finally:
-            if self.process.poll() is None:  # interrupted while waiting
-                self.process.kill()
-                self.process.wait()
+            self.process.stdout.close()
+        threading.Thread(target=self.process.wait, daemon=True).start()
 
 
 def start(
@@ -97,7 +110,7 @@ def start(
     command.append("test" if test else "no-test")
     try:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
     except OSError:  # no process to be had (limits, no interpreter path): compile here
         return None
@@ -146,11 +159,22 @@ def compile_evaluation(dual_dtype: str, test: bool = True) -> None:
     sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
 
 
+def compile_prediction() -> None:
+    """Call the Viterbi once on :data:`TINY_SENTENCES` (what a fitted model's ``predict``
+    calls)."""
+    problem = _tiny_problem()
+    problem.test_oracle.predict(problem.feature_map.zeros())
+
+
 if __name__ == "__main__":
     dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
+    test = sys.argv[2:3] != ["no-test"]
     compile_block_parts(dtype)
     compile_loop_parts(dtype)
-    compile_evaluation(dtype, test=sys.argv[2:3] != ["no-test"])
-    # everything is in the cache now and the fit waits for this process to end: end without
-    # the interpreter's teardown (about 0.3 s of unloading numba and LLVM)
+    compile_evaluation(dtype, test=test)
+    sys.stdout.buffer.write(READY)  # the run goes on from here
+    sys.stdout.flush()
+    if not test:  # the run scores no test set: the Viterbi for its model's first predict
+        compile_prediction()
+    # end without the interpreter's teardown (about 0.3 s of unloading numba and LLVM)
     os._exit(0)
