@@ -11,7 +11,7 @@ from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
 from crfsdca.structures.chain import ChainStructure
-from crfsdca.structures.dual import smoothed_empirical, weights_from_dual
+from crfsdca.structures.dual import filled, smoothed_empirical, weights_from_dual
 
 
 def dual_value(problem, state):
@@ -124,6 +124,18 @@ def test_smoothed_start_weights_in_closed_form_match_the_stored_logs(eps, dtype)
     state = smoothed_empirical(problem, eps, dtype=dtype)
     summed = weights_from_dual(problem, state.log_node, state.log_edge)
     np.testing.assert_allclose(state.weights, summed, rtol=1e-12, atol=1e-12 * np.abs(summed).max())
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 1 << 20), (2 * (1 << 20) + 7,)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_filled_on_threads_is_np_full(shape, dtype, monkeypatch):
+    """The dual's blocks written on several threads (one slice each) are np.full's."""
+    import crfsdca.structures.dual as dual
+
+    monkeypatch.setattr(dual, "get_threads", lambda: 3)
+    out = filled(shape, -3.7, dtype)
+    assert out.dtype == dtype and out.shape == shape
+    np.testing.assert_array_equal(out, np.full(shape, -3.7, dtype))
 
 
 def reference_optimum(problem):

@@ -9,6 +9,7 @@ w_hat(mu) = (1 / (lambda n)) sum_i [F(x_i, y_i) - E_{mu_i} F(x_i, .)]
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from numpy.typing import NDArray
 
 from crfsdca.features.layout import sequence_layout
 from crfsdca.kernels import chain_eg, junction_batch, tree_eg
+from crfsdca.kernels.batch import get_threads
 
 INITIAL_GAP = 100.0  # the paper's initial gap estimate, so that a first pass visits everything
 
@@ -90,7 +92,7 @@ def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
     log_node[np.arange(N), labels] = on
     off2 = np.log(epsilon / K**2)
     on2 = np.log(epsilon / K**2 + (1.0 - epsilon))
-    log_edge = np.full((N - n, K, K), off2, dtype=dtype)
+    log_edge = filled((N - n, K, K), off2, dtype)
     is_edge = np.ones(N, bool)
     is_edge[data.seq_offsets[1:] - 1] = False  # last token of a sequence starts no edge
     src = np.flatnonzero(is_edge)
@@ -104,6 +106,22 @@ def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
         edge_sums = ((N - n) * p_off2 + gold * (p_on2 - p_off2)).reshape(K, K)
         weights = problem.structure.weights_from_dual(log_node, log_edge, edge_sums=edge_sums)
     return finish_state(problem, log_node, log_edge, entropies=entropies, weights=weights)
+
+
+def filled(shape: tuple[int, ...], value: float, dtype=np.float64) -> NDArray:
+    """``np.full(shape, value, dtype)`` written by numba's number of threads, one slice each: a
+    dual's edge block is hundreds of MB, and most of the time of its first write goes to page
+    faults (CoNLL-2000's 858 MB: 0.3-1.7 s on one thread on the machine of BENCHMARKS.md)."""
+    out = np.empty(shape, dtype)
+    flat = out.reshape(-1)
+    threads = max(1, min(get_threads(), flat.size // (1 << 20)))
+    if threads == 1:
+        flat.fill(value)
+        return out
+    bounds = [flat.size * t // threads for t in range(threads + 1)]
+    with ThreadPoolExecutor(threads) as pool:  # numpy's fill releases the GIL
+        list(pool.map(lambda t: flat[bounds[t] : bounds[t + 1]].fill(value), range(threads)))
+    return out
 
 
 def _smoothed_entropies(lengths, K: int, node_logs, edge_logs, dtype) -> NDArray[np.float64]:
@@ -178,7 +196,7 @@ def tree_smoothed_empirical(problem: TreeProblem, epsilon: float) -> DualState:
     starts = np.repeat(data.seq_offsets[:-1], data.lengths)  # first node of each node's example
     log_node = np.full((N, K), np.log(epsilon / K) if epsilon < 1 else -np.log(K))
     log_node[np.arange(N), labels] = np.log(epsilon / K + 1.0 - epsilon)
-    log_edge = np.full((N, K, K), np.log(epsilon / K**2))
+    log_edge = filled((N, K, K), np.log(epsilon / K**2))
     child = np.flatnonzero(parents >= 0)
     parent_labels = labels[starts[child] + parents[child]]
     log_edge[child, parent_labels, labels[child]] = np.log(epsilon / K**2 + 1.0 - epsilon)
