@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -302,12 +303,22 @@ def _cached_evaluation(env: dict[str, str]) -> list[str]:
     return check.stdout.split()
 
 
+def test_the_ready_line_is_found_after_other_output():
+    """Other lines before the ready line (anything the process may print) are skipped, and
+    nothing after it is read."""
+    from crfsdca.estimators.compile_ahead import read_until_ready
+
+    stream = io.BytesIO(b"other output\nready\nlater\n")
+    assert read_until_ready(stream) and stream.read() == b"later\n"
+    assert not read_until_ready(io.BytesIO(b"other output\n"))
+
+
 def test_waiting_for_the_second_process_ends_at_its_ready_line_or_its_end():
     """CompileAhead.wait returns at the ready line while the process goes on (and is reaped
     once it ends), or at the end of a process that never wrote it."""
     from crfsdca.estimators.compile_ahead import CompileAhead
 
-    code = "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()"
+    code = "import sys; print('ready', flush=True); sys.stdin.read()"
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )

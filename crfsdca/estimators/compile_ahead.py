@@ -33,7 +33,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "CompileAhead", "TINY_SENTENCES", "start", "tiny_inputs"]
+__all__ = [
+    "ENV",
+    "READY",
+    "CompileAhead",
+    "TINY_SENTENCES",
+    "read_until_ready",
+    "start",
+    "tiny_inputs",
+]
 
 ENV = "CRFSDCA_COMPILE_AHEAD"
 
@@ -71,6 +79,12 @@ def _cached(dispatcher: Any) -> bool:
 READY = b"ready\n"
 
 
+def read_until_ready(stream) -> bool:
+    """Read ``stream`` up to and including its :data:`READY` line (other lines are skipped);
+    False if it ended without one."""
+    return any(line == READY for line in iter(stream.readline, b""))
+
+
 class CompileAhead:
     """The process compiling the evaluation kernels; :meth:`wait` returns once they are in the
     cache (its :data:`READY` line on its stdout) or it has ended."""
@@ -83,7 +97,7 @@ class CompileAhead:
         process may go on compiling the Viterbi for a later prediction: a daemon thread reaps
         it, and it is left to end on its own."""
         try:
-            self.process.stdout.readline()  # READY, or b"" at its end
+            read_until_ready(self.process.stdout)
         except BaseException:  # interrupted while waiting
             self.process.kill()
             self.process.wait()
