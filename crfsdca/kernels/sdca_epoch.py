@@ -268,10 +268,14 @@ def make_workspace(structure):
     nu, log_nu, log_mix), their float32 copies for the line-search predictor (mu, nu, log_nu)
     and the structure's own buffers (``primitives.step_workspace``). Built in Python: no kernel
     to compile before a first run's loop."""
-    size = max(int(structure.max_block), 1)
+    return (*_block_buffers(max(int(structure.max_block), 1)), step_workspace(structure))
+
+
+def _block_buffers(size):
+    """A step's float64 and float32 block buffers (``BlockBuffers``, ``BlockBuffers32``) of
+    ``size`` entries each."""
     bufs = BlockBuffers(*(np.empty(size) for _ in range(4)))
-    b32 = BlockBuffers32(*(np.empty(size, np.float32) for _ in range(3)))
-    return bufs, b32, step_workspace(structure)
+    return bufs, BlockBuffers32(*(np.empty(size, np.float32) for _ in range(3)))
 
 
 @njit(cache=True, nogil=True)
@@ -292,7 +296,7 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     per_example = np.zeros(1)
     dual = DualArrays(logs, logs, per_example, per_example, per_example)
     params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
-    bufs, b32 = _placeholder_buffers()
+    bufs, b32 = _block_buffers(1)  # their types only
     x = 0.0
     search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None)
     _search.callee.compile(tuple(typeof(a) for a in search))
@@ -317,19 +321,13 @@ def compile_block_parts(structure, dual_dtype) -> None:
         return ctx.resolve_function_type(ctx.resolve_value_type(stub), args, {})
 
     kind = typeof(structure)
-    bufs, b32 = (typeof(b) for b in _placeholder_buffers())
+    bufs, b32 = (typeof(b) for b in _block_buffers(1))
     runs = typeof(block_runs.py_func(structure.runs, 0))
     logs = typeof(np.zeros(1, dual_dtype))
     block_gap_given_nu.callee.compile((types.UniTuple(logs, 2), runs, bufs, b32))
     sws = typeof(step_workspace(structure))
     typed(block_direction, kind, types.int64, bufs, sws, types.float64)
     typed(add_block_direction, kind, types.int64, types.float64, sws, typeof(np.zeros(1)))
-
-
-def _placeholder_buffers():
-    """A step's float64 and float32 block buffers, one entry each: their types only."""
-    bufs = BlockBuffers(*(np.zeros(1) for _ in range(4)))
-    return bufs, BlockBuffers32(*(np.zeros(1, np.float32) for _ in range(3)))
 
 
 def direction_size(structure, ws) -> int:
@@ -352,10 +350,10 @@ def exact_gaps(structure, log_edge, log_node, w):
     mu_arrays = (_flat(log_edge), _flat(log_node))
     threads = max(1, min(n, get_num_threads()))
     bounds = [n * c // threads for c in range(threads + 1)]
-    if threads == 1:
-        _exact_gaps(structure, mu_arrays, w, 0, n, gaps, make_workspace(structure))
-        return gaps
     workspaces = [make_workspace(structure) for _ in range(threads)]
+    if threads == 1:
+        _exact_gaps(structure, mu_arrays, w, 0, n, gaps, workspaces[0])
+        return gaps
     with ThreadPoolExecutor(threads) as pool:
         jobs = [
             pool.submit(_exact_gaps, structure, mu_arrays, w, lo, hi, gaps, ws)
