@@ -313,13 +313,20 @@ def _expected_features(data, log_node, log_edge, dims, out):
     A, K, n_bias = dims
     trans = A * K + n_bias * K
     n = seq_offsets.shape[0] - 1
+    mu = np.empty(K)
     for i in range(n):
         t0, t1 = seq_offsets[i], seq_offsets[i + 1]
         for t in range(t0, t1):
             for k in range(K):
-                m = np.exp(log_node[t, k])
-                for p in range(attr_offsets[t], attr_offsets[t + 1]):
-                    out[attr_ids[p] * K + k] += attr_values[p] * m
+                mu[k] = np.exp(log_node[t, k])
+            # one attribute row at a time: each entry of out still receives its terms in the
+            # order (t, p), so the sums are those of a label-major loop, bit for bit
+            for p in range(attr_offsets[t], attr_offsets[t + 1]):
+                row, v = attr_ids[p] * K, attr_values[p]
+                for k in range(K):
+                    out[row + k] += v * mu[k]
+            for k in range(K):
+                m = mu[k]
                 if n_bias > 0:
                     out[A * K + k] += m
                     if t == t0:

@@ -317,7 +317,7 @@ class ChainStructure:
 
     def weights_from_dual(self, log_node, log_edge, edge_sums=None) -> NDArray[np.float64]:
         """w_hat(mu); ``edge_sums``: sum_e mu_e (K, K) over every edge when known in closed
-        form (the smoothed start), which spares the pass over ``log_edge``."""
+        form (the smoothed start), which spares the pass over ``log_edge`` (not read then)."""
         problem = self.problem
         expected = problem.feature_map.zeros()
         edges = log_edge if edge_sums is None else log_edge[:0]

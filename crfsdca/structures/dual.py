@@ -92,19 +92,24 @@ def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
     log_node[np.arange(N), labels] = on
     off2 = np.log(epsilon / K**2)
     on2 = np.log(epsilon / K**2 + (1.0 - epsilon))
-    log_edge = filled((N - n, K, K), off2, dtype)
     is_edge = np.ones(N, bool)
     is_edge[data.seq_offsets[1:] - 1] = False  # last token of a sequence starts no edge
     src = np.flatnonzero(is_edge)
-    log_edge[np.arange(N - n), labels[src], labels[src + 1]] = on2
     entropies = _smoothed_entropies(data.lengths, K, (off, on), (off2, on2), log_node.dtype)
     weights = None
-    if log_edge.dtype == np.float64:  # float32 logs: the pass, with the kernel's float32 exp
-        # sum_e mu_e in closed form: every edge carries off2, its gold pair on2
-        p_off2, p_on2 = np.exp(off2), np.exp(on2)
-        gold = np.bincount(labels[src] * K + labels[src + 1], minlength=K * K)
-        edge_sums = ((N - n) * p_off2 + gold * (p_on2 - p_off2)).reshape(K, K)
-        weights = problem.structure.weights_from_dual(log_node, log_edge, edge_sums=edge_sums)
+    # the edge block's first write (mostly page faults) runs beside w_hat(mu), which does not
+    # read it in float64
+    with ThreadPoolExecutor(1) as pool:
+        edge_block = pool.submit(filled, (N - n, K, K), off2, dtype)
+        if np.dtype(dtype) == np.float64:  # float32 logs: the pass, with the kernel's float32 exp
+            # sum_e mu_e in closed form: every edge carries off2, its gold pair on2
+            p_off2, p_on2 = np.exp(off2), np.exp(on2)
+            gold = np.bincount(labels[src] * K + labels[src + 1], minlength=K * K)
+            edge_sums = ((N - n) * p_off2 + gold * (p_on2 - p_off2)).reshape(K, K)
+            no_edges = np.empty((0, K, K), dtype)
+            weights = problem.structure.weights_from_dual(log_node, no_edges, edge_sums=edge_sums)
+        log_edge = edge_block.result()
+    log_edge[np.arange(N - n), labels[src], labels[src + 1]] = on2
     return finish_state(problem, log_node, log_edge, entropies=entropies, weights=weights)
 
 
