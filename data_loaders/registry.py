@@ -10,9 +10,11 @@ from typing import Any
 from crfsdca.features.attributes import make_encoder
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io import DenseCorpus, TokenCorpus
-from data_loaders import conll2000, conll2002, download, ewt, ocr
+from data_loaders import conll2000, conll2002, download, encoded_cache, ewt, ocr
 from data_loaders.download import DatasetNotFoundError, default_cache_dir, locate, search_dirs
 from data_loaders.spec import Dataset
+
+SPLITS = ("train", "test")
 
 #: Registered datasets by name.
 DATASETS: dict[str, Dataset] = {
@@ -99,17 +101,30 @@ def load_encoded(
     max_sequences : int, optional
         Train on the first ``max_sequences`` training sequences only (quick experiments); the
         test split is always complete, so scores stay comparable.
+
+    A second call with the same inputs loads the result from the cache
+    (:mod:`data_loaders.encoded_cache`).
     """
-    train_corpus, test_corpus = (
-        load_dataset(name, "train", data_dir),
-        load_dataset(name, "test", data_dir),
-    )
-    if max_sequences is not None:
-        train_corpus = train_corpus.head(max_sequences)
-    encoder = make_encoder(template or get_dataset(name).default_template)
-    train = encoder.fit_transform(train_corpus)
-    test = encoder.transform(test_corpus)
-    return encoder, _named(train, name, "train"), _named(test, name, "test")
+    dataset = get_dataset(name)
+    template = template or dataset.default_template
+    splits = [dataset.split(s) for s in SPLITS]
+    files = [find_data_file(name, info.relpath, data_dir) for _, info in splits]
+
+    def encode() -> tuple[Any, SequenceData, SequenceData]:
+        train_corpus, test_corpus = (
+            dataset.reader(f, split) for f, (split, _) in zip(files, splits, strict=True)
+        )
+        if max_sequences is not None:
+            train_corpus = train_corpus.head(max_sequences)
+        encoder = make_encoder(template)
+        train = encoder.fit_transform(train_corpus)
+        test = encoder.transform(test_corpus)
+        return encoder, _named(train, name, "train"), _named(test, name, "test")
+
+    if not encoded_cache.enabled():
+        return encode()
+    entry = encoded_cache.key(name, template, max_sequences, files)
+    return encoded_cache.cached(default_cache_dir(), entry, encode)
 
 
 def _named(data: SequenceData, name: str, split: str) -> SequenceData:
