@@ -33,25 +33,31 @@ class SequenceLayout(NamedTuple):
 
 
 def sequence_layout(data) -> SequenceLayout:
-    """The :class:`SequenceLayout` of a :class:`~crfsdca.features.sequences.SequenceData`."""
+    """The :class:`SequenceLayout` of a :class:`~crfsdca.features.sequences.SequenceData`.
+
+    One stable sort of the key (sequence, attribute) groups each sequence's entries by
+    attribute; the sort keeps every sequence in its own range of entries, so the sequence of
+    a sorted entry is that of the unsorted one. The keys and ranks are int32 when they fit (half
+    the memory to sort and to touch for the first time)."""
     so, ao, ids, vals, labels = data.arrays()
-    n = so.size - 1
-    per_seq = ao[so[1:]] - ao[so[:-1]]
-    seq_of_entry = np.repeat(np.arange(n, dtype=np.int64), per_seq)
-    # one stable sort of the key (sequence, attribute): the permutation of
-    # np.lexsort((ids, seq_of_entry)) in a third of its time
-    key = seq_of_entry * (int(ids.max(initial=0)) + 1) + ids
-    order = np.argsort(key, kind="stable")
-    s_seq, s_ids = seq_of_entry[order], ids[order]
-    new = np.ones(ids.size, dtype=bool)
-    new[1:] = (s_seq[1:] != s_seq[:-1]) | (s_ids[1:] != s_ids[:-1])
-    unique_rank = np.cumsum(new) - 1
-    uattr_offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(s_seq[new], minlength=n), out=uattr_offsets[1:])
-    entry_slot = np.empty(ids.size, np.int64)
-    entry_slot[order] = unique_rank
-    entry_slot -= uattr_offsets[seq_of_entry]
-    slot_attrs = np.ascontiguousarray(s_ids[new])
+    n, nnz = so.size - 1, ids.size
+    bounds = ao[so]  # each sequence's first entry, then nnz
+    width = int(ids.max(initial=0)) + 1
+    itype = np.int32 if max(n * width, nnz + 1) < 2**31 else np.int64
+    seq_of_entry = np.repeat(np.arange(n, dtype=itype), np.diff(bounds))
+    order = np.argsort(seq_of_entry * itype(width) + ids.astype(itype), kind="stable")
+    s_ids = ids[order]
+    new = np.empty(nnz, dtype=bool)  # the first entry of each (sequence, attribute)
+    new[:1] = True
+    np.not_equal(s_ids[1:], s_ids[:-1], out=new[1:])
+    new[bounds[(bounds > 0) & (bounds < nnz)]] = True
+    seen = np.zeros(nnz + 1, itype)  # distinct attributes before each entry, all sequences
+    np.cumsum(new, out=seen[1:])
+    uattr_offsets = seen[bounds].astype(np.int64)
+    entry_slot = np.empty(nnz, np.int64)
+    entry_slot[order] = seen[1:]
+    entry_slot -= 1 + uattr_offsets[seq_of_entry]
+    slot_attrs = s_ids[new]
     return SequenceLayout(so, ao, ids, vals, labels, entry_slot, uattr_offsets, slot_attrs)
 
 
