@@ -77,7 +77,6 @@ def test_a_second_load_reads_the_entry_and_equals_a_fresh_encoding(cache, monkey
     want = fresh(monkeypatch, max_sequences=40)
     assert_same(first, want)
     assert_same(second, want)
-    assert second[0].transform(data_loaders.load_dataset("conll2000", "test")).attr_ids.size > 0
 
 
 def test_other_inputs_are_other_entries(cache, monkeypatch):
@@ -117,12 +116,12 @@ def test_an_unreadable_entry_is_encoded_again_and_replaced(cache, monkeypatch):
 
 
 def test_only_the_newest_entries_are_kept(cache, monkeypatch):
-    monkeypatch.setattr(encoded_cache, "MAX_ENTRIES", 2)
-    for n in (10, 11, 12):
+    monkeypatch.setattr(encoded_cache, "MAX_ENTRIES", 1)
+    for n in (10, 11):
         load_encoded("conll2000", max_sequences=n)
-    assert len(list(cache.glob("*.npz"))) == 2
+    assert len(list(cache.glob("*.npz"))) == 1
     no_encoding(monkeypatch)
-    load_encoded("conll2000", max_sequences=12)
+    load_encoded("conll2000", max_sequences=11)
 
 
 def test_the_cache_off_writes_nothing(cache, monkeypatch):
