@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from crfsdca.features import encoded_cache
 from crfsdca.features.attributes import make_encoder
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io import DenseCorpus, TokenCorpus
-from data_loaders import conll2000, conll2002, download, encoded_cache, ewt, ocr
+from data_loaders import conll2000, conll2002, download, ewt, ocr
 from data_loaders.download import DatasetNotFoundError, default_cache_dir, locate, search_dirs
 from data_loaders.spec import Dataset
 
@@ -103,7 +104,7 @@ def load_encoded(
         test split is always complete, so scores stay comparable.
 
     A second call with the same inputs loads the result from the cache
-    (:mod:`data_loaders.encoded_cache`).
+    (:mod:`crfsdca.features.encoded_cache`).
     """
     dataset = get_dataset(name)
     template = template or dataset.default_template
@@ -121,9 +122,8 @@ def load_encoded(
         test = encoder.transform(test_corpus)
         return encoder, _named(train, name, "train"), _named(test, name, "test")
 
-    if not encoded_cache.enabled():
-        return encode()
-    entry = encoded_cache.key(name, template, max_sequences, files)
+    inputs = {"dataset": name, "template": template, "max_sequences": max_sequences}
+    entry = encoded_cache.key(inputs, files) if encoded_cache.enabled() else None
     return encoded_cache.cached(default_cache_dir(), entry, encode)
 
 

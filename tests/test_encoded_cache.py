@@ -1,6 +1,6 @@
-"""The cache of encoded registered datasets (``data_loaders.encoded_cache``): an entry gives
-exactly what encoding gives, is only used for the inputs that made it, and a bad one is
-replaced."""
+"""The cache of encoded corpora (``crfsdca.features.encoded_cache``): an entry gives exactly
+what encoding gives, is only used for the inputs that made it, and a bad one is replaced; for
+registered datasets and for files given by path."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 import data_loaders
-from data_loaders import encoded_cache, load_encoded
+from crfsdca.features import encoded_cache, sources
+from crfsdca.features.sources import Source, load_inputs
+from data_loaders import load_encoded
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 pytestmark = pytest.mark.skipif(
@@ -51,6 +53,9 @@ def fresh(monkeypatch, **kwargs):
 def assert_same(got, want):
     assert got[0].to_dict() == want[0].to_dict()
     for a, b in zip(got[1:], want[1:], strict=True):
+        assert (a is None) == (b is None)
+        if a is None:
+            continue
         for f in dataclasses.fields(a):
             x, y = getattr(a, f.name), getattr(b, f.name)
             if isinstance(x, np.ndarray):
@@ -85,9 +90,10 @@ def test_other_inputs_are_other_entries(cache, monkeypatch):
     load_encoded("conll2000", template="crfsuite-chunking", max_sequences=40)
     assert len(list(cache.glob("*.npz"))) == 3
     files = [Path(DATA_DIR) / rel for rel in FILES]
-    base = encoded_cache.key("conll2000", "conll", 40, files)
+    inputs = {"dataset": "conll2000", "template": "conll", "max_sequences": 40}
+    base = encoded_cache.key(inputs, files)
     monkeypatch.setattr(encoded_cache, "_code_digest", lambda: b"other code")
-    assert encoded_cache.key("conll2000", "conll", 40, files) != base
+    assert encoded_cache.key(inputs, files) != base
 
 
 def test_an_edited_data_file_is_encoded_again(cache, data_dir, monkeypatch):
@@ -137,3 +143,59 @@ def test_a_cache_folder_that_takes_no_entry_is_skipped(tmp_path, monkeypatch):
     monkeypatch.setenv("CRFSDCA_CACHE_DIR", str(blocker))
     assert_same(load_encoded("conll2000", max_sequences=10), fresh(monkeypatch, max_sequences=10))
     assert blocker.read_text() == "x"
+
+
+def load_files(train, test=None, template=None):
+    """(encoder, train, test) of ``crfsdca train TRAIN [--test TEST] [--template T]``."""
+    kw = {"fmt": None, "template": template, "data_dir": None, "max_sequences": None}
+    inputs = load_inputs(str(train), test=None if test is None else str(test), **kw)
+    return inputs.encoder, inputs.train, inputs.test
+
+
+@pytest.mark.parametrize(
+    ("train", "test", "template"),
+    [
+        ("conll_ok.txt", "conll_ok.txt", "conll"),  # a template encoder
+        ("crfsuite_ok.txt", None, None),  # CRFsuite attribute files, no test set
+        ("ocr_ok.data", None, None),  # dense rows
+    ],
+)
+def test_files_given_by_path_are_cached(cache, tmp_path, monkeypatch, train, test, template):
+    data = Path(__file__).parent / "data"
+    names = [n for n in (train, test) if n is not None]
+    local = {n: tmp_path / n.replace("crfsuite_ok.txt", "ok.attr") for n in names}  # by format
+    for name in names:
+        shutil.copyfile(data / name, local[name])
+    args = (local[train], local.get(test), template)
+    first = load_files(*args)
+    assert len(list(cache.glob("*.npz"))) == 1
+    with monkeypatch.context() as m:
+        m.setattr(sources, "encoder_for", lambda *a: pytest.fail("encoded again"))
+        second = load_files(*args)
+    monkeypatch.setenv("CRFSDCA_ENCODED_CACHE", "0")
+    want = load_files(*args)
+    assert_same(first, want)
+    assert_same(second, want)
+
+
+def test_an_edited_file_given_by_path_is_encoded_again(cache, tmp_path):
+    path = tmp_path / "train.txt"
+    shutil.copyfile(Path(__file__).parent / "data" / "conll_ok.txt", path)
+    before = load_files(path, template="conll")
+    path.write_text(path.read_text().replace("I-NP", "I-XYZ"))
+    after = load_files(path, template="conll")
+    assert "I-XYZ" in after[1].label_names and "I-XYZ" not in before[1].label_names
+    assert len(list(cache.glob("*.npz"))) == 2
+
+
+def test_pipes_and_standard_input_are_never_cached(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # hashing it would consume what the reader is waiting for
+    assert encoded_cache.key({}, [fifo]) is None
+    assert encoded_cache.key({}, [tmp_path / "missing"]) is None
+    stdin = Source("-", "conll", False)
+    assert sources._file_key(stdin, None, "conll", None, None) is None
+    regular = tmp_path / "train.txt"
+    regular.write_text("a B\n")
+    file = Source(str(regular), "conll", False)
+    assert sources._file_key(file, stdin, "conll", None, None) is None

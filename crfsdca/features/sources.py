@@ -23,6 +23,7 @@ from typing import Any
 
 from crfsdca import io
 from crfsdca.errors import DataFormatError, OptionError
+from crfsdca.features import encoded_cache
 from crfsdca.features.attributes import encoder_from_dict, make_encoder
 from crfsdca.features.encoders import AttributeEncoder, DenseEncoder
 from crfsdca.features.sequences import SequenceData
@@ -297,16 +298,41 @@ def load_inputs(
         return Inputs(
             dataset, encoder, train, test_data if with_test else None, test_name, source.fmt
         )
-    corpus = read_corpus(dataset, source.fmt, label or "xpos")
-    if max_sequences is not None:
-        corpus = corpus.head(max_sequences)
-    encoder = encoder_for(source.fmt, template)
-    train = encoder.fit_transform(corpus)
-    test_data = (
-        encode_eval(test_source, encoder, data_dir, label) if test_source is not None else None
+
+    def encode():
+        corpus = read_corpus(dataset, source.fmt, label or "xpos")
+        if max_sequences is not None:
+            corpus = corpus.head(max_sequences)
+        encoder = encoder_for(source.fmt, template)
+        train = encoder.fit_transform(corpus)
+        test_data = (
+            encode_eval(test_source, encoder, data_dir, label) if test_source is not None else None
+        )
+        return encoder, train, test_data
+
+    entry = _file_key(source, test_source, template, max_sequences, label)
+    encoder, train, test_data = encoded_cache.cached(
+        data_loaders.default_cache_dir(), entry, encode
     )
     name = STDIN_NAME if dataset == STDIN else Path(dataset).name
     return Inputs(name, encoder, train, test_data, test or "", source.fmt)
+
+
+def _file_key(
+    source: Source, test: Source | None, template: str | None, max_sequences, label
+) -> str | None:
+    """The encoded-corpus cache's key of training (and test) files given by path; None (not
+    cached) for standard input, a registered test set, or with the cache off."""
+    sources = [source] if test is None else [source, test]
+    if any(s.text == STDIN or s.registered for s in sources) or not encoded_cache.enabled():
+        return None
+    inputs = {
+        "files": [(s.text, s.fmt) for s in sources],
+        "template": template,
+        "label": label,
+        "max_sequences": max_sequences,
+    }
+    return encoded_cache.key(inputs, [Path(s.text) for s in sources])
 
 
 def encode_eval(

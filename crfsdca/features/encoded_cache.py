@@ -1,17 +1,20 @@
-"""A cache of encoded registered datasets: a second run on the same corpus skips reading and
-encoding it.
+"""A cache of encoded corpora: a second run on the same data skips reading and encoding it.
 
 Reading and encoding CoNLL-2000 with its default template takes about 1.8 s of every
-``crfsdca train conll2000``; loading the cached arrays takes about 0.1 s. An entry holds the
-fitted encoder (its ``to_dict``, as JSON) and the encoded train and test splits (their arrays,
-with ``allow_pickle=False``), in ``<cache>/encoded/<key>.npz`` (``$CRFSDCA_CACHE_DIR``, else
-``~/.cache/crfsdca``). The key is a SHA-256 of everything the encoding depends on:
+``crfsdca train conll2000``; loading the cached arrays takes about 0.1 s. Registered datasets
+(``data_loaders.load_encoded``) and training files given by path (``crfsdca train FILE
+[--test FILE]``, ``crfsdca.features.sources.load_inputs``) are cached; standard input is not.
+An entry holds the fitted encoder (its ``to_dict``, as JSON) and the encoded train and test
+splits (their arrays, with ``allow_pickle=False``), in ``<cache>/encoded/<key>.npz``
+(``$CRFSDCA_CACHE_DIR``, else ``~/.cache/crfsdca``). The key is a SHA-256 of everything the
+encoding depends on:
 
-- the dataset's name, the template and ``max_sequences``;
-- each split file's path as found and the SHA-256 of its bytes (an edited or replaced file is a
-  new key);
-- crfsdca's version and the bytes of the modules that read and encode a corpus
-  (``crfsdca/features``, ``crfsdca/io``, ``data_loaders``): a change to the code is a new key.
+- what was asked for: the dataset or file names, template, format, label column,
+  ``max_sequences``;
+- each file's path as found and the SHA-256 of its bytes (an edited or replaced file is a new
+  key; a file that is not a regular file, e.g. a named pipe, is never cached);
+- the bytes of the modules that read and encode a corpus (``crfsdca/features``, ``crfsdca/io``,
+  ``data_loaders``), and numpy's version: a change to the code is a new key.
 
 So an entry is only ever used for the exact inputs that made it; a stale one is never read.
 Entries are written atomically; one that cannot be read (truncated, another format) is encoded
@@ -26,6 +29,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-import crfsdca
 from crfsdca.features.attributes import encoder_from_dict
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io import atomic_write_bytes
@@ -51,21 +54,28 @@ def enabled() -> bool:
     return value not in ("0", "off", "no", "false")
 
 
-def key(name: str, template: str, max_sequences: int | None, files: list[Path]) -> str:
-    """The SHA-256 that names an entry (see the module docstring)."""
+def key(inputs: dict[str, Any], files: list[Path]) -> str | None:
+    """The SHA-256 that names an entry (see the module docstring): ``inputs`` = what the
+    encoding was asked for (JSON-serialisable: dataset or file names, template, format,
+    ``max_sequences``, ...), ``files`` = the files it reads. None when a file is not a regular
+    file (a named pipe would be consumed by hashing it) or cannot be read: not cached."""
     h = hashlib.sha256()
-    inputs = {"format": FORMAT, "version": crfsdca.__version__, "dataset": name,
-              "template": template, "max_sequences": max_sequences,
-              "files": [os.fspath(f) for f in files]}  # fmt: skip
-    h.update(json.dumps(inputs, sort_keys=True).encode())
-    for f in files:
-        h.update(hashlib.sha256(Path(f).read_bytes()).digest())
+    described = {"format": FORMAT, "numpy": np.__version__, "inputs": inputs,
+                 "files": [os.fspath(f) for f in files]}  # fmt: skip
+    h.update(json.dumps(described, sort_keys=True).encode())
+    try:
+        for f in files:
+            if not stat.S_ISREG(os.stat(f).st_mode):
+                return None
+            h.update(hashlib.sha256(Path(f).read_bytes()).digest())
+    except OSError:
+        return None
     h.update(_code_digest())
     return h.hexdigest()
 
 
 def _code_digest() -> bytes:
-    root = Path(crfsdca.__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the folder of crfsdca/ and data_loaders/
     h = hashlib.sha256()
     for folder in _CODE_DIRS:
         for path in sorted((root / folder).glob("*.py")):
@@ -75,10 +85,15 @@ def _code_digest() -> bytes:
 
 
 def cached(
-    cache_dir: Path, entry_key: str, encode: Callable[[], tuple[Any, SequenceData, SequenceData]]
-) -> tuple[Any, SequenceData, SequenceData]:
+    cache_dir: Path,
+    entry_key: str | None,
+    encode: Callable[[], tuple[Any, SequenceData, SequenceData | None]],
+) -> tuple[Any, SequenceData, SequenceData | None]:
     """The entry ``entry_key`` of ``cache_dir/encoded`` if it is there and readable, else
-    ``encode()``, stored there for the next run (a folder that does not take it is skipped)."""
+    ``encode()`` (an (encoder, train, test or None) triple), stored there for the next run (a
+    folder that does not take it is skipped). ``entry_key`` None: ``encode()``, not cached."""
+    if entry_key is None or not enabled():
+        return encode()
     path = Path(cache_dir) / "encoded" / f"{entry_key}.npz"
     try:
         return read_entry(path)
@@ -98,11 +113,13 @@ def cached(
     return result
 
 
-def entry_bytes(encoder: Any, train: SequenceData, test: SequenceData) -> bytes:
+def entry_bytes(encoder: Any, train: SequenceData, test: SequenceData | None) -> bytes:
     """An entry's ``.npz`` content."""
     header: dict[str, Any] = {"format": FORMAT, "encoder": encoder.to_dict()}
     arrays: dict[str, np.ndarray] = {}
     for split, data in zip(_SPLITS, (train, test), strict=True):
+        if data is None:
+            continue
         fields = {}
         for f in dataclasses.fields(data):
             value = getattr(data, f.name)
@@ -116,14 +133,18 @@ def entry_bytes(encoder: Any, train: SequenceData, test: SequenceData) -> bytes:
     return buffer.getvalue()
 
 
-def read_entry(path: Path) -> tuple[Any, SequenceData, SequenceData]:
-    """The (encoder, train, test) stored in ``path``; ValueError if it is not a valid entry."""
+def read_entry(path: Path) -> tuple[Any, SequenceData, SequenceData | None]:
+    """The (encoder, train, test or None) stored in ``path``; ValueError if it is not a valid
+    entry."""
     with np.load(path, allow_pickle=False) as npz:
         header = json.loads(str(npz["header"]))
         if header.get("format") != FORMAT:
             raise ValueError(f"{path}: format {header.get('format')!r}, expected {FORMAT}")
-        splits = []
+        splits: list[SequenceData | None] = []
         for split in _SPLITS:
+            if split not in header:
+                splits.append(None)
+                continue
             arrays = {
                 k.split(".", 1)[1]: _expand(npz[k]) for k in npz.files if k.startswith(f"{split}.")
             }
