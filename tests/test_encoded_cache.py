@@ -199,3 +199,10 @@ def test_pipes_and_standard_input_are_never_cached(tmp_path):
     regular.write_text("a B\n")
     file = Source(str(regular), "conll", False)
     assert sources._file_key(file, stdin, "conll", None, None) is None
+
+
+def test_the_compile_ahead_corpus_leaves_no_entry(cache, tmp_path):
+    from crfsdca.estimators.compile_ahead import tiny_inputs
+
+    assert tiny_inputs(tmp_path).train.n_sequences > 0
+    assert not cache.exists()

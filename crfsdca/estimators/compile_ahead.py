@@ -55,14 +55,20 @@ TINY_SENTENCES = (
 
 def tiny_inputs(folder: Path):
     """The run inputs of :data:`TINY_SENTENCES` (train and test), read as ``crfsdca train``
-    reads a CoNLL file with the ``conll`` template."""
+    reads a CoNLL file with the ``conll`` template (not kept in the encoded-corpus cache)."""
     from crfsdca.features.sources import load_inputs
 
     path = folder / "tiny.txt"
     text = "\n\n".join("\n".join(" ".join(t) for t in s) for s in TINY_SENTENCES)
     path.write_text(text + "\n", encoding="utf-8")
     return load_inputs(
-        str(path), fmt="conll", template="conll", test=str(path), data_dir=None, max_sequences=None
+        str(path),
+        fmt="conll",
+        template="conll",
+        test=str(path),
+        data_dir=None,
+        max_sequences=None,
+        cache=False,
     )
 
 

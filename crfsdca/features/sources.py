@@ -268,8 +268,10 @@ def load_inputs(
     max_sequences: int | None,
     label: str | None = None,
     with_test: bool = True,
+    cache: bool = True,
 ) -> Inputs:
-    """Encoded train and test data for ``crfsdca train``."""
+    """Encoded train and test data for ``crfsdca train``; ``cache``: files given by path go
+    through the encoded-corpus cache (:mod:`crfsdca.features.encoded_cache`)."""
     import data_loaders
 
     # a name that tells nothing (train.txt) with --template conll is a CoNLL file
@@ -310,7 +312,7 @@ def load_inputs(
         )
         return encoder, train, test_data
 
-    entry = _file_key(source, test_source, template, max_sequences, label)
+    entry = _file_key(source, test_source, template, max_sequences, label) if cache else None
     encoder, train, test_data = encoded_cache.cached(
         data_loaders.default_cache_dir(), entry, encode
     )
