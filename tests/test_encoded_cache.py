@@ -206,3 +206,13 @@ def test_the_compile_ahead_corpus_leaves_no_entry(cache, tmp_path):
 
     assert tiny_inputs(tmp_path).train.n_sequences > 0
     assert not cache.exists()
+
+
+def test_the_key_reads_a_file_to_its_last_byte(tmp_path):
+    big = tmp_path / "big.txt"
+    content = bytearray(b"x" * (3 << 20) + b"y")  # more than the digest's 1 MiB blocks
+    big.write_bytes(content)
+    before = encoded_cache.key({}, [big])
+    content[-1:] = b"z"
+    big.write_bytes(content)
+    assert encoded_cache.key({}, [big]) not in (before, None)

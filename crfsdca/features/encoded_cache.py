@@ -67,11 +67,20 @@ def key(inputs: dict[str, Any], files: list[Path]) -> str | None:
         for f in files:
             if not stat.S_ISREG(os.stat(f).st_mode):
                 return None
-            h.update(hashlib.sha256(Path(f).read_bytes()).digest())
+            h.update(_file_digest(f))
     except OSError:
         return None
     h.update(_code_digest())
     return h.hexdigest()
+
+
+def _file_digest(path: str | os.PathLike) -> bytes:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks (a corpus may not fit twice in memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.digest()
 
 
 def _code_digest() -> bytes:
