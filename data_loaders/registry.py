@@ -123,8 +123,7 @@ def load_encoded(
         return encoder, _named(train, name, "train"), _named(test, name, "test")
 
     inputs = {"dataset": name, "template": template, "max_sequences": max_sequences}
-    entry = encoded_cache.key(inputs, files) if encoded_cache.enabled() else None
-    return encoded_cache.cached(default_cache_dir(), entry, encode)
+    return encoded_cache.cached(default_cache_dir(), encoded_cache.key(inputs, files), encode)
 
 
 def _named(data: SequenceData, name: str, split: str) -> SequenceData:

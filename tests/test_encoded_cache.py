@@ -188,15 +188,16 @@ def test_an_edited_file_given_by_path_is_encoded_again(cache, tmp_path):
     assert len(list(cache.glob("*.npz"))) == 2
 
 
-def test_pipes_and_standard_input_are_never_cached(tmp_path):
+def test_pipes_and_standard_input_are_never_cached(cache, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)  # hashing it would consume what the reader is waiting for
+    regular = tmp_path / "train.txt"
+    regular.write_text("a B\n")
+    assert encoded_cache.key({}, [regular]) is not None
     assert encoded_cache.key({}, [fifo]) is None
     assert encoded_cache.key({}, [tmp_path / "missing"]) is None
     stdin = Source("-", "conll", False)
     assert sources._file_key(stdin, None, "conll", None, None) is None
-    regular = tmp_path / "train.txt"
-    regular.write_text("a B\n")
     file = Source(str(regular), "conll", False)
     assert sources._file_key(file, stdin, "conll", None, None) is None
 
@@ -208,7 +209,7 @@ def test_the_compile_ahead_corpus_leaves_no_entry(cache, tmp_path):
     assert not cache.exists()
 
 
-def test_the_key_reads_a_file_to_its_last_byte(tmp_path):
+def test_the_key_reads_a_file_to_its_last_byte(cache, tmp_path):
     big = tmp_path / "big.txt"
     content = bytearray(b"x" * (3 << 20) + b"y")  # more than the digest's 1 MiB blocks
     big.write_bytes(content)
@@ -216,3 +217,12 @@ def test_the_key_reads_a_file_to_its_last_byte(tmp_path):
     content[-1:] = b"z"
     big.write_bytes(content)
     assert encoded_cache.key({}, [big]) not in (before, None)
+
+
+@pytest.mark.parametrize("value", ["maybe", "2"])
+def test_a_bad_switch_value_is_one_clear_error(monkeypatch, value):
+    monkeypatch.setenv("CRFSDCA_ENCODED_CACHE", value)
+    with pytest.raises(ValueError, match=rf"^\$CRFSDCA_ENCODED_CACHE must be 1 or 0 .*'{value}'$"):
+        load_encoded("conll2000", max_sequences=10)
+    monkeypatch.setenv("CRFSDCA_ENCODED_CACHE", " OFF ")
+    assert not encoded_cache.enabled()

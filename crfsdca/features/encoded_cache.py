@@ -48,17 +48,27 @@ _SPLITS = ("train", "test")
 _CODE_DIRS = ("crfsdca/features", "crfsdca/io", "data_loaders")
 
 
+ENV = "CRFSDCA_ENCODED_CACHE"
+_OFF, _ON = ("0", "off", "no", "false"), ("", "1", "on", "yes", "true")
+
+
 def enabled() -> bool:
-    """False when ``$CRFSDCA_ENCODED_CACHE`` is ``0`` (or ``off``, ``no``, ``false``)."""
-    value = os.environ.get("CRFSDCA_ENCODED_CACHE", "").strip().lower()
-    return value not in ("0", "off", "no", "false")
+    """Whether ``$CRFSDCA_ENCODED_CACHE`` leaves the cache on (unset, 1, on, yes, true) or turns
+    it off (0, off, no, false); ValueError naming the variable for any other value."""
+    value = os.environ.get(ENV, "").strip().lower()
+    if value not in _OFF + _ON:
+        raise ValueError(f"${ENV} must be 1 or 0 (on or off); got {os.environ[ENV]!r}")
+    return value in _ON
 
 
 def key(inputs: dict[str, Any], files: list[Path]) -> str | None:
     """The SHA-256 that names an entry (see the module docstring): ``inputs`` = what the
     encoding was asked for (JSON-serialisable: dataset or file names, template, format,
-    ``max_sequences``, ...), ``files`` = the files it reads. None when a file is not a regular
-    file (a named pipe would be consumed by hashing it) or cannot be read: not cached."""
+    ``max_sequences``, ...), ``files`` = the files it reads. None (not cached) with the cache
+    off, or when a file is not a regular file (a named pipe would be consumed by hashing it) or
+    cannot be read."""
+    if not enabled():
+        return None
     h = hashlib.sha256()
     described = {"format": FORMAT, "numpy": np.__version__, "inputs": inputs,
                  "files": [os.fspath(f) for f in files]}  # fmt: skip
@@ -101,7 +111,7 @@ def cached(
     """The entry ``entry_key`` of ``cache_dir/encoded`` if it is there and readable, else
     ``encode()`` (an (encoder, train, test or None) triple), stored there for the next run (a
     folder that does not take it is skipped). ``entry_key`` None: ``encode()``, not cached."""
-    if entry_key is None or not enabled():
+    if entry_key is None:
         return encode()
     path = Path(cache_dir) / "encoded" / f"{entry_key}.npz"
     try:

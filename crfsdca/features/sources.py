@@ -326,7 +326,7 @@ def _file_key(
     """The encoded-corpus cache's key of training (and test) files given by path; None (not
     cached) for standard input, a registered test set, or with the cache off."""
     sources = [source] if test is None else [source, test]
-    if any(s.text == STDIN or s.registered for s in sources) or not encoded_cache.enabled():
+    if any(s.text == STDIN or s.registered for s in sources):
         return None
     inputs = {
         "files": [(s.text, s.fmt) for s in sources],
