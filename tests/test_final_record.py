@@ -220,6 +220,11 @@ def test_the_test_set_is_scored_when_asked_and_the_certificate_always(name, scor
     if score_test != "never":
         error = np.mean(problem.test_oracle.predict(result.weights) != test.labels)
         assert 0 < error < 1 and records[-1].test_error == pytest.approx(error, rel=1e-12)
+        # the scores the summaries report are those of the returned weights
+        scores = monitor.final_test_scores()
+        assert scores["token_accuracy"] == pytest.approx(1.0 - error, rel=1e-12)
+    else:
+        assert monitor.final_test_scores() is None
     with pytest.raises(ValueError, match="score_test must be one of every, end, never"):
         Monitor(problem, name, config, score_test="sometimes")
 
@@ -248,3 +253,26 @@ def test_cli_scores_the_test_set_at_the_end_unless_asked(tmp_path):
     for name in ("trace", "trace-end", "every"):
         for key in ("primal", "gap", "test_token_accuracy", "oracle_calls"):
             assert runs[name][key] == runs["default"][key], (name, key)
+
+
+def test_cli_summary_takes_the_final_records_scores(tmp_path, monkeypatch):
+    """The printed test scores are the final record's (the returned weights'): the test set is
+    not predicted a second time for the summary."""
+    from crfsdca.estimators.model import SequenceCRF
+
+    data = synthetic_conll(tmp_path / "train.txt", n=60, seed=3)
+    test = synthetic_conll(tmp_path / "test.txt", n=30, seed=4)
+    args = ["train", str(data), "--test", str(test), "--format", "conll", "--template", "conll"]
+    args += ["-q", "--json", "--epochs", "4", "--tol", "0", "--seed", "2"]
+    args += ["--trace", str(tmp_path / "t.jsonl"), "--model", str(tmp_path / "m.npz")]
+
+    def second_scoring(self, data):
+        raise AssertionError("the test set was scored again for the summary")
+
+    monkeypatch.setattr(SequenceCRF, "score", second_scoring)
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.splitlines()[-1])
+    monkeypatch.undo()
+    last = read_trace(tmp_path / "t.jsonl").records[-1]
+    assert summary["test_token_accuracy"] == pytest.approx(1.0 - last.test_error, rel=1e-12)

@@ -348,7 +348,9 @@ def _config(model):
 
 
 def _summary(model, inputs, model_path) -> dict[str, Any]:
-    scores = model.score(inputs.test) if inputs.test is not None else {}
+    scores = {}
+    if inputs.test is not None:  # fit's final record scored these weights on it, unless resumed
+        scores = model.test_scores_ if model.test_scores_ is not None else model.score(inputs.test)
     return problem_summary(
         model.problem_,
         model.result_,

@@ -146,6 +146,8 @@ class SequenceCRF:
         self.label_names_: tuple[str, ...] = ()
         self.encoder: dict[str, Any] | None = None
         self.result_: SolverResult | None = None
+        # the test set's scores in fit's final record (the returned weights), when fit scored it
+        self.test_scores_: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}
 
     # -- training ----------------------------------------------------------------------------
@@ -201,7 +203,9 @@ class SequenceCRF:
             result = solver.solve(problem, monitor, state)
         else:
             result = solver.solve(problem, monitor, state, compile_ahead=ahead)
-        return self.adopt(problem, result, encoder=encoder)
+        self.adopt(problem, result, encoder=encoder)
+        self.test_scores_ = monitor.final_test_scores()
+        return self
 
     def adopt(
         self, problem: Problem, result: SolverResult, *, encoder: dict[str, Any] | None = None
@@ -217,6 +221,7 @@ class SequenceCRF:
         self.encoder = encoder
         self.result_ = result
         self.problem_ = problem
+        self.test_scores_ = None
         return self
 
     def _problem(self, train, test, name: str, dropped=None) -> Problem:

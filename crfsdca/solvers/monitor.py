@@ -81,6 +81,7 @@ class Monitor:
         self._next_eval = 0.0
         self.last_primal = NAN
         self.last_test: dict[str, Any] = {}
+        self._scored: TraceRecord | None = None  # the record last_test belongs to
 
     # -- clock -------------------------------------------------------------------------------
     def start(self, elapsed: float = 0.0) -> None:
@@ -214,7 +215,16 @@ class Monitor:
         extra = dict(record.extra)
         if scores.get("f1") is not None:
             extra["test_f1"] = scores["f1"]
-        return replace(record, test_error=1.0 - scores["token_accuracy"], extra=extra)
+        self._scored = replace(record, test_error=1.0 - scores["token_accuracy"], extra=extra)
+        return self._scored
+
+    def final_test_scores(self) -> dict[str, Any] | None:
+        """The test scores of the last record's weights (the returned state's), when this
+        run scored them; None otherwise."""
+        records = self.trace.records
+        if records and self._scored is not None and records[-1] is self._scored:
+            return dict(self.last_test)
+        return None
 
     def _record(
         self, weights, epoch, oracle_calls, updates, seconds, dual=NAN, gap_estimate=NAN,
