@@ -120,8 +120,8 @@ def _max_epochs(run: dict[str, Any]) -> float:
 
 
 def _solve(problem, run: dict[str, Any], callback):
-    """(result, test scores of the returned weights): the monitor's last record is the
-    returned state, so its test evaluation is reused (a second-order Viterbi pass is costly)."""
+    """(result, test scores of the returned weights): the monitor's scores of its last record,
+    the returned state, are reused (a second-order Viterbi pass is costly)."""
     from crfsdca.solvers import SOLVERS
     from crfsdca.solvers.monitor import Monitor
 
@@ -129,7 +129,7 @@ def _solve(problem, run: dict[str, Any], callback):
     config = cls.config_class(seed=run["seed"], **run["options"])
     monitor = Monitor(problem, run["solver"], config, callback=callback, header={"order": 2})
     result = cls(config).solve(problem, monitor)
-    return result, monitor.last_test
+    return result, monitor.final_test_scores() or {}
 
 
 def _solve_on_cluster(problem, run: dict[str, Any], cluster: dict[str, Any], quiet: bool):

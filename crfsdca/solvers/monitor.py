@@ -80,8 +80,8 @@ class Monitor:
         self._started: float | None = None
         self._next_eval = 0.0
         self.last_primal = NAN
-        self.last_test: dict[str, Any] = {}
-        self._scored: TraceRecord | None = None  # the record last_test belongs to
+        self._last_test: dict[str, Any] = {}
+        self._scored: TraceRecord | None = None  # the record _last_test belongs to
 
     # -- clock -------------------------------------------------------------------------------
     def start(self, elapsed: float = 0.0) -> None:
@@ -211,7 +211,7 @@ class Monitor:
     def _score(self, weights: NDArray[np.float64], record: TraceRecord) -> TraceRecord:
         """``record`` with the test error (and F1) of ``weights``."""
         scores = self.evaluate_test_set(weights)
-        self.last_test = scores
+        self._last_test = scores
         extra = dict(record.extra)
         if scores.get("f1") is not None:
             extra["test_f1"] = scores["f1"]
@@ -223,7 +223,7 @@ class Monitor:
         run scored them; None otherwise."""
         records = self.trace.records
         if records and self._scored is not None and records[-1] is self._scored:
-            return dict(self.last_test)
+            return dict(self._last_test)
         return None
 
     def _record(
