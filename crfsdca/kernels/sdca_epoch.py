@@ -20,7 +20,7 @@ from numba.extending import overload
 from crfsdca.kernels import chain_blocks, junction_blocks, tree_blocks, trees  # noqa: F401
 from crfsdca.kernels.cycles import cycles
 from crfsdca.kernels.jit import njit
-from crfsdca.kernels.line_search import line_search, model_start
+from crfsdca.kernels.line_search import line_search, model_start, safe_newton
 from crfsdca.kernels.primitives import (
     BlockBuffers,
     BlockBuffers32,
@@ -37,6 +37,7 @@ from crfsdca.kernels.sdca import _update_range, block_gap_given_nu, update_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
+CRFSDCA, PAPER = 0, 1  # line-search methods (SDCAConfig.line_search_method)
 
 
 class StepParams(NamedTuple):
@@ -50,6 +51,7 @@ class StepParams(NamedTuple):
     non_uniformity: float  # probability of drawing from the scheme's law (else uniform)
     stop_gap: float  # stop once the running gap estimate is <= this (< 0: never)
     line_search_start: int  # HALF, PREVIOUS or MODEL
+    line_search_method: int = CRFSDCA  # CRFSDCA (predictor, then rtsafe) or PAPER (safe_newton)
 
 
 class DualArrays(NamedTuple):
@@ -133,6 +135,11 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
     # choice: one compiled line search serves both)
     in_place = outs is not None and n_low == 0.0
     tol, max_newton = params.tol, params.max_newton
+    if params.line_search_method == PAPER:
+        gamma, its, status, have_logs, h = safe_newton(
+            bufs, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
+        )
+        return gamma, its, status, have_logs, h, 0, in_place, cycles() - c3
     gamma, its, status, have_logs, h, n32 = line_search(
         bufs, b32, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
     )
@@ -295,7 +302,7 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     logs = np.zeros(1, dual_dtype)
     per_example = np.zeros(1)
     dual = DualArrays(logs, logs, per_example, per_example, per_example)
-    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
+    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF, CRFSDCA)
     bufs, b32 = _block_buffers(1)  # their types only
     x = 0.0
     search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None)

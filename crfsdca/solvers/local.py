@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from crfsdca.solvers.sdca import SDCAConfig, SDCAState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
+LINE_SEARCH_METHODS = ("crfsdca", "paper")  # codes of sdca_epoch.StepParams.line_search_method
 # trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
 PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 COUNTERS = ("newton_iterations", "line_searches", "line_search_failures", "exact_passes")
@@ -109,6 +110,7 @@ class LocalSDCA(Runner):
             non_uniformity=float(cfg.non_uniformity),
             stop_gap=float(stop_gap),
             line_search_start=LINE_SEARCH_STARTS.index(cfg.line_search_start),
+            line_search_method=LINE_SEARCH_METHODS.index(cfg.line_search_method),
         )
 
     def kernel_args(
