@@ -60,8 +60,19 @@ def _split(values: tuple[str, ...]) -> list[str]:
     is_flag=True,
     help="run nothing: figures and report from the cached traces (missing runs are marked)",
 )
+@click.option(
+    "--from-archive",
+    "from_archive",
+    default=None,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="run nothing and read no corpus: figures and report from the traces packed in FILE"
+    " (the traces.tar.xz a run writes into its --out), whatever code made them",
+)
 @click.option("--verbose", "-v", count=True)
-def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbose) -> None:
+def reproduce(
+    figures, datasets, quick, jobs, out, data_dir, cached_only, from_archive, verbose
+) -> None:
     """Re-run the paper's experiments (cached by digest) and write OUT/REPORT.md."""
     from crfsdca.reproduce import UsageError, check_names
     from crfsdca.reproduce.pipeline import reproduce as run
@@ -73,6 +84,13 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbos
         sys.exit(2)
 
     check_output_path(out, "--out", folder=True)
+    if from_archive is not None and (quick or cached_only):
+        click.echo(
+            "crfsdca reproduce: error: --from-archive takes the budgets of its traces; drop"
+            " --quick and --cached-only",
+            err=True,
+        )
+        sys.exit(2)
 
     def progress(line: str) -> None:
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
@@ -86,6 +104,7 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbos
             data_dir=data_dir,
             progress=progress,
             cached_only=cached_only,
+            from_archive=from_archive,
         )
     except (OSError, ValueError, MemoryError) as err:
         if verbose:
