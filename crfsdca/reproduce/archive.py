@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from crfsdca.io.modelfile import atomic_write_bytes, atomic_write_text
-from crfsdca.reproduce.experiments import Budget
+from crfsdca.reproduce.experiments import DATASETS, Budget
 
 ARCHIVE = "traces.tar.xz"
 MANIFEST = "manifest.json"
@@ -70,7 +70,9 @@ def _wanted(member: tarfile.TarInfo) -> bool:
 
 
 def budgets_of(manifest: dict[str, Any]) -> dict[str, Budget]:
-    return {d: Budget(**b) for d, b in manifest["budgets"].items()}
+    """The manifest's budgets, in the order of DATASETS (the order of a run's report)."""
+    budgets = manifest["budgets"]
+    return {d: Budget(**budgets[d]) for d in DATASETS if d in budgets}
 
 
 def write_index(out: Path, experiments: dict[str, str], traces: list) -> Path:

@@ -17,7 +17,7 @@ from crfsdca.reproduce.plan import (
     figure_panels,
     measurement_experiments,
 )
-from crfsdca.reproduce.report import table1_rows, write_report
+from crfsdca.reproduce.report import measurements_table, table1_rows, write_report
 from crfsdca.reproduce.runner import is_cached, run_all
 
 
@@ -129,6 +129,7 @@ def reproduce(
     shown = set(panels) | {"measurements"}  # the measurements run with every figure
     claims = [c for c in claims if c.figure.split("/")[0] in shown or c.figure in shown]
     texts = notes.notes(traces, budgets, quick=quick)
+    texts["measurements"] = measurements_table(traces, budgets)
     table = table1_rows(traces, budgets)
     used = traces.used()  # every trace the report reads has been read by now
     texts["run"] = "\n".join(notes.provenance_lines(runtime, list(used.values())))

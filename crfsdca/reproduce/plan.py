@@ -24,6 +24,7 @@ from crfsdca.reproduce.experiments import (
     line_search_start_runs,
     measurements,
     nonuniformity_runs,
+    one_step_starts,
     paper_search_runs,
     refresh_runs,
     sag_variant_runs,
@@ -123,6 +124,8 @@ def _fig8(b: dict[str, Budget]) -> list[Panel]:
         paper = paper_search_runs(d, b[d])
         yield from (paper[k] for k in ("0.5", "0.01", "0.001", "0.0001"))
         yield fig8_runs(d, b[d])["one step"]
+        if d == "conll2002-ned":
+            yield from one_step_starts(d, b[d]).values()
 
     datasets = ("conll2002-ned", "ewt-pos", "ocr", "conll2000")
     return _panels("line-search sub-precision", datasets, ("updates",), ("subopt",), runs)
