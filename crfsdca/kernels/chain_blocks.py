@@ -19,8 +19,10 @@ from crfsdca.kernels.chain import (
     gold_score,
     log_partition,
     marginal_sums,
+    sequence_potentials,
     transition_exp,
     unary_scores,
+    viterbi,
 )
 from crfsdca.kernels.direction import (
     _edge_difference_sum,
@@ -28,6 +30,7 @@ from crfsdca.kernels.direction import (
     direction_entries,
     primal_direction,
 )
+from crfsdca.kernels.hinge import corner_entry, hamming, hamming_augment
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
@@ -389,3 +392,25 @@ def expected_features(data, log_node, log_edge, dims, out):
 def radii(layout, dims, max_U):
     """R_i of every sequence (``_radii``)."""
     return _radii(layout, dims, max_U)
+
+
+# -- the structured hinge loss (``crfsdca.kernels.hinge``) ----------------------------------------
+@P.implements(P.loss_augmented_map, ChainBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    lay = s.layout
+    K = s.dims[1]
+    t0 = lay.seq_offsets[i]
+    data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
+    T, log_trans, _ = sequence_potentials(data, i, w, s.dims, sws.fb)
+    unary, gold = sws.fb[0][:T], lay.labels[t0 : t0 + T]
+    hamming_augment(unary, gold)  # the gold labelling's score is unchanged
+    path = hws.path[:T]
+    delta = hws.scores[: T * K].reshape((T, K))
+    back = hws.backptr[: T * K].reshape((T, K))
+    top = viterbi(unary, log_trans, delta, back, path)
+    E = (T - 1) * K * K
+    for t in range(T - 1):
+        corner_entry(bufs.nu, bufs.log_nu, t * K * K, K * K, path[t] * K + path[t + 1])
+    for t in range(T):
+        corner_entry(bufs.nu, bufs.log_nu, E + t * K, K, path[t])
+    return hamming(path, gold), top - gold_score(unary, log_trans, gold)

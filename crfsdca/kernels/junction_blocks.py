@@ -19,8 +19,9 @@ from crfsdca.kernels import order2
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.jit import njit
-from crfsdca.kernels.junction import projection
-from crfsdca.kernels.junction_batch import clique_tables, marginals, potentials
+from crfsdca.kernels.hinge import corner_entry, hamming, hamming_augment
+from crfsdca.kernels.junction import _strides, project, projection, viterbi
+from crfsdca.kernels.junction_batch import clique_tables, marginals, node_unary, potentials
 from crfsdca.kernels.junction_scaled import exp_blocks, potential_marginals, scaled_marginals
 from crfsdca.kernels.order2 import add_node_difference
 from crfsdca.kernels.sag import SAGVisit, make_visit
@@ -417,3 +418,38 @@ def junction_run_table(region, seg_start, seg_off, seg_len, seg_coef) -> P.RunTa
         np.asarray(seg_coef, np.float64), np.zeros(lo.size, np.int64),
         lo + np.repeat(np.asarray(region[:n], np.int64), counts),
     )  # fmt: skip
+
+
+# -- the structured hinge loss (``crfsdca.kernels.hinge``) ----------------------------------------
+@P.implements(P.loss_augmented_map, JunctionBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    mws, bws = sws.messages, sws.batch
+    jt = s.jt
+    K = s.dims[1]
+    a, b = s.data[0][i], s.data[0][i + 1]
+    unary, phi = bws[0], bws[1]
+    node_unary(s.data, a, b, w, s.dims, unary)
+    gold = s.data[4][a:b]
+    hamming_augment(unary[: b - a], gold)  # the gold labelling's score is unchanged
+    clique_tables(jt, s.assign, s.feat[0], 0, i, unary, w, K, phi, mws[5])
+    path = hws.path[: b - a]
+    top = viterbi(i, phi, jt, K, mws, hws.backptr, hws.chosen, path)
+    gold_total = 0.0
+    var_start, vars_, parent, tab_off, sep_off, sep_start, sep_child = (
+        jt[2], jt[3], jt[4], jt[8], jt[9], jt[10], jt[11],
+    )  # fmt: skip
+    strides = np.empty(4, np.int64)
+    for c in range(jt[0][i], jt[0][i + 1]):
+        m = var_start[c + 1] - var_start[c]
+        size = _strides(m, K, strides)
+        best, truth = 0, 0
+        for p in range(m):
+            best += path[vars_[var_start[c] + p]] * strides[p]
+            truth += gold[vars_[var_start[c] + p]] * strides[p]
+        gold_total += phi[tab_off[c] + truth]
+        corner_entry(bufs.nu, bufs.log_nu, tab_off[c], size, best)
+        if parent[c] >= 0:
+            lo, hi = sep_start[c], sep_start[c + 1]
+            hit = project(best, strides, K, sep_child, lo, hi)
+            corner_entry(bufs.nu, bufs.log_nu, sep_off[c], K ** (hi - lo), hit)
+    return hamming(path, gold), top - gold_total

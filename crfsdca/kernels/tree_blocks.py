@@ -22,11 +22,12 @@ from crfsdca.kernels.direction import (
     direction_entries,
 )
 from crfsdca.kernels.fastmath import fast_exp, fast_log
+from crfsdca.kernels.hinge import corner_entry, hamming, hamming_augment
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.rowops import scale_rows_into
 from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
-from crfsdca.kernels.tree import _example, tree_unary
+from crfsdca.kernels.tree import _example, gold_score, tree_unary, tree_viterbi
 from crfsdca.kernels.tree_scaled import exp_tables, scaled_downward, scaled_upward
 from crfsdca.kernels.tree_scaled import log_partition as sag_log_partition
 from crfsdca.kernels.tree_scaled import marginal_sums as sag_marginal_sums
@@ -457,3 +458,31 @@ def tree_run_table(seq_offsets: np.ndarray, parents: np.ndarray, degrees: np.nda
         start.append(len(lo))
     as64 = lambda x: np.array(x, np.int64)  # noqa: E731
     return P.RunTable(as64(start), as64(lo), as64(hi), np.array(coef), as64(dst), as64(off))
+
+
+# -- the structured hinge loss (``crfsdca.kernels.hinge``) ----------------------------------------
+@P.implements(P.loss_augmented_map, TreeBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    data, graph = s.layout, s.graph
+    parents, types = graph[0], graph[1]
+    A, K, n_bias, n_types = s.dims
+    a, b = data.seq_offsets[i], data.seq_offsets[i + 1]
+    n = b - a
+    unary = sws.log_space[5][:n]
+    tree_unary(data[:5], graph, a, b, w, s.dims, unary)
+    off = (A + n_bias) * K
+    log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
+    gold = data.labels[a:b]
+    hamming_augment(unary, gold)  # the gold labelling's score is unchanged
+    path = hws.path[:n]
+    back = hws.backptr[: n * K].reshape((n, K))
+    args = (parents[a:b], types[a:b], graph[2][a:b])
+    top = tree_viterbi(unary, log_pair, *args, sws.log_space[:5], back, path)
+    E = n * K * K
+    for v in range(n):
+        p = parents[a + v]
+        corner_entry(bufs.nu, bufs.log_nu, v * K * K, K * K, (path[p] * K if p >= 0 else 0) +
+                     path[v])  # fmt: skip
+        corner_entry(bufs.nu, bufs.log_nu, E + v * K, K, path[v])
+    gold_total = gold_score(unary, log_pair, data.labels, parents, types, a)
+    return hamming(path, gold), top - gold_total

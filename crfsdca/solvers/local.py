@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch, trees
+from crfsdca.kernels import hinge, sdca_epoch, trees
 from crfsdca.kernels.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
@@ -50,6 +50,7 @@ def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Pro
         feature_map=problem.feature_map,
         regularization=lam_n / train.n_sequences,
         name=problem.name,
+        loss=problem.loss,
     )
 
 
@@ -72,6 +73,9 @@ class LocalSDCA(Runner):
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)
+        self.hinge = None  # the hinge loss's buffers (the structured SVM), else None
+        if problem.loss == "hinge":
+            self.hinge = hinge.make_hinge(self.structure.blocks, self.workspace[2])
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
@@ -126,6 +130,7 @@ class LocalSDCA(Runner):
             draws=draws,
             ws=self.workspace,
             prox=self.prox,
+            loss=self.hinge,
         )
 
     # -- steps -------------------------------------------------------------------------------
@@ -242,7 +247,11 @@ class LocalSDCA(Runner):
     def exact_pass(self, check: bool) -> None:
         """Recompute every g_i exactly (n oracle calls) and rebuild the sampler."""
         d = self.state.dual
-        gaps = sdca_epoch.exact_gaps(self.structure.blocks, d.log_edge, d.log_node, d.weights)
+        blocks = self.structure.blocks
+        if self.hinge is not None:
+            _, gaps = hinge.exact(blocks, d.log_edge, d.log_node, d.entropies, d.weights)
+        else:
+            gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
         d.gap_estimates[:] = gaps
         self.sampler.rebuild(gaps)
@@ -281,8 +290,9 @@ class LocalSDCA(Runner):
         With w = w_hat(mu): P(w) = lambda/2 |w|^2 + L / n, D(mu) = H / n - lambda/2 |w|^2.
         """
         d = self.state.dual
+        loss = self.problem.loss_sum(w) if self.hinge is not None else self.structure.loss(w)
         return {
-            "loss": self.structure.loss(w),
+            "loss": loss,
             "entropy": float(d.entropies.sum()),
             "gap_estimate": float(d.gap_estimates.sum()),
             "n": float(self.n),
