@@ -30,7 +30,7 @@ from crfsdca.kernels.direction import (
     direction_entries,
     primal_direction,
 )
-from crfsdca.kernels.hinge import corner_entry, hamming, hamming_augment
+from crfsdca.kernels import hinge as H
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
@@ -395,6 +395,41 @@ def radii(layout, dims, max_U):
 
 
 # -- the structured hinge loss (``crfsdca.kernels.hinge``) ----------------------------------------
+@njit(cache=True, nogil=True)
+def _away(unary, log_trans, mu, gold, T, K, bufs, hws):
+    """The linear value <mu_i, augmented scores> and, in WITH_AWAY mode, the away corner of the
+    chain (into hws.out and bufs.log_mix)."""
+    E = (T - 1) * K * K
+    lin = 0.0
+    for t in range(T):
+        for k in range(K):
+            lin += mu[E + t * K + k] * unary[t, k]
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                lin += mu[t * K * K + k * K + l] * log_trans[k, l]
+    hws.out[2] = lin
+    if hws.mode[0] != H.WITH_AWAY:
+        return
+    pair = hws.pair[:E].reshape((max(T - 1, 0), K, K))
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                pair[t, k, l] = -log_trans[k, l] if mu[t * K * K + k * K + l] > 0.0 else -np.inf
+    for t in range(T):
+        for k in range(K):
+            unary[t, k] = -unary[t, k] if mu[E + t * K + k] > 0.0 else -np.inf
+    path = hws.path[:T]
+    delta = hws.scores[: T * K].reshape((T, K))
+    back = hws.backptr[: T * K].reshape((T, K))
+    hws.out[1] = -H.edge_viterbi(unary, pair, delta, back, path)
+    hws.out[0] = H.hamming(path, gold)
+    for t in range(T - 1):
+        H.corner_values(bufs.log_mix, t * K * K, K * K, path[t] * K + path[t + 1])
+    for t in range(T):
+        H.corner_values(bufs.log_mix, E + t * K, K, path[t])
+
+
 @P.implements(P.loss_augmented_map, ChainBlocks)
 def _loss_augmented_map(s, i, w, sws, bufs, hws):
     lay = s.layout
@@ -403,14 +438,20 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
     data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
     T, log_trans, _ = sequence_potentials(data, i, w, s.dims, sws.fb)
     unary, gold = sws.fb[0][:T], lay.labels[t0 : t0 + T]
-    hamming_augment(unary, gold)  # the gold labelling's score is unchanged
+    H.hamming_augment(unary, gold)  # the gold labelling's score is unchanged
     path = hws.path[:T]
     delta = hws.scores[: T * K].reshape((T, K))
     back = hws.backptr[: T * K].reshape((T, K))
     top = viterbi(unary, log_trans, delta, back, path)
     E = (T - 1) * K * K
     for t in range(T - 1):
-        corner_entry(bufs.nu, bufs.log_nu, t * K * K, K * K, path[t] * K + path[t + 1])
+        H.corner_entry(bufs.nu, bufs.log_nu, t * K * K, K * K, path[t] * K + path[t + 1])
     for t in range(T):
-        corner_entry(bufs.nu, bufs.log_nu, E + t * K, K, path[t])
-    return hamming(path, gold), top - gold_score(unary, log_trans, gold)
+        H.corner_entry(bufs.nu, bufs.log_nu, E + t * K, K, path[t])
+    loss = H.hamming(path, gold)
+    g = gold_score(unary, log_trans, gold)
+    if hws.mode[0] != H.MAP_ONLY:
+        _away(unary, log_trans, bufs.mu, gold, T, K, bufs, hws)
+        hws.out[1] -= g
+        hws.out[2] -= g
+    return loss, top - g

@@ -52,27 +52,44 @@ from crfsdca.kernels.prox import apply_step, prepare, quad_term
 from crfsdca.kernels.sdca import update_block
 
 
+FW, PAIRWISE = 0, 1  # the block step (``HingeArrays.mode[1]``)
+# what the loss-augmented MAP computes besides y* (``HingeArrays.mode[0]``)
+MAP_ONLY, WITH_LINEAR, WITH_AWAY = 0, 1, 2
+
+
 class HingeArrays(NamedTuple):
-    """Buffers of the loss-augmented MAP and of <w, u_i>: the decoded labelling ``path``,
-    ``backptr`` and ``chosen`` (int64, the decoders' back pointers), ``scores`` (float64, the
-    decoders' tables) and the direction's flat entries ``idx``, ``val``."""
+    """Buffers of the loss-augmented MAP and of the step: the decoded labelling ``path``,
+    ``backptr`` and ``chosen`` (int64, the decoders' back pointers), ``ids`` (0, 1, 2, ...),
+    ``scores`` and ``pair`` (float64, the decoders' tables), ``mu`` (a copy of mu_i), the
+    direction's flat entries ``idx``, ``val``, ``out`` = (Hamming loss of y-, H of y-,
+    <mu_i, augmented scores> - gold score) of the last call, and ``mode`` = (what the MAP
+    computes: MAP_ONLY, WITH_LINEAR or WITH_AWAY; the step: FW or PAIRWISE)."""
 
     path: np.ndarray
     backptr: np.ndarray
     chosen: np.ndarray
+    ids: np.ndarray
     scores: np.ndarray
+    pair: np.ndarray
+    mu: np.ndarray
     idx: np.ndarray
     val: np.ndarray
+    out: np.ndarray
+    mode: np.ndarray
 
 
-def make_hinge(structure, sws) -> HingeArrays:
+def make_hinge(structure, sws, step: int = FW, what: int = WITH_LINEAR) -> HingeArrays:
     """HingeArrays for ``structure`` (a structure's kernel type; ``sws`` its step workspace):
     every decoder buffer has the largest block's size, which bounds its nodes times labels,
-    cliques and tables."""
+    cliques and tables. ``step``: FW or PAIRWISE (which computes the away corner too)."""
     size = max(int(structure.max_block), 1)
     capacity = max(int(_capacity(structure, sws)), 1)
     ints = (np.zeros(size, np.int64) for _ in range(3))
-    return HingeArrays(*ints, np.zeros(size), np.zeros(capacity, np.int64), np.zeros(capacity))
+    floats = (np.zeros(size) for _ in range(3))
+    what = WITH_AWAY if step == PAIRWISE else what
+    mode = np.array([what, step], np.int64)
+    entries = (np.zeros(capacity, np.int64), np.zeros(capacity))
+    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode)
 
 
 @njit(cache=True, nogil=True)
@@ -112,6 +129,49 @@ def corner_entry(nu, log_nu, lo, size, hit):
 
 
 @njit(cache=True, nogil=True)
+def corner_values(buf, lo, size, hit):
+    """buf[lo:lo + size] = 1 at lo + hit, 0 elsewhere (the away corner, as probabilities)."""
+    for p in range(lo, lo + size):
+        buf[p] = 0.0
+    buf[lo + hit] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def masked_negation(scores, mu, n):
+    """scores[p] = -scores[p] where mu[p] > 0, -inf elsewhere (p < n): the away corner
+    minimises the augmented score over the labellings of mu_i's support, its minimal face."""
+    for p in range(n):
+        scores[p] = -scores[p] if mu[p] > 0.0 else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def edge_viterbi(unary, pair, delta, back, path):
+    """MAP labelling of a chain whose edge (t, t + 1) has its own score table pair[t] (K, K)
+    into path; returns its score (-inf when every labelling has a -inf score)."""
+    T, K = unary.shape
+    for l in range(K):
+        delta[0, l] = unary[0, l]
+    for t in range(1, T):
+        for l in range(K):
+            best, arg = -np.inf, 0
+            for k in range(K):
+                v = delta[t - 1, k] + pair[t - 1, k, l]
+                if v > best:
+                    best, arg = v, k
+            delta[t, l] = best + unary[t, l]
+            back[t, l] = arg
+    arg = 0
+    for l in range(1, K):
+        if delta[T - 1, l] > delta[T - 1, arg]:
+            arg = l
+    top = delta[T - 1, arg]
+    for t in range(T - 1, -1, -1):
+        path[t] = arg
+        arg = back[t, arg]
+    return top
+
+
+@njit(cache=True, nogil=True)
 def fill_mu(mu_arrays, runs, bufs):
     """bufs.mu = mu_i from the stored logs on every run of the block."""
     mu = bufs.mu
@@ -123,38 +183,31 @@ def fill_mu(mu_arrays, runs, bufs):
 
 
 @njit(cache=True, nogil=True)
-def _dot(w, idx, val, m):
-    s = 0.0
-    for p in range(m):
-        s += w[idx[p]] * val[p]
-    return s
-
-
-@njit(cache=True, nogil=True)
-def closed_form_step(gap, cb, fixed):
-    """argmax over [0, 1] of gap gamma - cb gamma^2 / 2 (``fixed`` > 0: that step)."""
+def closed_form_step(gap, cb, top, fixed):
+    """argmax over [0, top] of gap gamma - cb gamma^2 / 2 (``fixed`` > 0: min(fixed, top))."""
     if fixed > 0.0:
-        return fixed
+        return min(fixed, top)
     if gap <= 0.0:
         return 0.0
-    if cb <= gap:
-        return 1.0
+    if cb * top <= gap:
+        return top
     return gap / cb
 
 
 @njit(cache=True, nogil=True)
-def prox_step(gap, pw, q1, fixed):
-    """The root in [0, 1] of gap - q(gamma), q the elastic net's non-decreasing, continuous,
-    piecewise linear quad term (``prox.quad_term``, q(0) = 0): Newton inside the bracket, which
-    is exact on the root's linear piece, bisection when Newton leaves it."""
+def prox_step(gap, pw, top, fixed):
+    """The root in [0, top] of gap - q(gamma) (top if positive there), q the elastic net's
+    non-decreasing, continuous, piecewise linear quad term (``prox.quad_term``, q(0) = 0):
+    Newton inside the bracket, which is exact on the root's linear piece, bisection when
+    Newton leaves it."""
     if fixed > 0.0:
-        return fixed
+        return min(fixed, top)
     if gap <= 0.0:
         return 0.0
-    if gap >= q1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    g = 0.5
+    if gap >= quad_term(top, 0.0, pw)[0]:
+        return top
+    lo, hi = 0.0, top
+    g = 0.5 * top
     for _ in range(200):
         q, dq = quad_term(g, 0.0, pw)
         r = gap - q
@@ -167,59 +220,106 @@ def prox_step(gap, pw, q1, fixed):
         nxt = g + r / dq if dq > 0.0 else 0.5 * (lo + hi)
         if not lo < nxt < hi:
             nxt = 0.5 * (lo + hi)
-        if hi - lo <= 1e-15 or nxt == g:
+        if hi - lo <= 1e-15 * top or nxt == g:
             return nxt
         g = nxt
     return g
 
 
 @njit(cache=True, nogil=True)
-def _block(i, structure, mu_arrays, l_i, w, ws, hws, kappa, idx, val):
-    """The loss-augmented MAP of block i and its Frank-Wolfe gap: returns (Delta*, H_i, g_i,
-    |kappa u_i|^2, number of direction entries in idx, val); mu_i, nu_i and u_i stay in ws."""
+def _gamma_max(runs, bufs):
+    """The largest pairwise step: min mu_i over the entries of the away corner nu- (held in
+    bufs.log_mix) that nu+ leaves (gamma_max of pairwise Frank-Wolfe)."""
+    mu, away, nu = bufs.mu, bufs.log_mix, bufs.nu
+    top = 1.0
+    for r in range(runs.lo.shape[0]):
+        for p in range(runs.lo[r], runs.hi[r]):
+            if away[p] > 0.0 and nu[p] == 0.0:
+                top = min(top, mu[p])
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _swap_in_away(runs, bufs, hws):
+    """Keep mu_i in hws.mu and put nu- in bufs.mu: ``block_direction`` then gives the
+    pairwise direction E_{nu+ - nu-} F."""
+    mu, away, keep = bufs.mu, bufs.log_mix, hws.mu
+    for r in range(runs.lo.shape[0]):
+        for p in range(runs.lo[r], runs.hi[r]):
+            keep[p] = mu[p]
+            mu[p] = away[p]
+
+
+@njit(cache=True, nogil=True)
+def _pairwise_update(gamma, mu_arrays, runs, bufs, hws):
+    """mu_i <- mu_i + gamma (nu+ - nu-) as logs in the dual state (entries that reach 0, or
+    round below it, are dropped: log 0 = -inf)."""
+    keep, nu, away = hws.mu, bufs.nu, bufs.mu
+    for r in range(runs.lo.shape[0]):
+        dst = mu_arrays[runs.dst[r]]
+        o, lo = runs.off[r], runs.lo[r]
+        for p in range(lo, runs.hi[r]):
+            if nu[p] != away[p]:
+                m = keep[p] + gamma * (nu[p] - away[p])
+                dst[o + p - lo] = np.log(m) if m > 0.0 else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def _block(i, structure, mu_arrays, w, ws, hws):
+    """mu_i into bufs and the loss-augmented MAP of block i (with the linear value and, in
+    WITH_AWAY mode, the away corner); returns (Delta*, H_i, g_i), g_i = H_i - (<mu_i,
+    augmented scores> - gold score) the block's Frank-Wolfe gap."""
     bufs, _, sws = ws
-    loss, h = loss_augmented_map(structure, i, w, sws, bufs, hws)
-    if not np.isfinite(h):
-        return loss, h, 0.0, 0.0, 0
     fill_mu(mu_arrays, block_runs(structure.runs, i), bufs)
-    b = block_direction(structure, i, bufs, sws, kappa)
-    m = block_direction_entries(structure, i, sws, idx, val)
-    gap = loss - l_i + _dot(w, idx, val, m)
-    return loss, h, max(gap, 0.0), b, m
+    loss, h = loss_augmented_map(structure, i, w, sws, bufs, hws)
+    return loss, h, max(h - hws.out[2], 0.0)
 
 
 @njit(cache=True, nogil=True)
 def hinge_step(i, structure, dual, w, params, ws, prox, hws):
     """One SDCA step of the hinge loss on example i, with the return values of the SDCA step
     (``sdca_epoch._step``: gap before the step, gamma, 0 Newton iterations, status, cycles,
-    0): the exact step of the module docstring, then mu_i, l_i and w (or v and w = S_tau(v)
-    on the step's support, with the elastic net's ``prox``) move."""
-    bufs = ws[0]
+    0): the exact step of the module docstring along the Frank-Wolfe direction nu+ - mu_i or,
+    in PAIRWISE mode, along nu+ - nu- (nu- the away corner: the worst labelling of mu_i's
+    support, gamma <= gamma_max), then mu_i, l_i and w (or v and w = S_tau(v) on the step's
+    support, with the elastic net's ``prox``) move."""
+    bufs, _, sws = ws
     lam_n, scale = params.lam_n, params.scale
     mu_arrays = (dual.log_edge, dual.log_node)
+    runs = block_runs(structure.runs, i)
     kappa = -scale / lam_n
     c0 = cycles()
-    if prox is None:
-        idx, val = hws.idx, hws.val
-    else:
-        idx, val = prox.idx, prox.a
-    loss, h, gap, b, m = _block(i, structure, mu_arrays, dual.entropies[i], w, ws, hws, kappa,
-                                idx, val)  # fmt: skip
+    loss, h, gap = _block(i, structure, mu_arrays, w, ws, hws)
     c1 = cycles()
     if not np.isfinite(h):
         return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
-    if prox is None:
-        gamma = closed_form_step(gap, lam_n / scale * b, params.fixed_step)
+    top, slope, gain = 1.0, gap, loss - dual.entropies[i]
+    pairwise = hws.mode[1] == PAIRWISE and np.isfinite(hws.out[1])
+    if pairwise:  # no away corner, or a zero step (underflow): a Frank-Wolfe step instead
+        top = _gamma_max(runs, bufs)
+        pairwise = top > 0.0
+    if pairwise:  # nu- replaces mu_i in the direction
+        _swap_in_away(runs, bufs, hws)
+        slope, gain = h - hws.out[1], loss - hws.out[0]
     else:
-        pw, q1 = prepare(prox, m, kappa, w, lam_n / scale)
-        gamma = prox_step(gap, pw, q1, params.fixed_step)
+        top = 1.0
+    b = block_direction(structure, i, bufs, sws, kappa)
+    if prox is None:
+        gamma = closed_form_step(slope, lam_n / scale * b, top, params.fixed_step)
+        m = 0
+    else:
+        m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
+        pw, _ = prepare(prox, m, kappa, w, lam_n / scale)
+        gamma = prox_step(slope, pw, top, params.fixed_step)
     c2 = cycles()
     if gamma > 0.0:
-        runs = block_runs(structure.runs, i)
-        update_block(gamma, mu_arrays, runs, bufs, False, 0.0)
-        dual.entropies[i] += gamma * (loss - dual.entropies[i])
+        if pairwise:
+            _pairwise_update(gamma, mu_arrays, runs, bufs, hws)
+        else:
+            update_block(gamma, mu_arrays, runs, bufs, False, 0.0)
+        dual.entropies[i] += gamma * gain
         if prox is None:
-            add_block_direction(structure, i, gamma * kappa, ws[2], w)
+            add_block_direction(structure, i, gamma * kappa, sws, w)
         else:
             apply_step(gamma, prox, m, w)
     dual.step_sizes[i] = gamma
@@ -227,41 +327,38 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws):
 
 
 @njit(cache=True, nogil=True)
-def _exact(structure, mu_arrays, ls, w, lo, hi, gaps, losses, ws, hws):
+def _exact(structure, mu_arrays, w, lo, hi, gaps, losses, ws, hws):
     """losses[i] = H_i(w) and, unless gaps is empty, gaps[i] = the exact block gap of mu_i at
-    w (scale 1), for examples lo..hi-1; nan where the oracle is non-finite."""
-    with_gaps = gaps.shape[0] > 0
+    w, for examples lo..hi-1; nan where the oracle is non-finite."""
     for i in range(lo, hi):
-        if not with_gaps:
+        if gaps.shape[0] == 0:
             _, h = loss_augmented_map(structure, i, w, ws[2], ws[0], hws)
             losses[i] = h if np.isfinite(h) else np.nan
             continue
-        # the gap reads u_i itself: its scale kappa (here -1) does not enter it
-        _, h, gap, _, _ = _block(i, structure, mu_arrays, ls[i], w, ws, hws, -1.0, hws.idx,
-                                 hws.val)  # fmt: skip
+        _, h, gap = _block(i, structure, mu_arrays, w, ws, hws)
         ok = np.isfinite(h)
         losses[i] = h if ok else np.nan
         gaps[i] = gap if ok else np.nan
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------
-def exact(structure, log_edge, log_node, losses_l, w, with_gaps=True):
+def exact(structure, log_edge, log_node, w, with_gaps=True):
     """(hinge losses H_i(w), exact block gaps) of every example, in chunks on numba's number of
     threads (each example alone: the result does not depend on the threads). Without gaps the
-    dual state is not read (``log_edge``, ``log_node``, ``losses_l`` may be empty)."""
+    dual state is not read (``log_edge``, ``log_node`` may be empty)."""
     from crfsdca.kernels.sdca_epoch import make_workspace
 
     n = structure.runs.start.size - 1
     losses = np.empty(n)
     gaps = np.empty(n if with_gaps else 0)
     mu_arrays = (_flat(log_edge), _flat(log_node))
-    ls = np.ascontiguousarray(losses_l, np.float64) if with_gaps else np.zeros(0)
     threads = max(1, min(n, get_num_threads()))
     bounds = [n * c // threads for c in range(threads + 1)]
 
     def run(lo, hi):
         ws = make_workspace(structure)
-        _exact(structure, mu_arrays, ls, w, lo, hi, gaps, losses, ws, make_hinge(structure, ws[2]))
+        hws = make_hinge(structure, ws[2], what=WITH_LINEAR if with_gaps else MAP_ONLY)
+        _exact(structure, mu_arrays, w, lo, hi, gaps, losses, ws, hws)
 
     if threads == 1:
         run(0, n)

@@ -39,6 +39,7 @@ LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_s
 PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 COUNTERS = ("newton_iterations", "line_searches", "line_search_failures", "exact_passes")
 VARIANTS = ("practical", "naive", "unscaled")
+HINGE_STEPS = ("pairwise", "fw")  # SDCAConfig.hinge_step: hinge.PAIRWISE, hinge.FW
 
 
 def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Problem:
@@ -75,7 +76,8 @@ class LocalSDCA(Runner):
         self.prox = self._elastic_net(state.dual)
         self.hinge = None  # the hinge loss's buffers (the structured SVM), else None
         if problem.loss == "hinge":
-            self.hinge = hinge.make_hinge(self.structure.blocks, self.workspace[2])
+            step = hinge.PAIRWISE if cfg.hinge_step == "pairwise" else hinge.FW
+            self.hinge = hinge.make_hinge(self.structure.blocks, self.workspace[2], step)
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
@@ -249,7 +251,7 @@ class LocalSDCA(Runner):
         d = self.state.dual
         blocks = self.structure.blocks
         if self.hinge is not None:
-            _, gaps = hinge.exact(blocks, d.log_edge, d.log_node, d.entropies, d.weights)
+            _, gaps = hinge.exact(blocks, d.log_edge, d.log_node, d.weights)
         else:
             gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)

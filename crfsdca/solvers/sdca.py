@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from crfsdca.solvers.base import RunState, SolverConfig, option
-from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
+from crfsdca.solvers.local import HINGE_STEPS, LINE_SEARCH_STARTS, LocalSDCA
 from crfsdca.solvers.loop import LoopSolver
 from crfsdca.solvers.samplers import SCHEMES, check_scheme
 from crfsdca.structures.dual import (
@@ -62,6 +62,12 @@ class SDCAConfig(SolverConfig):
     init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed start")
     refresh_every: int = option(0, "recompute every gap exactly every k epochs (0 = never)")
     dual_dtype: str = option("float64", "storage of the dual log-marginals: float64 | float32")
+    hinge_step: str = option(
+        "pairwise",
+        "block step of the hinge loss (--loss hinge): pairwise (from the worst labelling of"
+        " the block's support to the loss-augmented MAP; linear convergence) | fw (Frank-Wolfe,"
+        " BCFW's and the seed's closed-form step)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,6 +97,10 @@ class SDCAConfig(SolverConfig):
             raise ValueError(f"dual_dtype must be float64 or float32; got {self.dual_dtype!r}")
         if not 0.0 < self.init_epsilon <= 1.0:
             raise ValueError(f"init_epsilon must be in (0, 1]; got {self.init_epsilon}")
+        if self.hinge_step not in HINGE_STEPS:
+            raise ValueError(
+                f"hinge_step must be one of {', '.join(HINGE_STEPS)}; got {self.hinge_step!r}"
+            )
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
 

@@ -14,7 +14,7 @@ def hinge_losses(problem, w: NDArray[np.float64]) -> NDArray[np.float64]:
     """H_i(w) of every training example (one loss-augmented MAP each)."""
     empty = np.zeros(0)
     w = problem.feature_map.check_weights(w)
-    losses, _ = hinge.exact(problem.structure.blocks, empty, empty, empty, w, with_gaps=False)
+    losses, _ = hinge.exact(problem.structure.blocks, empty, empty, w, with_gaps=False)
     bad = np.flatnonzero(~np.isfinite(losses))
     if bad.size:
         raise FloatingPointError(
