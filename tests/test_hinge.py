@@ -154,7 +154,8 @@ def scipy_optimum(p, rows, sigma=0.0):
 
 
 def train(p, **options):
-    cfg = SDCAConfig(**({"tol": 1e-9, "max_epochs": 20000, "eval_every": 50} | options))
+    defaults = {"tol": 1e-9, "max_epochs": 20000, "eval_every": 50, "hinge_step": "pairwise"}
+    cfg = SDCAConfig(**(defaults | options))
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         return SDCA(cfg).solve(p, Monitor(p, "sdca", cfg))

@@ -104,6 +104,10 @@ def train(
             f"--l1: --solver {solver} has no l1 term; the elastic net is trained by"
             f" --solver {' and --solver '.join(L1_SOLVERS)} (Prox-SDCA, OWL-QN)"
         )
+    if loss == "hinge" and scheduler:
+        raise click.UsageError(
+            "--loss hinge: a --scheduler cluster trains the log-loss only; use --workers"
+        )
     if l1 > 0 and (workers or scheduler):
         raise click.UsageError(
             "--l1: the distributed solver (--workers, --scheduler) does not train the elastic"
