@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from crfsdca.kernels import hinge as H
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.block_oracle import sequence_block_marginals
 from crfsdca.kernels.chain import (
@@ -30,10 +31,10 @@ from crfsdca.kernels.direction import (
     direction_entries,
     primal_direction,
 )
-from crfsdca.kernels import hinge as H
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.sag import SAGVisit, make_visit, scale_scores
+from crfsdca.kernels.tree import tree_viterbi
 
 
 class ChainBlocks(NamedTuple):
@@ -396,7 +397,7 @@ def radii(layout, dims, max_U):
 
 # -- the structured hinge loss (``crfsdca.kernels.hinge``) ----------------------------------------
 @njit(cache=True, nogil=True)
-def _away(unary, log_trans, mu, gold, T, K, bufs, hws):
+def _away(unary, log_trans, mu, gold, T, K, sws, bufs, hws):
     """The linear value <mu_i, augmented scores> and, in WITH_AWAY mode, the away corner of the
     chain (into hws.out and bufs.log_mix)."""
     E = (T - 1) * K * K
@@ -411,18 +412,24 @@ def _away(unary, log_trans, mu, gold, T, K, bufs, hws):
     hws.out[2] = lin
     if hws.mode[0] != H.WITH_AWAY:
         return
-    pair = hws.pair[:E].reshape((max(T - 1, 0), K, K))
+    # the chain as a tree (parent of t: t - 1) whose edge into t has its own masked table
+    pair = hws.pair[: T * K * K].reshape((T, K, K))
     for t in range(T - 1):
         for k in range(K):
             for l in range(K):
-                pair[t, k, l] = -log_trans[k, l] if mu[t * K * K + k * K + l] > 0.0 else -np.inf
+                m = mu[t * K * K + k * K + l]
+                pair[t + 1, k, l] = -log_trans[k, l] if m > 0.0 else -np.inf
     for t in range(T):
         for k in range(K):
             unary[t, k] = -unary[t, k] if mu[E + t * K + k] > 0.0 else -np.inf
-    path = hws.path[:T]
-    delta = hws.scores[: T * K].reshape((T, K))
+    path, ids = hws.path[:T], hws.ids[:T]
+    parents = hws.chosen[:T]
+    for t in range(T):
+        parents[t] = t - 1
     back = hws.backptr[: T * K].reshape((T, K))
-    hws.out[1] = -H.edge_viterbi(unary, pair, delta, back, path)
+    fb = sws.fb  # (T, K) rows 2-4 and a K row of exp_trans: the max-product's messages
+    ws = (fb[2], fb[3], fb[4], fb[3], fb[1][0])
+    hws.out[1] = -tree_viterbi(unary, pair, parents, ids, ids, ws, back, path)
     hws.out[0] = H.hamming(path, gold)
     for t in range(T - 1):
         H.corner_values(bufs.log_mix, t * K * K, K * K, path[t] * K + path[t + 1])
@@ -451,7 +458,7 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
     loss = H.hamming(path, gold)
     g = gold_score(unary, log_trans, gold)
     if hws.mode[0] != H.MAP_ONLY:
-        _away(unary, log_trans, bufs.mu, gold, T, K, bufs, hws)
+        _away(unary, log_trans, bufs.mu, gold, T, K, sws, bufs, hws)
         hws.out[1] -= g
         hws.out[2] -= g
     return loss, top - g

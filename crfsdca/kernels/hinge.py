@@ -39,6 +39,7 @@ import numpy as np
 from numba import get_num_threads
 
 from crfsdca.kernels.cycles import cycles
+from crfsdca.kernels.fastmath import fast_exp, fast_log
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.primitives import (
     add_block_direction,
@@ -49,12 +50,13 @@ from crfsdca.kernels.primitives import (
     loss_augmented_map,
 )
 from crfsdca.kernels.prox import apply_step, prepare, quad_term
-from crfsdca.kernels.sdca import update_block
-
 
 FW, PAIRWISE = 0, 1  # the block step (``HingeArrays.mode[1]``)
 # what the loss-augmented MAP computes besides y* (``HingeArrays.mode[0]``)
 MAP_ONLY, WITH_LINEAR, WITH_AWAY = 0, 1, 2
+
+
+VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
 class HingeArrays(NamedTuple):
@@ -85,7 +87,8 @@ def make_hinge(structure, sws, step: int = FW, what: int = WITH_LINEAR) -> Hinge
     size = max(int(structure.max_block), 1)
     capacity = max(int(_capacity(structure, sws)), 1)
     ints = (np.zeros(size, np.int64) for _ in range(3))
-    floats = (np.zeros(size) for _ in range(3))
+    K = int(structure.dims[1])  # pair: a chain's T K^2 edge tables (as a tree's, one a node)
+    floats = (np.zeros(size), np.zeros(size + K * K), np.zeros(size))
     what = WITH_AWAY if step == PAIRWISE else what
     mode = np.array([what, step], np.int64)
     entries = (np.zeros(capacity, np.int64), np.zeros(capacity))
@@ -144,42 +147,19 @@ def masked_negation(scores, mu, n):
         scores[p] = -scores[p] if mu[p] > 0.0 else -np.inf
 
 
-@njit(cache=True, nogil=True)
-def edge_viterbi(unary, pair, delta, back, path):
-    """MAP labelling of a chain whose edge (t, t + 1) has its own score table pair[t] (K, K)
-    into path; returns its score (-inf when every labelling has a -inf score)."""
-    T, K = unary.shape
-    for l in range(K):
-        delta[0, l] = unary[0, l]
-    for t in range(1, T):
-        for l in range(K):
-            best, arg = -np.inf, 0
-            for k in range(K):
-                v = delta[t - 1, k] + pair[t - 1, k, l]
-                if v > best:
-                    best, arg = v, k
-            delta[t, l] = best + unary[t, l]
-            back[t, l] = arg
-    arg = 0
-    for l in range(1, K):
-        if delta[T - 1, l] > delta[T - 1, arg]:
-            arg = l
-    top = delta[T - 1, arg]
-    for t in range(T - 1, -1, -1):
-        path[t] = arg
-        arg = back[t, arg]
-    return top
+@njit(**VEC)
+def _exp_segment(src, dst, n):
+    """dst[:n] = exp(src[:n]) (vectorized; exp(-inf) = 0)."""
+    for p in range(n):
+        dst[p] = fast_exp(np.float64(src[p]))
 
 
 @njit(cache=True, nogil=True)
 def fill_mu(mu_arrays, runs, bufs):
     """bufs.mu = mu_i from the stored logs on every run of the block."""
-    mu = bufs.mu
     for r in range(runs.lo.shape[0]):
-        src = mu_arrays[runs.dst[r]]
-        o = runs.off[r]
-        for p in range(runs.lo[r], runs.hi[r]):
-            mu[p] = np.exp(np.float64(src[o + p - runs.lo[r]]))
+        lo, hi, o = runs.lo[r], runs.hi[r], runs.off[r]
+        _exp_segment(mu_arrays[runs.dst[r]][o : o + hi - lo], bufs.mu[lo:hi], hi - lo)
 
 
 @njit(cache=True, nogil=True)
@@ -250,18 +230,26 @@ def _swap_in_away(runs, bufs, hws):
             mu[p] = away[p]
 
 
+@njit(**VEC)
+def _mix_segment(gamma, dst, keep, nu, away, n):
+    """dst[p] = log(keep + gamma (nu - away)) where nu != away (log 0 = -inf; a value that
+    rounds below 0 is 0), dst[p] kept elsewhere (vectorized)."""
+    for p in range(n):
+        m = max(keep[p] + gamma * (nu[p] - away[p]), 0.0)
+        new = fast_log(m)
+        dst[p] = new if nu[p] != away[p] else dst[p]
+
+
 @njit(cache=True, nogil=True)
-def _pairwise_update(gamma, mu_arrays, runs, bufs, hws):
-    """mu_i <- mu_i + gamma (nu+ - nu-) as logs in the dual state (entries that reach 0, or
-    round below it, are dropped: log 0 = -inf)."""
-    keep, nu, away = hws.mu, bufs.nu, bufs.mu
+def _mix_update(gamma, mu_arrays, runs, keep, nu, away):
+    """mu_i <- keep + gamma (nu - away) as logs in the dual state, where nu and away differ:
+    the Frank-Wolfe step (keep = away = mu_i, nu = nu+) and the pairwise one (keep = mu_i,
+    nu = nu+, away = nu-). Entries that reach 0, or round below it, are dropped (log 0 =
+    -inf); entries where nu = away keep their stored logs."""
     for r in range(runs.lo.shape[0]):
-        dst = mu_arrays[runs.dst[r]]
-        o, lo = runs.off[r], runs.lo[r]
-        for p in range(lo, runs.hi[r]):
-            if nu[p] != away[p]:
-                m = keep[p] + gamma * (nu[p] - away[p])
-                dst[o + p - lo] = np.log(m) if m > 0.0 else -np.inf
+        lo, hi, o = runs.lo[r], runs.hi[r], runs.off[r]
+        dst = mu_arrays[runs.dst[r]][o : o + hi - lo]
+        _mix_segment(gamma, dst, keep[lo:hi], nu[lo:hi], away[lo:hi], hi - lo)
 
 
 @njit(cache=True, nogil=True)
@@ -314,9 +302,9 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws):
     c2 = cycles()
     if gamma > 0.0:
         if pairwise:
-            _pairwise_update(gamma, mu_arrays, runs, bufs, hws)
+            _mix_update(gamma, mu_arrays, runs, hws.mu, bufs.nu, bufs.mu)
         else:
-            update_block(gamma, mu_arrays, runs, bufs, False, 0.0)
+            _mix_update(gamma, mu_arrays, runs, bufs.mu, bufs.nu, bufs.mu)
         dual.entropies[i] += gamma * gain
         if prox is None:
             add_block_direction(structure, i, gamma * kappa, sws, w)
@@ -364,7 +352,8 @@ def exact(structure, log_edge, log_node, w, with_gaps=True):
         run(0, n)
     else:
         with ThreadPoolExecutor(threads) as pool:
-            for job in [pool.submit(run, a, b) for a, b in zip(bounds[:-1], bounds[1:])]:
+            jobs = [pool.submit(run, a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+            for job in jobs:
                 job.result()
     return losses, gaps
 

@@ -15,11 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from crfsdca.kernels import hinge as H
 from crfsdca.kernels import order2
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.jit import njit
-from crfsdca.kernels import hinge as H
 from crfsdca.kernels.junction import _strides, project, projection, viterbi
 from crfsdca.kernels.junction_batch import clique_tables, marginals, node_unary, potentials
 from crfsdca.kernels.junction_scaled import exp_blocks, potential_marginals, scaled_marginals

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from crfsdca.kernels import hinge as H
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.direction import (
     _axpy,
@@ -22,7 +23,6 @@ from crfsdca.kernels.direction import (
     direction_entries,
 )
 from crfsdca.kernels.fastmath import fast_exp, fast_log
-from crfsdca.kernels import hinge as H
 from crfsdca.kernels.items import add_item_rows, add_item_scores
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.rowops import scale_rows_into
