@@ -1,4 +1,4 @@
-"""The elastic net by Prox-SDCA (``crfsdca.kernels.prox``): the certified optimum against an
+"""The elastic net by Prox-SDCA (``crfsdca.kernels.solvers.prox``): the certified optimum against an
 independent bound-constrained minimisation, the gap decomposition, monotone dual ascent, the
 soft-thresholding map, the exact line search across kinks, sigma -> 0, checkpoints, inputs."""
 
@@ -15,9 +15,9 @@ from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.kernels import line_search as K_ls
-from crfsdca.kernels import prox, sdca, sdca_epoch
 from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
+from crfsdca.kernels.solvers import line_search as K_ls
+from crfsdca.kernels.solvers import prox, sdca, sdca_epoch
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor

@@ -8,7 +8,7 @@ import pytest
 from _synthetic import random_sequences
 from test_junction_oracle import custom_data
 
-from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor

@@ -15,7 +15,8 @@ from test_tree_solvers import nodes_of, solve, without_time
 
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels import junction_scaled, sdca_epoch
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import junction_scaled
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint

@@ -15,7 +15,8 @@ from _reference import (
 )
 
 from crfsdca import FeatureMap
-from crfsdca.kernels import batch, chain
+from crfsdca.kernels.structures import chain
+from crfsdca.kernels.structures import chain_batch as batch
 from crfsdca.structures.chain import Oracle
 
 RTOL = 1e-10

@@ -14,7 +14,8 @@ from scipy.special import logsumexp
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import sdca_epoch, tree_scaled
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import tree_scaled
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.monitor import Monitor

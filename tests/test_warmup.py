@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import crfsdca.kernels
 from crfsdca.cli.main import main
 from crfsdca.estimators.model import SequenceCRF
 from crfsdca.kernels import (
@@ -91,6 +93,34 @@ def test_a_cache_compiled_from_other_sources_is_dropped_once(tmp_path):
     assert (folder / STAMP).read_text() == "two"
 
 
+def test_a_stale_cache_is_dropped_from_every_kernel_subpackage(tmp_path):
+    """Next to the sources numba caches a kernel in its own subpackage's ``__pycache__``."""
+    kernels = tmp_path / "kernels"
+    caches = [kernels / sub / "__pycache__" for sub in ("", "numerics", "structures", "solvers")]
+    for folder in caches:
+        folder.mkdir(parents=True)
+        (folder / "k.f-1.py311.nbi").write_text("x")
+    assert drop_stale_cache(kernels / "__pycache__", "one", caches=kernels)
+    assert not any(list(folder.glob("*.nb?")) for folder in caches)
+    assert (kernels / "__pycache__" / STAMP).read_text() == "one"
+
+
+def test_the_fingerprint_covers_every_kernel_module(tmp_path):
+    """Editing any module below crfsdca/kernels (a callee of other kernels) empties the cache."""
+    package = Path(crfsdca.kernels.__file__).resolve().parents[1]
+    copy = tmp_path / "crfsdca"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = sources_fingerprint(copy)
+    kernel_modules = sorted((copy / "kernels").rglob("*.py"))
+    assert len(kernel_modules) > 40 and any(p.parent.name == "structures" for p in kernel_modules)
+    for path in kernel_modules:
+        text = path.read_bytes()
+        path.write_bytes(text + b"\n")
+        assert sources_fingerprint(copy) != before, path.relative_to(copy)
+        path.write_bytes(text)
+    assert sources_fingerprint(copy) == before
+
+
 def test_the_fingerprint_follows_kernels_and_module_moves_only(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "kernels").mkdir(parents=True)
@@ -165,6 +195,7 @@ class Count(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", Count())
+import crfsdca.kernels
 from crfsdca.cli.main import main
 try:
     main(sys.argv[1:])
@@ -214,6 +245,7 @@ class Count(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", Count())
+import crfsdca.kernels
 from crfsdca.cli.main import main
 try:
     main(sys.argv[1:])
@@ -247,7 +279,7 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
     from the compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its
     solver loop but none of them, and writes the model of a train that compiles all itself."""
     corpus = _corpus(tmp_path)
-    evaluation = ["batch._chunk_loss", "batch._chunk_predict", "sdca_epoch._exact_gaps"]
+    evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict", "sdca_epoch._exact_gaps"]
     counts, weights = {}, {}
     for ahead in ("1", "0"):
         env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
@@ -265,8 +297,9 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
 
 CACHED_EVALUATION = """
 from crfsdca.estimators.compile_ahead import _cached
-from crfsdca.kernels import batch, sdca_epoch
-kernels = (batch._chunk_loss, sdca_epoch._exact_gaps, batch._chunk_predict)
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import chain_batch
+kernels = (chain_batch._chunk_loss, sdca_epoch._exact_gaps, chain_batch._chunk_predict)
 print(" ".join(str(_cached(k)) for k in kernels))
 """
 

@@ -1,7 +1,7 @@
 """The first SDCA run on a cold numba cache compiles on both cores.
 
 On an empty cache a first chain SDCA fit spends most of its time in numba's compiler, one
-kernel after the other, on one core: the solver loop (``kernels.sdca_epoch._run_steps`` with
+kernel after the other, on one core: the solver loop (``kernels.solvers.sdca_epoch._run_steps`` with
 its block oracle, line search and block update) and, apart from it, the evaluation kernels the
 monitor calls (the exact primal, the test set's Viterbi, the exact gap pass). When the
 evaluation kernels are not in the cache, :func:`start` runs a second process (``python -m
@@ -122,7 +122,7 @@ def start(
     prediction)."""
     if os.environ.get(ENV, "1") == "0" or solver != "sdca" or graph != "chain" or order != 1:
         return None
-    from crfsdca.kernels import batch
+    from crfsdca.kernels.structures import chain_batch as batch
 
     if _cached(batch._chunk_loss):
         return None
@@ -150,7 +150,7 @@ def _tiny_problem():
 def compile_loop_parts(dual_dtype: str) -> None:
     """Compile the line search and the block update of the SDCA loop as the loop calls them
     (``sdca_epoch.compile_step_parts``), for a chain run's run table and ``dual_dtype``."""
-    from crfsdca.kernels import sdca_epoch
+    from crfsdca.kernels.solvers import sdca_epoch
 
     sdca_epoch.compile_step_parts(_tiny_problem().structure.blocks.runs, dual_dtype)
 
@@ -158,7 +158,7 @@ def compile_loop_parts(dual_dtype: str) -> None:
 def compile_block_parts(dual_dtype: str) -> None:
     """Compile the block gap, the primal direction and its update of w as the SDCA step calls
     them (``sdca_epoch.compile_block_parts``), for a chain run on ``dual_dtype`` duals."""
-    from crfsdca.kernels import sdca_epoch
+    from crfsdca.kernels.solvers import sdca_epoch
 
     sdca_epoch.compile_block_parts(_tiny_problem().structure.blocks, dual_dtype)
 
@@ -167,7 +167,7 @@ def compile_evaluation(dual_dtype: str, test: bool = True) -> None:
     """Call the evaluation kernels of a chain SDCA run once, on :data:`TINY_SENTENCES`: the
     exact primal, the test set's Viterbi (if ``test``) and the exact gap pass (on
     ``dual_dtype`` duals)."""
-    from crfsdca.kernels import sdca_epoch
+    from crfsdca.kernels.solvers import sdca_epoch
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
     problem = _tiny_problem()

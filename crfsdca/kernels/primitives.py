@@ -1,8 +1,8 @@
 """The primitives a structure gives the solvers' kernels, dispatched by the structure's type.
 
 A structure (chain, tree or forest, junction tree) is one NamedTuple type of packed arrays
-(``crfsdca.kernels.chain_blocks``, ``tree_blocks``, ``junction_blocks``); each implements the
-stubs below for its type with ``numba.extending.overload``. A solver kernel is written once
+(``crfsdca.kernels.structures.chain_blocks``, ``tree_blocks``, ``junction_blocks``); each implements
+the stubs below for its type with ``numba.extending.overload``. A solver kernel is written once
 against the stubs, and numba compiles one specialisation per structure type (in the machine
 code of the kernels that call it, :func:`implements`):
 
@@ -24,7 +24,7 @@ idx, val)``                             step reads v and w there); returns their
 The buffers of one step (``sws``) are built in Python, outside the kernels, by
 :func:`step_workspace`, which each structure implements with :func:`builds_workspace`.
 
-SAG-NUS (``crfsdca.kernels.sag_epoch``) reads an example through five more, on w = c z, and
+SAG-NUS (``crfsdca.kernels.solvers.sag_epoch``) reads an example through five more, on w = c z, and
 a workspace with the named fields ``node``, ``sums``, ``g_emit``, ``g_rest``, ``d_emit``,
 ``d_rest`` (the visit's marginals, the compact gradient and change of d):
 
@@ -39,7 +39,7 @@ g, emit, rest)``                            on the example's support
 ``sag_trial(s, i, inv, sws)``               f_i(w - g_i inv): one oracle call
 ==========================================  ==============================================
 
-OEG (``crfsdca.kernels.oeg_epoch``) reads an example through three, on the dual state
+OEG (``crfsdca.kernels.solvers.oeg_epoch``) reads an example through three, on the dual state
 ``dual`` (``oeg.OEGDual``: log_node, log_edge, entropies, learning rates):
 
 ==========================================  ==============================================
@@ -50,7 +50,7 @@ OEG (``crfsdca.kernels.oeg_epoch``) reads an example through three, on the dual 
 ``oeg_accept(s, i, dual, w, sws)``          mu_i <- mu' and w += its primal change
 ==========================================  ==============================================
 
-Every block is read through its runs (``RunTable``, ``crfsdca.kernels.sdca.BlockRuns``):
+Every block is read through its runs (``RunTable``, ``crfsdca.kernels.solvers.sdca.BlockRuns``):
 where its entries live in the dual state and with which entropy coefficient.
 """
 
@@ -62,7 +62,7 @@ import numpy as np
 from numba.extending import overload
 
 from crfsdca.kernels.jit import CalleeCompiler, njit
-from crfsdca.kernels.sdca import BlockRuns
+from crfsdca.kernels.solvers.sdca import BlockRuns
 
 
 class RunTable(NamedTuple):
@@ -95,7 +95,7 @@ class BlockBuffers32(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def block_runs(table, i):
-    """The :class:`~crfsdca.kernels.sdca.BlockRuns` of block i (views)."""
+    """The :class:`~crfsdca.kernels.solvers.sdca.BlockRuns` of block i (views)."""
     a, b = table.start[i], table.start[i + 1]
     return BlockRuns(table.lo[a:b], table.hi[a:b], table.coef[a:b], table.dst[a:b], table.off[a:b])
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch, trees
-from crfsdca.kernels.prox import make_prox, soft_threshold
+from crfsdca.kernels.solvers import sdca_epoch, trees
+from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
 from crfsdca.structures.objectives import dual_value, lambda_n

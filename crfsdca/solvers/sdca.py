@@ -3,7 +3,7 @@
 Each iteration draws a sequence i, calls the oracle once (nu_i at w), records the block gap
 g_i = KL~(mu_i || nu_i), moves mu_i toward nu_i by the step size gamma* that maximises the dual
 along that direction (safe Newton, eq. 20) and updates w = w_hat(mu) sparsely. The whole epoch
-runs in one compiled kernel (``crfsdca.kernels.sdca_epoch.run_steps``); this module decides
+runs in one compiled kernel (``crfsdca.kernels.solvers.sdca_epoch.run_steps``); this module decides
 schedules, draws the uniforms, evaluates and stops.
 
 Stopping (Sec. 6.3): when the running gap estimate G = mean(g_i) <= tol, one exact pass (n oracle

@@ -24,8 +24,10 @@ from crfsdca._dtypes import FLOAT, INDEX
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique, sequence_layout
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import batch, chain, chain_blocks, chain_eg, sag_epoch, sdca_epoch
 from crfsdca.kernels.primitives import RunTable
+from crfsdca.kernels.solvers import sag_epoch, sdca_epoch
+from crfsdca.kernels.structures import chain, chain_blocks, chain_eg
+from crfsdca.kernels.structures import chain_batch as batch
 from crfsdca.structures.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
 
@@ -39,7 +41,7 @@ class Workspace:
     ``unary``, ``exp_unary``, ``alpha``, ``beta``, ``log_node``: (max_length, K) float64;
     ``inv_scale``, ``log_scale``: (max_length,) float64; ``exp_trans``: (K, K) float64;
     ``log_edge``: (max_length - 1, K, K) float64. ``kernel_tuple`` is the ``ws`` argument of
-    :func:`crfsdca.kernels.chain.sequence_marginals`, ``outputs`` its ``out`` argument.
+    :func:`crfsdca.kernels.structures.chain.sequence_marginals`, ``outputs`` its ``out`` argument.
     """
 
     max_length: int
@@ -102,8 +104,8 @@ class Oracle:
         Sizes of the model; ``feature_map.n_labels`` must equal ``data.n_labels``.
     n_threads : int or None
         Threads of the batch methods (``predict``, ``value_and_gradient``, ...), set with
-        :func:`crfsdca.kernels.batch.set_threads` for the calling thread before each batch call;
-        None keeps numba's current setting.
+        :func:`crfsdca.kernels.structures.chain_batch.set_threads` for the calling thread before
+        each batch call; None keeps numba's current setting.
 
     Notes
     -----

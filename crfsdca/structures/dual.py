@@ -17,8 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.features.layout import sequence_layout
-from crfsdca.kernels import chain_eg, junction_batch, tree_eg
-from crfsdca.kernels.batch import get_threads
+from crfsdca.kernels.structures import chain_eg, junction_batch, tree_eg
+from crfsdca.kernels.structures.chain_batch import get_threads
 
 INITIAL_GAP = 100.0  # the paper's initial gap estimate, so that a first pass visits everything
 
@@ -133,8 +133,8 @@ def _smoothed_entropies(lengths, K: int, node_logs, edge_logs, dtype) -> NDArray
     """H~(mu_i) of the smoothed empirical start in closed form: every node carries one entry
     ``on`` and K - 1 entries ``off``, every edge one ``on2`` and K^2 - 1 ``off2`` (as stored, in
     ``dtype``), so a chain of T positions has (T - 1) H(edge) + c_T H(node), with c_T = 1 for
-    T = 1 and 2 - T otherwise (``crfsdca.kernels.sdca.node_coefficient`` summed). Equal to the
-    kernel's sum over the stored entries up to rounding (a few ulps of each block's entropy)."""
+    T = 1 and 2 - T otherwise (``crfsdca.kernels.solvers.sdca.node_coefficient`` summed). Equal to
+    the kernel's sum over the stored entries up to rounding (a few ulps of each block's entropy)."""
 
     def h(logs, size):
         off, on = (float(np.asarray(v, dtype)) for v in logs)

@@ -8,9 +8,9 @@ its items: per-node sparse attributes, one label per node) with one
 factor type (``factor_arities``), bias rows read as (count, first node, last node).
 
 :class:`JunctionOracle` computes log Z, clique and separator marginals, the batch value and
-gradient and MAP labels with :mod:`crfsdca.kernels.junction_batch`; :class:`JunctionProblem` is a
-:class:`~crfsdca.structures.problem.Problem` whose oracle is a JunctionOracle, so L-BFGS and the
-monitor
+gradient and MAP labels with :mod:`crfsdca.kernels.structures.junction_batch`;
+:class:`JunctionProblem` is a :class:`~crfsdca.structures.problem.Problem` whose oracle is a
+JunctionOracle, so L-BFGS and the monitor
 run unchanged (SDCA, SAG-NUS, SAG-NUS* and OEG run their junction kernels on its packed
 structure). :func:`second_order_data` and :func:`junction_problem` build the usual cases.
 
@@ -49,9 +49,10 @@ from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import junction_batch as kernels
-from crfsdca.kernels import junction_blocks, junction_eg, junction_scaled, sag_epoch
 from crfsdca.kernels.primitives import RunTable
+from crfsdca.kernels.solvers import sag_epoch
+from crfsdca.kernels.structures import junction_batch as kernels
+from crfsdca.kernels.structures import junction_blocks, junction_eg, junction_scaled
 from crfsdca.structures.chain import ChainStructure
 from crfsdca.structures.dual import DualState, junction_dual_bytes, junction_smoothed_empirical
 from crfsdca.structures.junction_pack import pack, region
@@ -138,8 +139,8 @@ class JunctionData:
 
     @cached_property
     def packed(self) -> tuple[tuple, tuple, tuple]:
-        """(jt, assign, runs): see kernels.junction, kernels.junction_batch and
-        kernels.segments; ``runs = (seg_start, seg_off, seg_len, seg_coef)``."""
+        """(jt, assign, runs): see kernels.structures.junction, kernels.structures.junction_batch
+        and kernels.numerics.segments; ``runs = (seg_start, seg_off, seg_len, seg_coef)``."""
         return pack(self.graphs, self.nodes.n_labels, self.region_sizes)
 
     @cached_property
@@ -286,7 +287,7 @@ def check_labels(data: JunctionData) -> None:
 
 
 def exp_workspace(fm: FeatureMap) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(exponentiated factor blocks, their log scales) for kernels.junction_scaled."""
+    """(exponentiated factor blocks, their log scales) for kernels.structures.junction_scaled."""
     n = fm.n_features - fm.factor_offset(0) if fm.factor_arities else 0
     return np.empty(n), np.empty(len(fm.factor_arities))
 

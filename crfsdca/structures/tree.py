@@ -9,7 +9,7 @@ weights follow :class:`~crfsdca.features.FeatureMap` with one K x K transition b
 type, tied across examples, and bias rows read as (count, root, leaf).
 
 :class:`TreeOracle` computes log Z, clique marginals (nodes and parent-child edges), the batch
-value and gradient and MAP labels with the kernels of :mod:`crfsdca.kernels.tree`;
+value and gradient and MAP labels with the kernels of :mod:`crfsdca.kernels.structures.tree`;
 :class:`TreeProblem` is a :class:`~crfsdca.structures.problem.Problem` whose oracle is a
 TreeOracle, so
 the primal solvers (L-BFGS) and the monitor run on trees unchanged.
@@ -31,9 +31,10 @@ from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import sag_epoch, tree_blocks, tree_eg, tree_scaled
-from crfsdca.kernels import tree as kernels
 from crfsdca.kernels.primitives import RunTable
+from crfsdca.kernels.solvers import sag_epoch
+from crfsdca.kernels.structures import tree as kernels
+from crfsdca.kernels.structures import tree_blocks, tree_eg, tree_scaled
 from crfsdca.structures.chain import ChainStructure
 from crfsdca.structures.dual import DualState, tree_gibbs_start, tree_smoothed_empirical
 from crfsdca.structures.graphs import Tree
@@ -64,7 +65,8 @@ class TreeData:
 
     @cached_property
     def packed(self) -> tuple[np.ndarray, ...]:
-        """(parents, types, order, child_start, children) over all nodes (see kernels.tree)."""
+        """(parents, types, order, child_start, children) over all nodes (see
+        kernels.structures.tree)."""
         g = self.graphs
         parents = np.concatenate([t.parents for t in g]).astype(INDEX)
         types = np.concatenate([np.where(t.parents >= 0, t.edge_types, 0) for t in g])
@@ -156,7 +158,7 @@ class TreeOracle:
     def gold_features(self) -> NDArray[np.float64]:
         """Read-only sum_i F(x_i, y_i): the expected features of the gold labelling."""
         if getattr(self, "_gold", None) is None:
-            from crfsdca.kernels.tree_blocks import expected_features
+            from crfsdca.kernels.structures.tree_blocks import expected_features
 
             N, K = self.data.n_items, self.feature_map.n_labels
             labels = self.data.labels
