@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="sentences of the compile run")
     args = parser.parse_args()
     from crfsdca.errors import ConvergenceWarning
-    from crfsdca.kernels.structures.chain_batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
 
     set_threads(1)
     first, second = problems(args)

@@ -15,9 +15,9 @@ from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
+from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32, BlockRuns
 from crfsdca.kernels.solvers import line_search as K_ls
-from crfsdca.kernels.solvers import prox, sdca, sdca_epoch
+from crfsdca.kernels.solvers import prox, sdca_epoch
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor
@@ -221,9 +221,7 @@ def test_line_search_equals_a_root_finder_on_the_piecewise_dual(seed):
     b32 = BlockBuffers32(
         mu.astype(np.float32), nu.astype(np.float32), np.log(nu).astype(np.float32)
     )
-    runs = sdca.BlockRuns(
-        np.array([0]), np.array([size]), np.array([1.0]), np.array([0]), np.array([0])
-    )
+    runs = BlockRuns(np.array([0]), np.array([size]), np.array([1.0]), np.array([0]), np.array([0]))
     m, tau, c = 30, 0.4, float(rng.uniform(0.5, 20))
     a = rng.normal(0, 0.6, m)
     vv = rng.normal(0, 0.6, m)

@@ -95,9 +95,9 @@ def test_junction_run_table_entropy_equals_the_chain_kernel():
 
 
 def block_buffers(structure, i, log_node, log_edge):
-    """Example i's flat block (``kernels.solvers.sdca.BlockRuns`` layout) from arrays stored like
+    """Example i's flat block (``kernels.primitives.BlockRuns`` layout) from arrays stored like
     the dual state, and its runs."""
-    from crfsdca.kernels.solvers.sdca import BlockRuns
+    from crfsdca.kernels.primitives import BlockRuns
 
     t = structure.runs
     a, b = t.start[i], t.start[i + 1]

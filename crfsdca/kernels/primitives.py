@@ -50,8 +50,9 @@ OEG (``crfsdca.kernels.solvers.oeg_epoch``) reads an example through three, on t
 ``oeg_accept(s, i, dual, w, sws)``          mu_i <- mu' and w += its primal change
 ==========================================  ==============================================
 
-Every block is read through its runs (``RunTable``, ``crfsdca.kernels.solvers.sdca.BlockRuns``):
-where its entries live in the dual state and with which entropy coefficient.
+Every block is read through its runs (:class:`RunTable`, :class:`BlockRuns`): where its entries
+live in the dual state and with which entropy coefficient. The types here (runs, block buffers,
+a SAG visit's buffers) are what structures and solvers exchange.
 """
 
 from __future__ import annotations
@@ -62,7 +63,22 @@ import numpy as np
 from numba.extending import overload
 
 from crfsdca.kernels.jit import CalleeCompiler, njit
-from crfsdca.kernels.solvers.sdca import BlockRuns
+
+
+class BlockRuns(NamedTuple):
+    """The runs of one dual block: entries [lo[r], hi[r]) of the flat block buffers carry the
+    coefficient coef[r] of the junction-tree entropy and live in the dual state's array dst[r]
+    (0: the clique array ``log_edge``, 1: the node array ``log_node``, both flat) from off[r].
+
+    Each structure writes its blocks as such runs (``crfsdca.structures``); every SDCA kernel
+    reads a block through them alone. Runs of coefficient 0 are updated but not summed.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    coef: np.ndarray
+    dst: np.ndarray
+    off: np.ndarray
 
 
 class RunTable(NamedTuple):
@@ -93,9 +109,29 @@ class BlockBuffers32(NamedTuple):
     log_nu: np.ndarray
 
 
+class SAGVisit(NamedTuple):
+    """The buffers of one visit that every structure's SAG workspace holds (``visit``)."""
+
+    node: object  # (n_i, K) the visit's node marginals
+    sums: object  # its summed clique marginals (shape: the structure's, as SAGMemory.sums)
+    g_emit: object  # (U, K) the compact gradient g_i: its attribute rows
+    g_rest: object  # and its other rows (bias, transitions or factors)
+    d_emit: object  # (U, K) the change of d: attribute rows
+    d_rest: object  # and the other rows
+    ug: object  # (n_i, K) the node scores of g_i
+
+
+def make_visit(n, K, U, sums_shape, rest_shape) -> SAGVisit:
+    """A :class:`SAGVisit` for examples of up to n nodes and U distinct attributes."""
+    return SAGVisit(
+        np.empty((n, K)), np.empty(sums_shape), np.empty((U, K)), np.empty(rest_shape),
+        np.empty((U, K)), np.empty(rest_shape), np.empty((n, K)),
+    )  # fmt: skip
+
+
 @njit(cache=True, nogil=True)
 def block_runs(table, i):
-    """The :class:`~crfsdca.kernels.solvers.sdca.BlockRuns` of block i (views)."""
+    """The :class:`BlockRuns` of block i (views)."""
     a, b = table.start[i], table.start[i + 1]
     return BlockRuns(table.lo[a:b], table.hi[a:b], table.coef[a:b], table.dst[a:b], table.off[a:b])
 

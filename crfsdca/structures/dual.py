@@ -17,8 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.features.layout import sequence_layout
+from crfsdca.kernels.numerics.threads import get_threads
 from crfsdca.kernels.structures import chain_eg, junction_batch, tree_eg
-from crfsdca.kernels.structures.chain_batch import get_threads
 
 INITIAL_GAP = 100.0  # the paper's initial gap estimate, so that a first pass visits everything
 

@@ -1,6 +1,6 @@
 """What every structure's OEG shares: the parameters of a call (``OEGParams``), the dual state it
-updates (``OEGDual``), its statistics and the dual gain's inner products on a compact direction
-(``compact_dot``).
+updates (``OEGDual``) and its statistics. The dual gain's inner products on a compact direction
+are ``crfsdca.kernels.structures.direction.compact_dot``.
 
 The visit and its loop are ``crfsdca.kernels.solvers.oeg_epoch``; each structure's
 exponentiated-gradient primitives (``crfsdca.kernels.primitives``: the reparameterisation theta(mu),
@@ -8,8 +8,6 @@ the trial's marginals, the accepted step) are ``chain_eg``, ``tree_eg`` and ``ju
 """
 
 from typing import NamedTuple
-
-from crfsdca.kernels.jit import njit
 
 
 class OEGParams(NamedTuple):
@@ -33,21 +31,3 @@ class OEGDual(NamedTuple):
 
 # stats: accepted steps, halvings, visits that reached the halving cap (no update)
 N_STATS = 3
-
-
-@njit(cache=True, nogil=True)
-def compact_dot(sa, A, w, emit, rest):
-    """(<w, v>, ||v||^2) of the compact v = (emit rows at attributes sa, rest rows from A on)."""
-    K = emit.shape[1]
-    a, b = 0.0, 0.0
-    for s in range(sa.shape[0]):
-        for k in range(K):
-            x = emit[s, k]
-            a += w[sa[s] * K + k] * x
-            b += x * x
-    for r in range(rest.shape[0]):
-        for k in range(K):
-            x = rest[r, k]
-            a += w[(A + r) * K + k] * x
-            b += x * x
-    return a, b

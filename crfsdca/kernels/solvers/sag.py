@@ -26,8 +26,6 @@ into z, so that ``z`` holds w again.
 
 from typing import NamedTuple
 
-import numpy as np
-
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.solvers import trees
 
@@ -61,26 +59,6 @@ class SAGParams(NamedTuple):
     budget: int  # oracle calls at most
     rescale: float  # fold the lazy scale c into z when it falls below this
     skip_decay: bool  # a skipped visit still decays (and may raise) L_max
-
-
-class SAGVisit(NamedTuple):
-    """The buffers of one visit that every structure's SAG workspace holds (``visit``)."""
-
-    node: object  # (n_i, K) the visit's node marginals
-    sums: object  # its summed clique marginals (shape: the structure's, as SAGMemory.sums)
-    g_emit: object  # (U, K) the compact gradient g_i: its attribute rows
-    g_rest: object  # and its other rows (bias, transitions or factors)
-    d_emit: object  # (U, K) the change of d: attribute rows
-    d_rest: object  # and the other rows
-    ug: object  # (n_i, K) the node scores of g_i
-
-
-def make_visit(n, K, U, sums_shape, rest_shape) -> SAGVisit:
-    """A :class:`SAGVisit` for examples of up to n nodes and U distinct attributes."""
-    return SAGVisit(
-        np.empty((n, K)), np.empty(sums_shape), np.empty((U, K)), np.empty(rest_shape),
-        np.empty((U, K)), np.empty(rest_shape), np.empty((n, K)),
-    )  # fmt: skip
 
 
 # indices into the float64 ``scalars`` vector of the memory tuple
@@ -137,19 +115,6 @@ def normalise(z, d, lazy, s_last, K):
         s_last[r] = 0.0
     lazy[0] = 1.0
     lazy[1] = 0.0
-
-
-@njit(cache=True, nogil=True)
-def scatter_rows(sa, A, emit, rest, out, K):
-    """out += the compact vector (emit rows at attributes sa, rest rows from row A on)."""
-    for s in range(sa.shape[0]):
-        base = sa[s] * K
-        for k in range(K):
-            out[base + k] += emit[s, k]
-    base = A * K
-    for r in range(rest.shape[0]):
-        for k in range(K):
-            out[base + r * K + k] += rest[r, k]
 
 
 @njit(cache=True, nogil=True)
@@ -233,15 +198,3 @@ def take_step(memory, lazy, params, n, s_last, z, K, decay):
         scalars[L_MAX] = l_max * params.decay
     if c < params.rescale:
         normalise(z, memory.grad_sum, lazy, s_last, K)
-
-
-@njit(cache=True, nogil=True)
-def scale_scores(c, n, K, unary, z, off, tables):
-    """The scores at w = c z from those of z: unary[:n, :K] *= c, and the transition tables
-    (any shape, C order) = c z[off : off + their size]."""
-    for t in range(n):
-        for k in range(K):
-            unary[t, k] *= c
-    flat = tables.reshape(-1)
-    for j in range(flat.size):
-        flat[j] = c * z[off + j]

@@ -25,8 +25,9 @@ from crfsdca.kernels.primitives import (
     sag_rest_rows,
     sag_trial,
 )
-from crfsdca.kernels.solvers import sag  # noqa: F401
+from crfsdca.kernels.solvers import sag
 from crfsdca.kernels.structures import chain_blocks, junction_blocks, tree_blocks  # noqa: F401
+from crfsdca.kernels.structures.direction import scatter_rows
 
 
 @njit(cache=True, nogil=True)
@@ -64,10 +65,10 @@ def _update_memory(structure, i, sa, memory, sws):
         sag_add_features(structure, i, node, sums, 1.0, 0.0, dd_emit, dd_rest)
         sag_add_features(structure, i, node_mem[a:b], sums_mem[i], -1.0, 0.0, dd_emit, dd_rest)
         rows = dd_rest.reshape((dd_rest.size // K, K))
-        sag.scatter_rows(sa, A, dd_emit[:U], rows, grad_sum, K)
+        scatter_rows(sa, A, dd_emit[:U], rows, grad_sum, K)
     else:
         rows = g_rest.reshape((g_rest.size // K, K))
-        sag.scatter_rows(sa, A, g_emit[:U], rows, grad_sum, K)
+        scatter_rows(sa, A, g_emit[:U], rows, grad_sum, K)
     node_mem[a:b] = node
     sums_mem[i] = sums
 

@@ -21,12 +21,11 @@ so that LLVM vectorizes them (``crfsdca.kernels.numerics.fastmath``: flat unit-s
 selects instead of branches, ``add_reassoc`` sums, ``error_model="numpy"`` for divisions).
 """
 
-from typing import NamedTuple
-
 import numpy as np
 
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics.fastmath import add_reassoc, exp_into, fast_exp, fast_log
+from crfsdca.kernels.primitives import BlockRuns
 
 TINY = 1e-280  # below this, mix in log space to keep relative precision
 # a block whose log-marginals on the line-searched segments are all above this never meets TINY:
@@ -58,22 +57,6 @@ def node_coefficient(t, T):
     if t == 0 or t == T - 1:
         return 0.0
     return -1.0
-
-
-class BlockRuns(NamedTuple):
-    """The runs of one dual block: entries [lo[r], hi[r]) of the flat block buffers carry the
-    coefficient coef[r] of the junction-tree entropy and live in the dual state's array dst[r]
-    (0: the clique array ``log_edge``, 1: the node array ``log_node``, both flat) from off[r].
-
-    Each structure writes its blocks as such runs (``crfsdca.structures``); every kernel below
-    reads a block through them alone. Runs of coefficient 0 are updated but not summed.
-    """
-
-    lo: np.ndarray
-    hi: np.ndarray
-    coef: np.ndarray
-    dst: np.ndarray
-    off: np.ndarray
 
 
 def chain_runs(T: int, K: int, edge_off: int = 0, node_off: int = 0) -> BlockRuns:

@@ -30,7 +30,7 @@ from crfsdca.kernels.primitives import (
     direction_capacity,
     step_workspace,
 )
-from crfsdca.kernels.solvers import trees  # noqa: F401
+from crfsdca.kernels.solvers import trees
 from crfsdca.kernels.solvers.line_search import line_search, model_start
 from crfsdca.kernels.solvers.prox import apply_step, prepare
 from crfsdca.kernels.solvers.sdca import _update_range, block_gap_given_nu, update_block

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
 import numpy as np
 
 from crfsdca.kernels.jit import njit
@@ -34,25 +33,6 @@ from crfsdca.kernels.structures.chain import (
     unary_scores,
     viterbi,
 )
-
-
-def set_threads(n_threads: int) -> None:
-    """Set the number of threads of the batch kernels (for the calling thread)."""
-    if not 1 <= n_threads <= numba.config.NUMBA_NUM_THREADS:
-        raise ValueError(
-            f"n_threads must lie in [1, {numba.config.NUMBA_NUM_THREADS}]; got {n_threads}"
-        )
-    numba.set_num_threads(n_threads)
-
-
-def get_threads() -> int:
-    """Number of threads the batch kernels use from the calling thread."""
-    return numba.get_num_threads()
-
-
-def max_threads() -> int:
-    """Largest value accepted by :func:`set_threads`."""
-    return numba.config.NUMBA_NUM_THREADS
 
 
 def chunk_bounds(seq_offsets: np.ndarray, n_chunks: int) -> np.ndarray:

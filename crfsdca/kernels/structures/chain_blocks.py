@@ -15,7 +15,7 @@ import numpy as np
 
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.jit import njit
-from crfsdca.kernels.solvers.sag import SAGVisit, make_visit, scale_scores
+from crfsdca.kernels.primitives import SAGVisit, make_visit
 from crfsdca.kernels.structures.chain import (
     gold_score,
     log_partition,
@@ -30,7 +30,7 @@ from crfsdca.kernels.structures.direction import (
     direction_entries,
     primal_direction,
 )
-from crfsdca.kernels.structures.items import add_item_rows, add_item_scores
+from crfsdca.kernels.structures.items import add_item_rows, add_item_scores, scale_scores
 
 
 class ChainBlocks(NamedTuple):
@@ -202,7 +202,7 @@ def _sag_rest_rows(s):
 
 class ChainSagWorkspace(NamedTuple):
     """Buffers of a SAG-NUS visit (``sag_workspace``): forward-backward buffers, the scores at
-    w, the log edge marginals, the trial scores and the visit's ``sag.SAGVisit`` (node and
+    w, the log edge marginals, the trial scores and the visit's ``primitives.SAGVisit`` (node and
     summed edge marginals, g and the change of d as emit and rest rows)."""
 
     fb: tuple

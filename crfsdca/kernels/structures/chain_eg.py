@@ -35,11 +35,10 @@ import numpy as np
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics.fastmath import add_reassoc, fast_exp
 from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
-from crfsdca.kernels.solvers.oeg import compact_dot
-from crfsdca.kernels.solvers.sag import scatter_rows
 from crfsdca.kernels.structures.chain import unary_scores
 from crfsdca.kernels.structures.chain_blocks import ChainBlocks, add_features
 from crfsdca.kernels.structures.chain_pairwise import pairwise_marginals
+from crfsdca.kernels.structures.direction import compact_dot, scatter_rows
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
 

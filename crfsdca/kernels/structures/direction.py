@@ -1,10 +1,11 @@
-"""The sparse primal direction of an SDCA block and its scatter into w.
+"""Compact vectors on an example's support: the sparse primal direction of an SDCA block, and
+the scatter into w and inner products of any such vector (SAG's gradients, OEG's directions).
 
-A step on example i moves w along kappa u_i with u_i = E_{nu_i - mu_i}[F(x_i, .)] (``docs/sdca.md``
-section 3): rows of the example's distinct attributes (``crfsdca.features.layout.SequenceLayout``),
-the
-bias rows and the transition blocks. The chain builds u_i with :func:`primal_direction`; every
-structure scatters it with :func:`add_direction`. Loops are written so that LLVM vectorizes them
+A compact vector holds rows of K entries: one per distinct attribute of the example
+(``crfsdca.features.layout.SequenceLayout``), then the rows from A on (bias rows, transition or
+factor blocks). A step on example i moves w along kappa u_i with u_i = E_{nu_i - mu_i}[F(x_i, .)]
+(``docs/sdca.md`` section 3). The chain builds u_i with :func:`primal_direction`; the chain and
+the tree scatter it with :func:`add_direction`. Loops are written so that LLVM vectorizes them
 (flat unit-stride indexing, ``add_reassoc`` sums).
 """
 
@@ -129,3 +130,34 @@ def direction_entries(slot_attrs, v_emit, v_rest, K, A, idx, val):
             val[m] = v_rest[r, k]
             m += 1
     return m
+
+
+@njit(cache=True, nogil=True)
+def scatter_rows(sa, A, emit, rest, out, K):
+    """out += the compact vector (emit rows at attributes sa, rest rows from row A on)."""
+    for s in range(sa.shape[0]):
+        base = sa[s] * K
+        for k in range(K):
+            out[base + k] += emit[s, k]
+    base = A * K
+    for r in range(rest.shape[0]):
+        for k in range(K):
+            out[base + r * K + k] += rest[r, k]
+
+
+@njit(cache=True, nogil=True)
+def compact_dot(sa, A, w, emit, rest):
+    """(<w, v>, ||v||^2) of the compact v = (emit rows at attributes sa, rest rows from A on)."""
+    K = emit.shape[1]
+    a, b = 0.0, 0.0
+    for s in range(sa.shape[0]):
+        for k in range(K):
+            x = emit[s, k]
+            a += w[sa[s] * K + k] * x
+            b += x * x
+    for r in range(rest.shape[0]):
+        for k in range(K):
+            x = rest[r, k]
+            a += w[(A + r) * K + k] * x
+            b += x * x
+    return a, b

@@ -1,5 +1,6 @@
 """One item's rows (a token, a tree or junction-tree node): its scores at w and its part of a
-compact vector on the example's distinct attributes (SAG's gradients, OEG's directions).
+compact vector on the example's distinct attributes (SAG's gradients, OEG's directions); and an
+example's scores at SAG's lazily scaled weights w = c z (:func:`scale_scores`).
 
 An item g has the attribute entries ``attr_offsets[g]:attr_offsets[g + 1]`` (ids, values, and
 slots among the example's distinct attributes: ``crfsdca.features.layout.SequenceLayout``).
@@ -49,3 +50,15 @@ def add_item_scores(attr_offsets, attr_values, entry_slot, g, emit, out):
         s, x = entry_slot[q], attr_values[q]
         for k in range(out.shape[0]):
             out[k] += x * emit[s, k]
+
+
+@njit(cache=True, nogil=True)
+def scale_scores(c, n, K, unary, z, off, tables):
+    """The scores at w = c z from those of z: unary[:n, :K] *= c, and the transition tables
+    (any shape, C order) = c z[off : off + their size]."""
+    for t in range(n):
+        for k in range(K):
+            unary[t, k] *= c
+    flat = tables.reshape(-1)
+    for j in range(flat.size):
+        flat[j] = c * z[off + j]

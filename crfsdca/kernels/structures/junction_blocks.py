@@ -18,7 +18,7 @@ import numpy as np
 
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.jit import njit
-from crfsdca.kernels.solvers.sag import SAGVisit, make_visit
+from crfsdca.kernels.primitives import SAGVisit, make_visit
 from crfsdca.kernels.structures import order2
 from crfsdca.kernels.structures.items import add_item_rows, add_item_scores
 from crfsdca.kernels.structures.junction import projection
@@ -344,7 +344,7 @@ class JunctionSagWorkspace(NamedTuple):
     """Buffers of a SAG-NUS visit (``sag_workspace``): node scores and clique potentials phi at
     w, the log marginals, the potentials of g, the trial potentials, a table of probabilities,
     (the message workspace, scratch) of the oracle, its projection index buffer ``pidx`` and
-    the visit's ``sag.SAGVisit`` (node marginals, factor sums, g and the change of d with a
+    the visit's ``primitives.SAGVisit`` (node marginals, factor sums, g and the change of d with a
     flat rest)."""
 
     unary: np.ndarray

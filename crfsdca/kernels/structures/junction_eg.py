@@ -36,8 +36,7 @@ import numpy as np
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics import segments
 from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
-from crfsdca.kernels.solvers.oeg import compact_dot
-from crfsdca.kernels.solvers.sag import scatter_rows
+from crfsdca.kernels.structures.direction import compact_dot, scatter_rows
 from crfsdca.kernels.structures.junction import projection
 from crfsdca.kernels.structures.junction_batch import potentials
 from crfsdca.kernels.structures.junction_blocks import (

@@ -18,14 +18,14 @@ from crfsdca.kernels import primitives as P
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics.fastmath import fast_exp, fast_log
 from crfsdca.kernels.numerics.rowops import scale_rows_into
-from crfsdca.kernels.solvers.sag import SAGVisit, make_visit, scale_scores
+from crfsdca.kernels.primitives import SAGVisit, make_visit
 from crfsdca.kernels.structures.direction import (
     _axpy,
     _squared_norm,
     add_direction,
     direction_entries,
 )
-from crfsdca.kernels.structures.items import add_item_rows, add_item_scores
+from crfsdca.kernels.structures.items import add_item_rows, add_item_scores, scale_scores
 from crfsdca.kernels.structures.tree import _example, tree_unary
 from crfsdca.kernels.structures.tree_scaled import exp_tables, scaled_downward, scaled_upward
 from crfsdca.kernels.structures.tree_scaled import log_partition as sag_log_partition
@@ -329,7 +329,8 @@ class TreeSagWorkspace(NamedTuple):
     """Buffers of a SAG-NUS visit (``sag_workspace``): the scores at w (unary, log_pair),
     exp_pair and pair_max of log_pair, the oracle's buffers (log-space, scaled, the fallback's
     log marginals), the trial's (unary, log_pair, exp_pair, pair_max) and the visit's
-    ``sag.SAGVisit`` (node marginals, edge marginals summed by type, g and the change of d)."""
+    ``primitives.SAGVisit`` (node marginals, edge marginals summed by type, g and the change of
+    d)."""
 
     unary: np.ndarray
     log_pair: np.ndarray

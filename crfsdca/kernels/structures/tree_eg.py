@@ -34,8 +34,7 @@ import numpy as np
 
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
-from crfsdca.kernels.solvers.oeg import compact_dot
-from crfsdca.kernels.solvers.sag import scatter_rows
+from crfsdca.kernels.structures.direction import compact_dot, scatter_rows
 from crfsdca.kernels.structures.tree import tree_entropy_terms, tree_unary
 from crfsdca.kernels.structures.tree_blocks import TreeBlocks, add_features
 from crfsdca.kernels.structures.tree_scaled import block_stats, potential_marginals
