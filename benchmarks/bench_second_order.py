@@ -49,8 +49,8 @@ def problems(args):
 
 
 def dual_gib(problem, dtype) -> float:
-    from crfsdca.structures.dual import dual_state_bytes, junction_dual_bytes
-    from crfsdca.structures.junction import JunctionProblem
+    from crfsdca.structures.dual import dual_state_bytes
+    from crfsdca.structures.junction import JunctionProblem, junction_dual_bytes
 
     d = problem.feature_map.n_features
     if isinstance(problem, JunctionProblem):

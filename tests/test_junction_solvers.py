@@ -21,9 +21,10 @@ from crfsdca.solvers import SOLVERS
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.monitor import Monitor
-from crfsdca.structures.dual import junction_dual_bytes, junction_weights_from_dual
 from crfsdca.structures.junction import (
+    junction_dual_bytes,
     junction_problem,
+    junction_weights_from_dual,
     junctions_from_cliques,
     make_workspace,
     second_order_data,

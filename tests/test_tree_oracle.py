@@ -170,7 +170,7 @@ def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     d = result.state.dual
     gaps = sdca_epoch.exact_gaps(problem.structure.blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-8, abs=1e-14)
-    from crfsdca.structures.dual import tree_weights_from_dual
+    from crfsdca.structures.tree import tree_weights_from_dual
 
     np.testing.assert_allclose(
         d.weights, tree_weights_from_dual(problem, d.log_node, d.log_edge), rtol=1e-9, atol=1e-12

@@ -54,7 +54,7 @@ from crfsdca.kernels.solvers import sag_epoch
 from crfsdca.kernels.structures import junction_batch as kernels
 from crfsdca.kernels.structures import junction_blocks, junction_eg, junction_scaled
 from crfsdca.structures.chain import ChainStructure
-from crfsdca.structures.dual import DualState, junction_dual_bytes, junction_smoothed_empirical
+from crfsdca.structures.dual import INITIAL_GAP, DualState
 from crfsdca.structures.junction_pack import pack, region
 from crfsdca.structures.junction_tree import (
     JunctionTree,
@@ -453,3 +453,41 @@ class JunctionStructure(ChainStructure):
         raise ValueError(
             "junction trees start from init='smoothed' (or OEG's 'uniform'); got 'gibbs'"
         )
+
+
+# -- dual starts ----------------------------------------------------------------------------------
+def junction_dual_bytes(data: JunctionData, n_features: int, dtype=np.float64) -> int:
+    """Bytes of the junction dual state: the tables, three per-example arrays and w."""
+    return np.dtype(dtype).itemsize * data.n_table_entries + 8 * (3 * data.n_sequences + n_features)
+
+
+def junction_smoothed_empirical(problem: JunctionProblem, epsilon: float, dtype) -> DualState:
+    """mu_t = epsilon / K^|t| + (1 - epsilon) 1[y_t = gold] on every clique and separator
+    table t (consistent: a clique's projection is its separator's table)."""
+    if not 0.0 < epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    data, oracle = problem.train, problem.oracle
+    check_labels(data)
+    tables = np.empty(data.n_table_entries, dtype)
+    kernels.empirical_tables(
+        oracle._data, oracle._jt, problem.feature_map.n_labels, epsilon, tables
+    )
+    return junction_finish_state(problem, tables)
+
+
+def junction_finish_state(problem: JunctionProblem, tables) -> DualState:
+    n, structure = problem.n_sequences, problem.structure
+    empty = np.empty(0, tables.dtype)
+    return DualState(
+        log_node=np.empty((0, problem.feature_map.n_labels), tables.dtype),
+        log_edge=tables,
+        entropies=structure.entropies(empty, tables),
+        gap_estimates=np.full(n, INITIAL_GAP),
+        weights=structure.weights_from_dual(empty, tables),
+        step_sizes=np.full(n, 0.5),
+    )
+
+
+def junction_weights_from_dual(problem, tables) -> NDArray[np.float64]:
+    """w_hat(mu) of clique and separator tables packed like the dual state."""
+    return problem.structure.weights_from_dual(np.empty(0), tables)
