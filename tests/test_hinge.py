@@ -19,10 +19,10 @@ from scipy.optimize import minimize
 from test_elastic_net import tree_problem_of
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.kernels import hinge as kh
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
+from crfsdca.structures.hinge import exact as hinge_exact
 from crfsdca.structures.hinge import hinge_losses
 from crfsdca.structures.junction import junction_problem, second_order_data
 
@@ -193,7 +193,7 @@ def test_ssvm_optimum_equals_the_scipy_qp(kind, sigma):
     assert primal - best <= last.gap + 1e-9  # the certificate bounds the true sub-optimality
     assert last.dual <= best + 1e-9
     d = result.state.dual
-    _, gaps = kh.exact(p.structure.blocks, d.log_edge, d.log_node, w)
+    _, gaps = hinge_exact(p.structure.blocks, d.log_edge, d.log_node, w)
     assert gaps.mean() == pytest.approx(last.primal - last.dual, abs=1e-10)
 
 
@@ -209,7 +209,7 @@ def test_frank_wolfe_steps_ascend_the_dual_and_keep_the_identities():
     duals = [r.dual for r in result.trace.records]
     assert np.all(np.diff(duals) >= -1e-12) and duals[-1] > duals[0]
     d = result.state.dual
-    _, gaps = kh.exact(p.structure.blocks, d.log_edge, d.log_node, result.weights)
+    _, gaps = hinge_exact(p.structure.blocks, d.log_edge, d.log_node, result.weights)
     last = result.trace.records[-1]
     assert gaps.mean() == pytest.approx(last.primal - last.dual, abs=1e-10)
     w_hat = p.structure.weights_from_dual(d.log_node, d.log_edge)

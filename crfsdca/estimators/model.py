@@ -120,7 +120,7 @@ class SequenceCRF:
         trained by ``sdca`` (Prox-SDCA) and ``lbfgs`` (OWL-QN) only. Default 0.
     loss : str
         ``"log"`` (the CRF, default) or ``"hinge"``: the structured SVM with the Hamming loss,
-        trained by ``sdca`` (``crfsdca.kernels.hinge``); it decodes like a CRF but has no
+        trained by ``sdca`` (``crfsdca.kernels.solvers.hinge``); it decodes like a CRF but has no
         marginals.
     n_bias_rows : int, optional
         3 (count, first, last bias rows) or 0; default: the encoder's choice, else 3.
@@ -457,13 +457,6 @@ class SequenceCRF:
         model.encoder = header.get("encoder")
         model.meta = header.get("meta", {})
         return model
-
-    def export_crfsuite(self, path: str) -> None:
-        """Write the model in CRFsuite's binary format
-        (:mod:`crfsdca.estimators.crfsuite_format`)."""
-        from crfsdca.estimators.crfsuite_format import export_crfsuite
-
-        export_crfsuite(self, path)
 
 
 def _graph_header(header: dict[str, Any]) -> tuple[str, int]:

@@ -23,23 +23,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import hinge, sdca_epoch, trees
-from crfsdca.kernels.prox import make_prox, soft_threshold
+from crfsdca.kernels.solvers import hinge, sdca_epoch, trees
+from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
+from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
+from crfsdca.structures.hinge import exact as hinge_exact
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
     from crfsdca.solvers.monitor import Monitor
-    from crfsdca.solvers.sdca import SDCAConfig, SDCAState
 
-LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
 # trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
 PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 COUNTERS = ("newton_iterations", "line_searches", "line_search_failures", "exact_passes")
 VARIANTS = ("practical", "naive", "unscaled")
-HINGE_STEPS = ("pairwise", "fw")  # SDCAConfig.hinge_step: hinge.PAIRWISE, hinge.FW
 
 
 def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Problem:
@@ -251,7 +250,7 @@ class LocalSDCA(Runner):
         d = self.state.dual
         blocks = self.structure.blocks
         if self.hinge is not None:
-            _, gaps = hinge.exact(blocks, d.log_edge, d.log_node, d.weights)
+            _, gaps = hinge_exact(blocks, d.log_edge, d.log_node, d.weights)
         else:
             gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)

@@ -1,20 +1,57 @@
 """The structured hinge loss on every structure: its dual start (the gold corner) and its
-summed loss (``crfsdca.kernels.hinge`` holds the step, the block gaps and the losses)."""
+summed loss (``crfsdca.kernels.solvers.hinge`` holds the step, the block gaps and the losses)."""
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import hinge, junction_batch
+from crfsdca.kernels.numerics.threads import get_threads
+from crfsdca.kernels.solvers import hinge
+from crfsdca.kernels.solvers.sdca_epoch import make_workspace
+from crfsdca.kernels.structures import junction_batch
+from crfsdca.kernels.structures.hamming import MAP_ONLY, WITH_LINEAR
 from crfsdca.structures.dual import INITIAL_GAP, DualState
+
+
+def exact(structure, log_edge, log_node, w, with_gaps=True):
+    """(hinge losses H_i(w), exact block gaps) of every example of ``structure`` (a structure's
+    kernel type), in chunks on numba's number of threads (each example alone: the result does
+    not depend on the threads). Without gaps the dual state is not read (``log_edge``,
+    ``log_node`` may be empty)."""
+    n = structure.runs.start.size - 1
+    losses = np.empty(n)
+    gaps = np.empty(n if with_gaps else 0)
+    mu_arrays = (_flat(log_edge), _flat(log_node))
+    threads = max(1, min(n, get_threads()))
+    bounds = [n * c // threads for c in range(threads + 1)]
+
+    def run(lo, hi):
+        ws = make_workspace(structure)
+        hws = hinge.make_hinge(structure, ws[2], what=WITH_LINEAR if with_gaps else MAP_ONLY)
+        hinge.exact_blocks(structure, mu_arrays, w, lo, hi, gaps, losses, ws, hws)
+
+    if threads == 1:
+        run(0, n)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            jobs = [pool.submit(run, a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+            for job in jobs:
+                job.result()
+    return losses, gaps
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1)
 
 
 def hinge_losses(problem, w: NDArray[np.float64]) -> NDArray[np.float64]:
     """H_i(w) of every training example (one loss-augmented MAP each)."""
     empty = np.zeros(0)
     w = problem.feature_map.check_weights(w)
-    losses, _ = hinge.exact(problem.structure.blocks, empty, empty, w, with_gaps=False)
+    losses, _ = exact(problem.structure.blocks, empty, empty, w, with_gaps=False)
     bad = np.flatnonzero(~np.isfinite(losses))
     if bad.size:
         raise FloatingPointError(

@@ -3,7 +3,7 @@
 P(w) = (lambda/2) ||w||^2 + sigma ||w||_1 + (1/n) sum_i [log Z_i(w) - w^T F(x_i, y_i)]
 (Le Priol et al. 2018, eqs. 1-2; sigma = ``l1``, the elastic net, is 0 unless set); with
 ``loss="hinge"`` the structured hinge loss max_y [Hamming(y, y_i) + w^T F(x_i, y)] - w^T F(x_i,
-y_i) replaces the log-loss (the structured SVM, ``crfsdca.kernels.hinge``).
+y_i) replaces the log-loss (the structured SVM, ``crfsdca.kernels.solvers.hinge``).
 """
 
 from __future__ import annotations
