@@ -60,3 +60,20 @@ def test_crf_loss_hinge_predicts_and_refuses_marginals():
         crfsdca.CRF(algorithm="lbfgs", loss="hinge").fit(X, y)
     logit = crfsdca.CRF(tol=1e-6).fit(X, y)
     assert np.isclose(sum(logit.predict_marginals(X)[0][0].values()), 1.0)
+
+
+def test_the_custom_graph_api_trains_saves_and_decodes_a_tree_svm(tmp_path):
+    """SequenceCRF(loss="hinge") on TreeData: certified, saved with its loss, decoded as the
+    fitted model decodes, no marginals."""
+    from test_elastic_net import tree_problem_of
+
+    data = tree_problem_of(seed=4, n=8).train
+    model = SequenceCRF(loss="hinge", hinge_step="pairwise", tol=1e-8, max_epochs=5000)
+    model.fit(data)
+    assert model.result_.stop_reason == "tol"
+    model.save(str(tmp_path / "tree_svm.npz"))
+    loaded = SequenceCRF.load(str(tmp_path / "tree_svm.npz"))
+    assert loaded.loss_ == "hinge" and loaded.graph_ == "tree"
+    np.testing.assert_array_equal(loaded.predict(data), model.predict(data))
+    with pytest.raises(ValueError, match="no probabilities"):
+        loaded.node_marginals(data)
