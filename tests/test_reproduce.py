@@ -230,5 +230,5 @@ def test_cached_only_runs_nothing_and_reports_what_is_missing(tmp_path):
     assert "curve(s) missing (not run)" in result.stderr
     assert not (out / "traces").exists()
     report = (out / "REPORT.md").read_text()
-    assert "missing curves: (OCR) sampling schemes" in report
+    assert "Missing curves: (OCR) sampling schemes" in report
     assert "**not judged [smoke test: --quick sizes, not evidence]: run failed or not run" in report

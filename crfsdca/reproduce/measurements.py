@@ -97,7 +97,7 @@ def start_values(problem: Problem) -> dict[str, float]:
 def difficulty(problem: Problem, epochs: int) -> dict[str, Any]:
     """g_i after ``epochs`` epochs of uniform SDCA from the authors' start, R_i and T_i."""
     from crfsdca.errors import ConvergenceWarning
-    from crfsdca.kernels import sdca_epoch
+    from crfsdca.kernels.solvers import sdca_epoch
     from crfsdca.reproduce.problems import dual_start
     from crfsdca.solvers.monitor import Monitor
     from crfsdca.solvers.sdca import SDCA, SDCAConfig

@@ -2,7 +2,8 @@
 trace's cache key) and the git commit (recorded in the trace, named by the report).
 
 The code digest hashes every Python file of ``crfsdca`` and ``data_loaders`` (the corpora's
-readers and encoders) except those that only read traces: the reproduction's plan, claims,
+readers and encoders), in every subfolder (the kernels' ``numerics``, ``structures`` and
+``solvers`` too), except those that only read traces: the reproduction's plan, claims,
 figures and report (``READERS``) and the command line. A change to a kernel, a solver, a
 structure, the data loading or the runner gives every trace a new key, so a cached trace of
 other code is never reused; a change to how the report judges or draws does not.
