@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -127,3 +128,84 @@ def test_from_archive_refuses_quick_and_a_missing_file(tmp_path):
     result = run(main, ["reproduce", "--from-archive", str(missing), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1
     assert len(result.stderr.splitlines()) == 1 and "none.tar.xz" in result.stderr
+
+
+class _Clocks:
+    """A wall clock and a CPU clock moved by hand (the monitor reads both)."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def perf_counter(self) -> float:
+        return self.wall
+
+    def process_time(self) -> float:
+        return self.cpu
+
+
+def test_cpu_time_of_a_stopped_process_excludes_the_stop(monkeypatch):
+    """A process stopped for minutes (SIGSTOP on a shared machine) loses wall time, not CPU
+    time: the records' cpu_seconds count the solver's CPU time alone, paused with the wall
+    clock during evaluations; without cpu_clock no record carries it."""
+    from _synthetic import random_problem
+
+    from crfsdca.solvers import SOLVERS
+    from crfsdca.solvers import monitor as monitor_module
+
+    problem = random_problem(seed=1, n=4)
+    config = SOLVERS["sdca"].config_class()
+    clocks = _Clocks()
+    monkeypatch.setattr(monitor_module, "time", clocks)
+    w = np.zeros(problem.feature_map.n_features)
+    mon = monitor_module.Monitor(problem, "sdca", config, cpu_clock=True, evaluate_test=False)
+    mon.start()
+    clocks.wall, clocks.cpu = 180.0, 1.5  # 1.5 s of work, then stopped for minutes
+    mon.end_epoch(w, oracle_calls=4, updates=4, force=True)
+    with mon.paused():  # an evaluation: on neither clock
+        clocks.wall, clocks.cpu = 200.0, 21.5
+    clocks.wall, clocks.cpu = 201.0, 22.5
+    mon.finish(w, oracle_calls=8, updates=8)
+    first, last = mon.trace.records
+    assert (first.seconds, first.extra["cpu_seconds"]) == (180.0, 1.5)
+    assert (last.seconds, last.extra["cpu_seconds"]) == (181.0, 2.5)
+
+    plain = monitor_module.Monitor(problem, "sdca", config, evaluate_test=False)
+    plain.start()
+    plain.end_epoch(w, oracle_calls=4, updates=4, force=True)
+    assert "cpu_seconds" not in plain.trace.records[-1].extra
+
+
+def test_the_runners_traces_carry_cpu_time(tmp_path, monkeypatch):
+    """Every record of a reproduction run has the CPU time, never more than a little above the
+    solver's wall time (single-threaded runs), and non-decreasing; the time axis reads it."""
+    from _synthetic import random_problem
+
+    from crfsdca.reproduce.figures import x_values
+
+    problem = random_problem(seed=2, n=12, n_bias_rows=0, regularization=0.1)
+    exp = Experiment.make("ocr", "sdca", Budget(12, 3.0), sampling="uniform")
+    trace = runner._run(exp, problem, -np.inf)
+    cpu = x_values(trace, "cpu_seconds")
+    wall = x_values(trace, "seconds")
+    assert len(cpu) == len(trace.records) >= 3 and np.all(np.isfinite(cpu))
+    assert np.all(np.diff(cpu) >= 0) and np.all(cpu <= wall + 0.05)
+
+
+def test_subsets_shrink_the_training_sets_and_the_report_says_so(tmp_path):
+    from crfsdca.reproduce.experiments import FULL_BUDGETS
+    from crfsdca.reproduce.notes import _reduced
+    from crfsdca.reproduce.pipeline import budgets_for
+
+    full = budgets_for(("ocr", "ewt-pos"), quick=False)
+    assert full == {d: FULL_BUDGETS[d] for d in ("ocr", "ewt-pos")} and _reduced(full) == "`"
+    half = budgets_for(("ocr", "ewt-pos"), quick=False, subsets=0.5)
+    assert half["ocr"].max_sequences == FULL_BUDGETS["ocr"].max_sequences // 2
+    assert half["ocr"].max_epochs == FULL_BUDGETS["ocr"].max_epochs
+    text = _reduced(half)
+    assert text.startswith(" --subsets 0.5`. **Reduced run**")
+    assert "OCR 1,500 instead of 3,000" in text
+    run = CliRunner().invoke
+    result = run(main, ["reproduce", "--quick", "--subsets", "0.5", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "--subsets scales a full run" in result.stderr
+    result = run(main, ["reproduce", "--subsets", "0", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "--subsets" in result.stderr

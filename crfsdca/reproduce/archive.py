@@ -76,12 +76,18 @@ def budgets_of(manifest: dict[str, Any]) -> dict[str, Budget]:
 
 
 def write_index(out: Path, experiments: dict[str, str], traces: list) -> Path:
-    """``OUT/traces.csv``: one row per trace read (experiment, digest, commit, code digest, solver
-    seconds, compile seconds during the timed run, warm-up seconds)."""
-    rows = [("experiment", "digest", "commit", "code", "run_seconds", "compile_seconds", "warmup")]
+    """``OUT/traces.csv``: one row per trace read (experiment, digest, commit, code digest, wall
+    and CPU seconds of the whole run, compile seconds during the timed run, warm-up seconds,
+    and the solver's wall and CPU seconds at its last record)."""
+    rows = [
+        ("experiment", "digest", "commit", "code", "run_seconds", "run_cpu_seconds")
+        + ("compile_seconds", "warmup", "solver_seconds", "solver_cpu_seconds")
+    ]
     for trace in sorted(traces, key=lambda t: experiments.get(t.header["digest"], "")):
         h = trace.header
         prov = h.get("provenance", {})
+        last = trace.records[-1] if trace.records else None
+        cpu = last.extra.get("cpu_seconds", "") if last is not None else ""
         rows.append(
             (
                 experiments.get(h["digest"], h["digest"]),
@@ -89,8 +95,11 @@ def write_index(out: Path, experiments: dict[str, str], traces: list) -> Path:
                 prov.get("commit", "unknown"),
                 prov.get("code", "unknown"),
                 h.get("run_seconds", ""),
+                h.get("run_cpu_seconds", ""),
                 h.get("compile_seconds", ""),
                 h.get("warmup_seconds", ""),
+                "" if last is None else round(last.seconds, 3),
+                cpu if cpu == "" else round(cpu, 3),
             )
         )
     buf = io.StringIO()

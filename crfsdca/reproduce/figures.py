@@ -90,6 +90,8 @@ def x_values(trace: Trace, x: str) -> np.ndarray:
         return np.array([r.oracle_calls / n for r in recs])
     if x == "epoch":
         return np.array([r.epoch for r in recs])
+    if x == "cpu_seconds":  # the CPU time of a single-threaded run (runner's docstring)
+        return np.array([r.get("cpu_seconds") for r in recs])
     return np.array([r.seconds for r in recs])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from crfsdca.io.modelfile import atomic_write_text
@@ -101,11 +102,12 @@ def provenance_lines(runtime: list[dict], used: list) -> list[str]:
     ]
     if compiled:
         lines.append(
-            "Wall times exclude numba's compilation: each timed run follows an untimed warm-up"
+            "Solver times exclude numba's compilation: each timed run follows an untimed warm-up"
             " run of the same solver on 8 sequences; during the timed runs numba's compiler"
             f" held its lock {max(compiled):.3f} s at most (sum {sum(compiled):.3f} s over"
             f" {len(compiled)} runs)."
         )
+    lines.extend(_cpu_lines(used))
     if invocations:
         machines = "; ".join(sorted({r["machine"] for r in invocations}))
         wall = sum(r["seconds"] for r in invocations)
@@ -119,6 +121,28 @@ def provenance_lines(runtime: list[dict], used: list) -> list[str]:
             " compare runs of this one machine only."
         )
     return lines
+
+
+def _cpu_lines(used: list) -> list[str]:
+    """How far the solver's wall time exceeded its CPU time (the process stopped, or waiting
+    for a core): the reason the time figures and claims read CPU seconds."""
+    pairs = []
+    for trace in used:
+        last = trace.records[-1] if trace.records else None
+        cpu = math.nan if last is None else float(last.extra.get("cpu_seconds", math.nan))
+        if math.isfinite(cpu) and cpu > 0:
+            pairs.append((last.seconds, cpu))
+    if not pairs:
+        return []
+    slow = [w / c for w, c in pairs if w > 1.1 * c]
+    return [
+        "Time figures and claims read the solver's CPU time (time.process_time of single-threaded"
+        " runs), not its wall time: the machine was shared, and its benchmarks stop other"
+        f" processes for minutes at a time. Of {len(pairs)} timed runs, {len(slow)} had a solver"
+        " wall time more than 10 % above their CPU time"
+        + (f" (up to {max(slow):.1f}x)" if slow else "")
+        + "; both are in traces.csv."
+    ]
 
 
 def _env_text(env: dict | None) -> str:
@@ -189,8 +213,30 @@ def notes(traces: Traces, budgets: dict[str, Budget], quick: bool) -> dict[str, 
             " final P-P* at updates / n |\n|---|---|---|---|---|\n" + "\n".join(oeg_rows)
         )
     out["oeg"] += "\n\n" + _oeg_verdict(traces, budgets)
-    out["command"] = "Command: `crfsdca reproduce" + (" --quick`" if quick else "`")
+    out["command"] = "Command: `crfsdca reproduce" + (" --quick`" if quick else _reduced(budgets))
     return out
+
+
+def _reduced(budgets: dict[str, Budget]) -> str:
+    """The end of the command line, with the sentence that says which training subsets are
+    smaller than the full run's (``--subsets``)."""
+    from crfsdca.reproduce.experiments import FULL_BUDGETS
+
+    smaller = {
+        d: (b.max_sequences, FULL_BUDGETS[d].max_sequences)
+        for d, b in budgets.items()
+        if b != FULL_BUDGETS[d]
+    }
+    if not smaller:
+        return "`"
+    fraction = max(ours / full for ours, full in smaller.values())
+    text = "; ".join(f"{SHORT[d]} {a:,} instead of {b:,}" for d, (a, b) in smaller.items())
+    return (
+        f" --subsets {fraction:.2g}`. **Reduced run**: smaller training subsets than the full"
+        " run's, to fit"
+        " the machine time available (" + text + " sequences; same epoch"
+        " budgets). Every verdict below rests on these subsets."
+    )
 
 
 def _oeg_verdict(traces: Traces, budgets: dict[str, Budget]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from crfsdca.reproduce import archive, notes
@@ -60,9 +60,19 @@ def check_corpora(datasets: Sequence[str], data_dir: str | None) -> None:
             data_loaders.find_data_file(name, spec.split(split)[1].relpath, data_dir)
 
 
-def budgets_for(datasets: Sequence[str], quick: bool) -> dict[str, Budget]:
+def budgets_for(datasets: Sequence[str], quick: bool, subsets: float = 1.0) -> dict[str, Budget]:
+    """Each dataset's budget; ``subsets`` < 1 takes that fraction of the full run's training
+    subsets (at least 100 sequences), the same epoch budgets."""
     table = QUICK_BUDGETS if quick else FULL_BUDGETS
-    return {d: table[d] for d in DATASETS if d in datasets}
+    out = {d: table[d] for d in DATASETS if d in datasets}
+    if subsets != 1.0:
+        if quick or not 0.0 < subsets <= 1.0:
+            raise UsageError(f"--subsets takes a fraction in (0, 1] of a full run; got {subsets}")
+        out = {
+            d: replace(b, max_sequences=max(100, round(b.max_sequences * subsets)))
+            for d, b in out.items()
+        }
+    return out
 
 
 def reproduce(
@@ -77,6 +87,7 @@ def reproduce(
     extra_experiments: Sequence = (),
     cached_only: bool = False,
     from_archive: str | Path | None = None,
+    subsets: float = 1.0,
 ) -> Outcome:
     """Run the figures' experiments (cached), draw them, write OUT/REPORT.md.
 
@@ -84,6 +95,7 @@ def reproduce(
     marks the rest missing, its claims not judged). ``from_archive``: run nothing and read no
     corpus: figures and report from the traces of an archive (``archive``), whatever code made
     them. Otherwise the traces the report read are packed into ``OUT/traces.tar.xz``.
+    ``subsets``: ``budgets_for``'s fraction of the full run's training subsets.
     """
     start = time.perf_counter()
     figures, datasets = check_names(figures, datasets)
@@ -99,7 +111,7 @@ def reproduce(
         progress(f"--from-archive: {from_archive}, nothing run")
     else:
         check_corpora(datasets, data_dir)
-        budgets = budgets_for(datasets, quick)
+        budgets = budgets_for(datasets, quick, subsets)
         panels = {name: figure_panels(name, budgets) for name in figures}
         runs = experiments_of([p for ps in panels.values() for p in ps])
         experiments = runs + measurement_experiments(budgets) + list(extra_experiments)

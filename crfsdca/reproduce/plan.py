@@ -1,8 +1,8 @@
 """Which runs each figure draws, and on which axes: the figures as data.
 
 A figure is a list of panels; a panel is one dataset, one x-axis (``updates``, ``oracle_calls``,
-``epoch``, ``seconds``), one y quantity (``subopt`` = log10(P - P*), ``test_error``,
-``gap_ratio`` = gap estimate / true gap) and its curves (one experiment each).
+``epoch``, ``seconds``, ``cpu_seconds``), one y quantity (``subopt`` = log10(P - P*),
+``test_error``, ``gap_ratio`` = gap estimate / true gap) and its curves (one experiment each).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ X_LABELS = {
     "oracle_calls": "epochs of oracle calls (calls / n)",
     "epoch": "epochs (oracle calls / n)",
     "seconds": "solver wall time (s)",
+    "cpu_seconds": "solver CPU time (s), one thread",
     "radius": "radius R_i (App. C)",
 }
 Y_LABELS = {
@@ -56,9 +57,11 @@ FIGURE_NOTES = {
     "7": "From epoch 1: the error at the start (w ~ 0) would squash the scale.",
     "8": "The authors' search at sub-precision 0.5 takes one Newton step from 0.5 (bisecting to"
     " 0.25 or 0.75 when that step leaves [0, 1]).",
-    "time": "Solver wall time of runs made after an untimed warm-up run of the same solver on 8"
-    " sequences (numba's compilation excluded; compile_seconds of each trace in traces.csv),"
-    " one thread each, on a shared machine. L-BFGS and CRFsuite get 4x the epoch budget.",
+    "time": "Solver CPU time (time.process_time) of single-threaded runs made after an untimed"
+    " warm-up run of the same solver on 8 sequences (numba's compilation excluded;"
+    " compile_seconds of each trace in traces.csv), on a shared machine whose benchmarks stop"
+    " other processes for minutes at a time: CPU time does not count those stops, wall time"
+    " does (both in traces.csv). L-BFGS and CRFsuite get 4x the epoch budget.",
     "difficulty": "One point per training sequence: its radius R_i and its exact gap after 5"
     " epochs of uniform SDCA from the authors' start.",
 }
@@ -144,7 +147,7 @@ def _time(b: dict[str, Budget]) -> list[Panel]:
         yield from fig4_runs(d, b[d])
         yield from time_baselines(d, b[d])
 
-    return _panels("by wall time", b, ("seconds",), ("subopt",), runs)
+    return _panels("by CPU time", b, ("cpu_seconds",), ("subopt",), runs)
 
 
 def _start(b: dict[str, Budget]) -> list[Panel]:
@@ -232,7 +235,7 @@ FIGURES = {
     "7": ("Fig. 7: test error against epochs", _fig7),
     "8": ("Fig. 8: line-search sub-precision", _fig8),
     "9": ("Fig. 9: gap estimate / true gap", _fig9),
-    "time": ("Fig. 4 against wall time, with CRFsuite's L-BFGS", _time),
+    "time": ("Fig. 4 against CPU time, with CRFsuite's L-BFGS", _time),
     "start": ("Starting point: the authors' start, the epsilon-mix, the uniform law", _start),
     "oeg": ("OEG step-size rule", _oeg),
     "linesearch": ("Sec. 6.2: Newton evaluations per line search and its time share", _linesearch),
