@@ -159,6 +159,7 @@ class World(Traces):
                     "newton_iterations": newton * searches,
                     "predictor_evaluations": predictor * searches,
                     "step_seconds": float(i),
+                    "cpu_seconds": 0.5 * i,  # every run stopped half of its wall time
                     "line_search_seconds": ls_share * i,
                     "oracle_seconds": oracle_share * i,
                     "line_search_failures": failures,
@@ -541,11 +542,16 @@ def test_sag_constants_names_the_verdicts_a_variant_changes():
 
 
 def test_wall_time_is_a_measurement_with_never_for_runs_that_do_not_get_there():
+    """Solver time is read on the CPU clock (half the wall clock in these traces), and the
+    line-search shares say that their runs were stopped."""
     world = World()
     world.set(FIG4("ocr", B["ocr"])["OEG"], stall(1e-2))
     claim = judge(world, "time-crfsuite")
     assert claim.outcome == "measurement"
-    assert "OCR: SDCA 18.0s" in claim.measured and "OEG never" in claim.measured
+    assert "OCR: SDCA 9.0s" in claim.measured and "OEG never" in claim.measured
+    assert "CPU seconds to P-P*<=0.0001" in claim.measured
+    shares = judge(world, "ls-time").measured
+    assert "wall time over CPU time of the run: OCR x2.00" in shares
 
 
 def test_a_missing_trace_leaves_the_claim_not_judged():
