@@ -21,7 +21,13 @@ from crfsdca.cli.common import (
 from crfsdca.cli.distributed import train_on_cluster
 from crfsdca.cli.graph import train_on_graph
 from crfsdca.cli.junction import check_order, train_second_order
-from crfsdca.cli.options import config_default, config_options, flag_text, solver_options
+from crfsdca.cli.options import (
+    config_default,
+    config_fields,
+    config_options,
+    flag_text,
+    solver_options,
+)
 from crfsdca.cli.report import print_summary, problem_summary, progress, write_outputs
 from crfsdca.cli.resume import load_resume, typed_keys
 from crfsdca.cli.train_options import train_options
@@ -89,6 +95,10 @@ def train(
     }
     if resume_dir is None and dataset is None:
         raise click.UsageError("missing argument DATASET (or give --resume DIR)")
+    if threads:
+        _set_threads(threads)
+        if "threads" in config_fields(solver) and not (workers or scheduler):
+            run["options"]["threads"] = threads  # SDCA's stepping threads
     from crfsdca.estimators.model import L1_SOLVERS
 
     if l1 > 0 and solver not in L1_SOLVERS:
@@ -172,8 +182,6 @@ def train(
         if cluster[name]:
             flag = "--" + name.replace("_", "-")
             raise click.UsageError(f"{flag} applies to distributed runs (--workers or --scheduler)")
-    if threads:
-        _set_threads(threads)
     if order == 2:
         with errors_to_exit(verbose, flag_text):
             _check_config(run)

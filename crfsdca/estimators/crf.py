@@ -125,8 +125,11 @@ class CRF(FittedAttributes, Predictions, _Base):
         checking before training that it can be written; an unfitted CRF given
         ``model_filename`` loads it on first use (as sklearn-crfsuite does).
     n_jobs : int, optional
-        Cores of the full-batch passes during ``fit`` (every L-BFGS evaluation; the monitor's
-        exact objective and dev scores for the others); -1 for all, None for numba's default.
+        Cores of a fit: SDCA's threads stepping at once on one shared w (the certificate stays
+        exact; a run on more than one thread is not reproducible bit for bit), and the
+        full-batch passes (every L-BFGS evaluation; the monitor's exact objective and dev scores
+        for the others); -1 for all. None: numba's thread count for the passes, and for SDCA's
+        steps all of them when each thread gets at least 1000 sequences, else one.
     order : int
         1 (default): linear chains (or trees, with ``graphs``); 2: second-order chains, a
         K x K x K weight block on every three consecutive labels besides the K x K one (the

@@ -32,7 +32,7 @@ from crfsdca.kernels.primitives import (
     direction_capacity,
     step_workspace,
 )
-from crfsdca.kernels.prox import apply_step, prepare
+from crfsdca.kernels.prox import apply_step, prepare, record_step
 from crfsdca.kernels.sdca import _update_range, block_gap_given_nu, update_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
@@ -72,6 +72,36 @@ class Sampler(NamedTuple):
     multipliers: np.ndarray
 
 
+class Team(NamedTuple):
+    """One thread's part in a stretch of multi-threaded SDCA (``crfsdca.solvers.threads``).
+
+    The threads step at once on their own examples, on one shared w, without locks (Hsieh, Yu
+    and Dhillon's PASSCoDe-Wild): a thread's update of w may be lost to another's write of the
+    same entry. So each also adds its changes of w to its own ``delta``, which no other thread
+    writes; the caller sums them into w at the end of the stretch, and w is then exactly
+    w_hat(mu) of the dual state (up to rounding), whatever the threads raced on.
+
+    ``examples``: the thread's examples (global indices; the sampler tree's leaf j and the
+    multipliers' entry j are ``examples[j]``); ``done`` and ``gap_sums`` (one entry per thread,
+    each written by its own thread and read by all): steps taken in this stretch and the sum of
+    the thread's gap estimates. A thread stops once it has taken its ``quota`` of steps and the
+    team's sum to ``target`` (so every thread steps on its examples, and one that is ahead keeps
+    stepping while another finishes its quota), or once the gap sums fall to ``stop_gap * n``.
+    ``drop`` >= 0 keeps the change of the thread's step number ``drop`` (of the stretch) out of
+    the shared w (only ``delta`` has it): a lost update on purpose, for tests (-1: none). A
+    team steps with ``scale`` 1 (each step moves w by its own change, as serial SDCA).
+    """
+
+    examples: np.ndarray
+    rank: int
+    done: np.ndarray
+    gap_sums: np.ndarray
+    quota: int
+    target: int
+    delta: np.ndarray
+    drop: int
+
+
 class EpochArgs(NamedTuple):
     """Everything ``run_steps`` reads (``structure``: a structure's kernel type, e.g.
     ``chain_blocks.ChainBlocks``; ``ws`` from ``make_workspace``)."""
@@ -84,6 +114,7 @@ class EpochArgs(NamedTuple):
     draws: np.ndarray
     ws: tuple
     prox: object = None  # ``crfsdca.kernels.prox.ProxArrays`` for the elastic net, else None
+    team: object = None  # a :class:`Team` for one thread of a multi-threaded stretch, else None
 
 
 @njit(cache=True, nogil=True)
@@ -140,13 +171,15 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _step(i, structure, dual, w, params, ws, prox):
+def _step(i, structure, dual, w, params, ws, prox, team, s):
     """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
     ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`. ``prox``: None for
     plain SDCA (w = v); for the elastic net the ``ProxArrays`` of v (Prox-SDCA: the line search
-    on the exact g* term, then v moves and w = S_tau(v) on the block's support).
+    on the exact g* term, then v moves and w = S_tau(v) on the block's support). ``team``:
+    None, or a :class:`Team` whose ``delta`` records the step's change of w (of v with the
+    elastic net) as well; ``s``: the step's number in the stretch.
     """
     bufs, b32, sws = ws
     lam_n, scale = params.lam_n, params.scale
@@ -168,7 +201,12 @@ def _step(i, structure, dual, w, params, ws, prox):
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
-            add_block_direction(structure, i, gamma * kappa, sws, w)
+            if team is None:
+                add_block_direction(structure, i, gamma * kappa, sws, w)
+            else:
+                add_block_direction(structure, i, gamma * kappa, sws, team.delta)
+                if s != team.drop:
+                    add_block_direction(structure, i, gamma * kappa, sws, w)
     else:
         m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
         pw, cb = prepare(prox, m, kappa, w, lam_n / scale)
@@ -177,13 +215,18 @@ def _step(i, structure, dual, w, params, ws, prox):
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
-            apply_step(gamma, prox, m, w)
+            if team is None:
+                apply_step(gamma, prox, m, w)
+            else:
+                record_step(gamma, prox, m, team.delta)
+                if s != team.drop:
+                    apply_step(gamma, prox, m, w)
     dual.step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
+def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, team=None):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
@@ -192,6 +235,10 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
     single-precision predictor evaluations]. The cycle counts let the caller split its wall time.
     On return ``draws[s, 0]`` holds the example of step s (s < steps done): the rows of w that
     the steps moved, for a distributed round's sparse Delta w.
+
+    ``team`` (a :class:`Team`; None: every example, alone): draw from the team member's own
+    examples, stop at the member's quota once the team's steps reach its target, and test the
+    stop gap on the whole team's gap sums.
     """
     code, tree, mult = sampler.code, sampler.tree, sampler.multipliers
     gaps = dual.gaps
@@ -199,11 +246,23 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
     p_nu, stop_gap = params.non_uniformity, params.stop_gap
     stats = np.zeros(8)
     start = cycles()
-    gap_sum = gaps.sum()
+    if team is None:
+        m = n
+        gap_sum = gaps.sum()
+    else:
+        m = team.examples.shape[0]
+        gap_sum = _gap_sum(gaps, team.examples)
+        team.gap_sums[team.rank] = gap_sum
     for s in range(draws.shape[0]):
-        i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
+        if team is not None:  # noqa: SIM102 (numba prunes the branch on None at compile time)
+            if s >= team.quota and team.done.sum() >= team.target:
+                return s, 0, stats
+        j = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], m)
+        i = j if team is None else team.examples[j]
         draws[s, 0] = i  # the draw is used: record the example stepped on
-        g, gamma, its, status, phase_cycles, n32 = _step(i, structure, dual, w, params, ws, prox)
+        g, gamma, its, status, phase_cycles, n32 = _step(
+            i, structure, dual, w, params, ws, prox, team, s
+        )
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
         stats[6] += phase_cycles[1]
@@ -217,10 +276,25 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
         gap_sum += g - gaps[i]
         gaps[i] = g
         if code in (GAP, MAX, GAP_IMPORTANCE):
-            trees.update(tree, i, g * mult[i] if code == GAP_IMPORTANCE else g, code == MAX)
-        if gap_sum <= stop_gap * n:
-            return s + 1, 0, stats
+            trees.update(tree, j, g * mult[j] if code == GAP_IMPORTANCE else g, code == MAX)
+        if team is None:
+            if gap_sum <= stop_gap * n:
+                return s + 1, 0, stats
+        else:
+            team.done[team.rank] = s + 1
+            team.gap_sums[team.rank] = gap_sum
+            if team.gap_sums.sum() <= stop_gap * n:
+                return s + 1, 0, stats
     return draws.shape[0], 0, stats
+
+
+@njit(cache=True, nogil=True)
+def _gap_sum(gaps, examples):
+    """The sum of the gap estimates of ``examples``."""
+    total = 0.0
+    for j in range(examples.shape[0]):
+        total += gaps[examples[j]]
+    return total
 
 
 @njit(cache=True, nogil=True)

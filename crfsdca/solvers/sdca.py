@@ -22,6 +22,7 @@ from crfsdca.solvers.base import RunState, SolverConfig, option
 from crfsdca.solvers.local import LINE_SEARCH_STARTS, LocalSDCA
 from crfsdca.solvers.loop import LoopSolver
 from crfsdca.solvers.samplers import SCHEMES, check_scheme
+from crfsdca.solvers.threads import TeamSDCA, step_threads
 from crfsdca.structures.dual import (
     DualState,
 )
@@ -62,6 +63,11 @@ class SDCAConfig(SolverConfig):
     init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed start")
     refresh_every: int = option(0, "recompute every gap exactly every k epochs (0 = never)")
     dual_dtype: str = option("float64", "storage of the dual log-marginals: float64 | float32")
+    threads: int = option(
+        0,
+        "threads that step at once on one shared w (0: numba's thread count when each thread"
+        " gets at least 1000 sequences, else 1; 1: serial, reproducible bit for bit)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -93,6 +99,10 @@ class SDCAConfig(SolverConfig):
             raise ValueError(f"init_epsilon must be in (0, 1]; got {self.init_epsilon}")
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, (int, np.integer)):
+            raise TypeError(f"threads must be an int; got {self.threads!r}")
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0 (0 = automatic); got {self.threads}")
 
 
 @dataclass(kw_only=True)
@@ -133,6 +143,10 @@ class SDCA(LoopSolver):
     trains_l1 = True
 
     def runner(self, problem: Problem, state: SDCAState) -> LocalSDCA:
+        """The serial runner, or a team of threads (``config.threads``, ``step_threads``)."""
+        threads = step_threads(self.config.threads, problem.train.n_sequences)
+        if threads > 1:
+            return TeamSDCA(problem, self.config, state, threads)
         return LocalSDCA(problem, self.config, state)
 
 
