@@ -1,13 +1,18 @@
 """Wall time of whole ``crfsdca train`` commands, interleaved, with the ratios to the serial run.
 
     CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_wall.py [--dataset conll2000] \\
-        [--tol 1e-3] [--reps 2] [--runs serial workers2 threads2 serial-ck workers2-ck]
+        [--tol 1e-3] [--reps 2] [--runs serial workers2 threads2 serial-ck workers2-ck] \\
+        [--base serial] [-- more train options]
+
+``cores1`` and ``cores2`` are ``--threads 1`` (SDCA on one core: steps and full-batch passes)
+and ``--threads 2`` (two threads stepping at once on one shared w, and the passes on two);
+``--base cores1`` gives the ratios to the one-core run.
 
 Every repetition runs each command once, in the order given, as a user would (a new process:
 imports, data, numba's cache, training, test scores), so a machine shared with other jobs
 slows every command of a repetition alike. Prints per run the wall seconds, the solver's
 seconds, epochs, rounds and gap, the load average before and after; then the median wall time
-of each command and its ratio to the median of ``serial``. A warm-up run of each command comes
+of each command and its ratio to the median of ``--base``. A warm-up run of each command comes
 first (numba's cache, the page cache) and is not counted. ``-ck`` runs add ``--checkpoint DIR``
 (a fresh folder) at the default cadence.
 """
@@ -25,6 +30,8 @@ import time
 
 RUNS = {
     "serial": [],
+    "cores1": ["--threads", "1"],
+    "cores2": ["--threads", "2"],
     "workers2": ["--workers", "2"],
     "threads2": ["--workers", "2", "--worker-threads"],
     "serial-ck": ["--checkpoint", "{ck}"],
@@ -52,6 +59,7 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    parser.add_argument("--base", default="serial", choices=list(RUNS))
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument("extra", nargs="*", help="more train options, after --")
     args = parser.parse_args()
@@ -71,9 +79,9 @@ def main() -> None:
                 f" | {r['load'][0]:.1f} → {r['load'][1]:.1f} |",
                 flush=True,
             )
-    base = statistics.median(walls["serial"]) if "serial" in walls else None
+    base = statistics.median(walls[args.base]) if args.base in walls else None
     print()
-    print("| run | median wall s | × serial |")
+    print(f"| run | median wall s | × {args.base} |")
     print("|---|---|---|")
     for name, values in walls.items():
         med = statistics.median(values)

@@ -206,15 +206,16 @@ def test_the_step_loop_without_a_team_is_the_serial_loop():
     team = LocalSDCA(problem, config, states[1])
     draws = np.random.default_rng(0).random((45, 2))
     serial_args = serial.kernel_args(draws.copy(), -1.0)
-    delta = np.zeros_like(states[1].dual.weights)
-    member = sdca_epoch.Team(
-        np.arange(30), 0, np.zeros(1, np.int64), np.zeros(1), 45, 45, delta, True
-    )
+    deltas = np.zeros((1, states[1].dual.weights.size))
+    sums = np.array([states[1].dual.gap_estimates.sum()])
+    member = sdca_epoch.Team(np.arange(30), 0, np.zeros(1, np.int64), sums, 45, 45, deltas, -1)
     team_args = team.kernel_args(draws.copy(), -1.0)._replace(team=member)
     assert sdca_epoch.run_steps(serial_args)[0] == sdca_epoch.run_steps(team_args)[0] == 45
     np.testing.assert_allclose(states[1].dual.weights, states[0].dual.weights, atol=1e-12)
     np.testing.assert_allclose(
-        states[0].dual.weights - SDCA(config).initial_state(problem).dual.weights, delta, atol=1e-12
+        states[0].dual.weights - SDCA(config).initial_state(problem).dual.weights,
+        deltas[0],
+        atol=1e-12,
     )
     np.testing.assert_allclose(states[0].dual.log_edge, states[1].dual.log_edge, atol=1e-10)
     np.testing.assert_allclose(

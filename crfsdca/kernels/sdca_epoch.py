@@ -76,10 +76,11 @@ class Team(NamedTuple):
     """One thread's part in a stretch of multi-threaded SDCA (``crfsdca.solvers.threads``).
 
     The threads step at once on their own examples, on one shared w, without locks (Hsieh, Yu
-    and Dhillon's PASSCoDe-Wild): a thread's update of w may be lost to another's write of the
-    same entry. So each also adds its changes of w to its own ``delta``, which no other thread
-    writes; the caller sums them into w at the end of the stretch, and w is then exactly
-    w_hat(mu) of the dual state (up to rounding), whatever the threads raced on.
+    and Dhillon's PASSCoDe-Wild): a thread's update of an entry of w may be lost to another's
+    write of it. So each thread also adds its changes of w to its own row of ``deltas``, which
+    no other thread writes: ``exact`` (w at the start of the stretch) plus the rows is w_hat(mu)
+    of the dual state (up to rounding) at any time, and the caller makes it w at the end of the
+    stretch, whatever the threads raced on.
 
     ``examples``: the thread's examples (global indices; the sampler tree's leaf j and the
     multipliers' entry j are ``examples[j]``); ``done`` and ``gap_sums`` (one entry per thread,
@@ -88,8 +89,9 @@ class Team(NamedTuple):
     team's sum to ``target`` (so every thread steps on its examples, and one that is ahead keeps
     stepping while another finishes its quota), or once the gap sums fall to ``stop_gap * n``.
     ``drop`` >= 0 keeps the change of the thread's step number ``drop`` (of the stretch) out of
-    the shared w (only ``delta`` has it): a lost update on purpose, for tests (-1: none). A
-    team steps with ``scale`` 1 (each step moves w by its own change, as serial SDCA).
+    the shared w (only its row of ``deltas`` has it): a lost update on purpose, for tests (-1:
+    none). A team steps with ``scale`` 1 (each step moves w by its own change, as serial SDCA).
+    With the elastic net the steps move v, and w = S_tau(v) (``prox``): ``deltas`` are v's.
     """
 
     examples: np.ndarray
@@ -98,7 +100,7 @@ class Team(NamedTuple):
     gap_sums: np.ndarray
     quota: int
     target: int
-    delta: np.ndarray
+    deltas: np.ndarray
     drop: int
 
 
@@ -178,8 +180,8 @@ def _step(i, structure, dual, w, params, ws, prox, team, s):
     ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`. ``prox``: None for
     plain SDCA (w = v); for the elastic net the ``ProxArrays`` of v (Prox-SDCA: the line search
     on the exact g* term, then v moves and w = S_tau(v) on the block's support). ``team``:
-    None, or a :class:`Team` whose ``delta`` records the step's change of w (of v with the
-    elastic net) as well; ``s``: the step's number in the stretch.
+    None, or a :class:`Team` whose row of ``deltas`` records the step's change of w (of v with
+    the elastic net) as well; ``s``: the step's number in the stretch.
     """
     bufs, b32, sws = ws
     lam_n, scale = params.lam_n, params.scale
@@ -204,7 +206,7 @@ def _step(i, structure, dual, w, params, ws, prox, team, s):
             if team is None:
                 add_block_direction(structure, i, gamma * kappa, sws, w)
             else:
-                add_block_direction(structure, i, gamma * kappa, sws, team.delta)
+                add_block_direction(structure, i, gamma * kappa, sws, team.deltas[team.rank])
                 if s != team.drop:
                     add_block_direction(structure, i, gamma * kappa, sws, w)
     else:
@@ -218,7 +220,7 @@ def _step(i, structure, dual, w, params, ws, prox, team, s):
             if team is None:
                 apply_step(gamma, prox, m, w)
             else:
-                record_step(gamma, prox, m, team.delta)
+                record_step(gamma, prox, m, team.deltas[team.rank])
                 if s != team.drop:
                     apply_step(gamma, prox, m, w)
     dual.step_sizes[i] = gamma

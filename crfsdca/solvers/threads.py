@@ -82,7 +82,7 @@ class TeamSDCA(LocalSDCA):
         self.proxes = [self.prox] + [self._prox_copy() for _ in range(threads - 1)]
         # the exact w (with the elastic net: the exact v) and each thread's changes of it
         self.exact = self._shared().copy()
-        self.deltas = [np.zeros_like(self.exact) for _ in range(threads)]
+        self.deltas = np.zeros((threads, self.exact.size))
         #: per thread, the number of its step in each stretch whose change of w does not reach
         #: the shared w (a lost update on purpose, for tests; -1: none)
         self.drop = [-1] * threads
@@ -105,12 +105,15 @@ class TeamSDCA(LocalSDCA):
         """The kernel arguments of every thread (``draws[t]``: thread t's uniforms) for a
         stretch of ``target`` steps."""
         done = np.zeros(self.threads, np.int64)
-        gap_sums = np.zeros(self.threads)
+        # every thread's sum before any starts: a thread that starts first must not take the
+        # others' for 0 in its stop test
+        gaps = self.state.dual.gap_estimates
+        gap_sums = np.array([gaps[share].sum() for share in self.shares])
         calls = []
         for t in range(self.threads):
             quota = -(-target * self.shares[t].size // self.n)  # its share, rounded up
             team = sdca_epoch.Team(
-                self.shares[t], t, done, gap_sums, quota, int(target), self.deltas[t],
+                self.shares[t], t, done, gap_sums, quota, int(target), self.deltas,
                 self.drop[t],
             )  # fmt: skip
             s = self.samplers[t]
@@ -184,7 +187,7 @@ class TeamSDCA(LocalSDCA):
         changes start again from zero."""
         for delta in self.deltas:
             self.exact += delta
-            delta[:] = 0.0
+        self.deltas[:] = 0.0
         shared = self._shared()
         shared[:] = self.exact
         if self.prox is not None:
