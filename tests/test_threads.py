@@ -14,8 +14,8 @@ from _synthetic import random_problem
 from test_junction_sdca import problem_of
 from test_tree_solvers import tree_dataset
 
-from crfsdca.kernels import sdca_epoch
-from crfsdca.kernels.batch import get_threads, max_threads, set_threads
+from crfsdca.kernels.numerics.threads import get_threads, max_threads, set_threads
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import run_loop

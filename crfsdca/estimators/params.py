@@ -216,7 +216,7 @@ def model_flags(est, dense: str | None = None) -> dict[str, bool]:
 
 def check_n_jobs(n_jobs: int) -> int:
     """The number of cores ``n_jobs`` asks for (-1: all of numba's), capped at numba's."""
-    from crfsdca.kernels.batch import max_threads
+    from crfsdca.kernels.numerics.threads import max_threads
 
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
         raise ValueError(f"n_jobs must be a positive int, -1 (all cores) or None; got {n_jobs!r}")
@@ -232,7 +232,7 @@ def fit_threads(n_jobs: int | None):
     if n_jobs is None:
         yield
         return
-    from crfsdca.kernels.batch import get_threads, set_threads
+    from crfsdca.kernels.numerics.threads import get_threads, set_threads
 
     wanted = check_n_jobs(n_jobs)
     before = get_threads()

@@ -2,7 +2,8 @@
 
 Each thread owns a fixed share of the examples (a seeded random partition) with its own sampler
 over their gap estimates, and steps on them with the one engine's step
-(``crfsdca.kernels.sdca_epoch``, a :class:`~crfsdca.kernels.sdca_epoch.Team` per thread),
+(``crfsdca.kernels.solvers.sdca_epoch``, a
+:class:`~crfsdca.kernels.solvers.sdca_epoch.Team` per thread),
 reading and writing the shared w without locks, as PASSCoDe-Wild does (Hsieh, Yu & Dhillon,
 ICML 2015). Every dual block belongs to one thread, so the dual state is always a valid point;
 only w can be off, where two threads wrote one entry at the same moment and one update was
@@ -27,9 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch
-from crfsdca.kernels.batch import get_threads
-from crfsdca.kernels.prox import soft_threshold
+from crfsdca.kernels.numerics.threads import get_threads
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.solvers.prox import soft_threshold
 from crfsdca.solvers.local import PHASE_SECONDS, LocalSDCA
 from crfsdca.solvers.samplers import TreeSampler
 
