@@ -35,7 +35,7 @@ from crfsdca.solvers.local import PHASE_SECONDS, LocalSDCA
 from crfsdca.solvers.samplers import TreeSampler
 
 if TYPE_CHECKING:
-    from crfsdca.solvers.sdca import SDCAConfig, SDCAState
+    from crfsdca.solvers.sdca_config import SDCAConfig, SDCAState
     from crfsdca.structures.problem import Problem
 
 #: the fewest examples per thread for which the automatic choice takes another thread
