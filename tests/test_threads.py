@@ -16,6 +16,7 @@ from test_tree_solvers import tree_dataset
 
 from crfsdca.kernels.numerics.threads import get_threads, max_threads, set_threads
 from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.solvers.team import Team
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import run_loop
@@ -207,7 +208,7 @@ def test_the_step_loop_without_a_team_is_the_serial_loop():
     serial_args = serial.kernel_args(draws.copy(), -1.0)
     deltas = np.zeros((1, states[1].dual.weights.size))
     sums = np.array([states[1].dual.gap_estimates.sum()])
-    member = sdca_epoch.Team(np.arange(30), 0, np.zeros(1, np.int64), sums, 45, 45, deltas, -1)
+    member = Team(np.arange(30), 0, np.zeros(1, np.int64), sums, 45, 45, deltas, -1)
     team_args = team.kernel_args(draws.copy(), -1.0)._replace(team=member)
     assert sdca_epoch.run_steps(serial_args)[0] == sdca_epoch.run_steps(team_args)[0] == 45
     np.testing.assert_allclose(states[1].dual.weights, states[0].dual.weights, atol=1e-12)

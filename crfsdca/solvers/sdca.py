@@ -47,6 +47,7 @@ class SDCA(LoopSolver):
         return SDCAState(dual=dual, rng_state=rng.bit_generator.state)
 
     trains_l1 = True
+    trains_hinge = True
 
     def runner(self, problem: Problem, state: SDCAState) -> LocalSDCA:
         """The serial runner, or a team of threads (``config.threads``, ``step_threads``)."""
@@ -88,7 +89,12 @@ def _available_memory() -> int | None:
 
 
 def initial_dual(problem: Problem, config: SDCAConfig, dtype=np.float64) -> DualState:
-    """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly)."""
+    """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly);
+    the hinge loss starts at the gold corner (``structures.hinge.gold_corner``)."""
+    if getattr(problem, "loss", "log") == "hinge":
+        from crfsdca.structures.hinge import gold_corner
+
+        return gold_corner(problem, dtype)
     if config.init == "gibbs":
         return problem.structure.gibbs_dual(config.gibbs_score, dtype)
     return problem.structure.smoothed_dual(config.init_epsilon, dtype)

@@ -13,6 +13,7 @@ from crfsdca.solvers.samplers import SCHEMES, check_scheme
 from crfsdca.structures.dual import DualState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
+HINGE_STEPS = ("pairwise", "fw")  # the hinge loss's block steps: hinge.PAIRWISE, hinge.FW
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +52,12 @@ class SDCAConfig(SolverConfig):
         "threads that step at once on one shared w (0: numba's thread count when each thread"
         " gets at least 1000 sequences, else 1; 1: serial, reproducible bit for bit)",
     )
+    hinge_step: str = option(
+        "fw",
+        "block step of the hinge loss (--loss hinge): fw (Frank-Wolfe toward the loss-augmented"
+        " MAP: BCFW's and the seed's closed-form step) | pairwise (from the worst labelling of"
+        " the block's support to the MAP: linear convergence, slower at first on corpora)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,6 +87,10 @@ class SDCAConfig(SolverConfig):
             raise ValueError(f"dual_dtype must be float64 or float32; got {self.dual_dtype!r}")
         if not 0.0 < self.init_epsilon <= 1.0:
             raise ValueError(f"init_epsilon must be in (0, 1]; got {self.init_epsilon}")
+        if self.hinge_step not in HINGE_STEPS:
+            raise ValueError(
+                f"hinge_step must be one of {', '.join(HINGE_STEPS)}; got {self.hinge_step!r}"
+            )
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
         if isinstance(self.threads, bool) or not isinstance(self.threads, (int, np.integer)):

@@ -3,7 +3,7 @@
 Each thread owns a fixed share of the examples (a seeded random partition) with its own sampler
 over their gap estimates, and steps on them with the one engine's step
 (``crfsdca.kernels.solvers.sdca_epoch``, a
-:class:`~crfsdca.kernels.solvers.sdca_epoch.Team` per thread),
+:class:`~crfsdca.kernels.solvers.team.Team` per thread),
 reading and writing the shared w without locks, as PASSCoDe-Wild does (Hsieh, Yu & Dhillon,
 ICML 2015). Every dual block belongs to one thread, so the dual state is always a valid point;
 only w can be off, where two threads wrote one entry at the same moment and one update was
@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from crfsdca.kernels.numerics.threads import get_threads
 from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.kernels.solvers.prox import soft_threshold
+from crfsdca.kernels.solvers.team import Team
 from crfsdca.solvers.local import PHASE_SECONDS, LocalSDCA
 from crfsdca.solvers.samplers import TreeSampler
 
@@ -113,7 +114,7 @@ class TeamSDCA(LocalSDCA):
         calls = []
         for t in range(self.threads):
             quota = -(-target * self.shares[t].size // self.n)  # its share, rounded up
-            team = sdca_epoch.Team(
+            team = Team(
                 self.shares[t], t, done, gap_sums, quota, int(target), self.deltas,
                 self.drop[t],
             )  # fmt: skip

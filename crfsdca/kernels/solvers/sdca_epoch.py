@@ -31,9 +31,11 @@ from crfsdca.kernels.primitives import (
     step_workspace,
 )
 from crfsdca.kernels.solvers import trees
+from crfsdca.kernels.solvers.hinge import hinge_step
 from crfsdca.kernels.solvers.line_search import line_search, model_start
-from crfsdca.kernels.solvers.prox import apply_step, prepare, record_step
+from crfsdca.kernels.solvers.prox import prepare
 from crfsdca.kernels.solvers.sdca import _update_range, block_gap_given_nu, update_block
+from crfsdca.kernels.solvers.team import move
 from crfsdca.kernels.structures import chain_blocks, junction_blocks, tree_blocks  # noqa: F401
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
@@ -73,38 +75,6 @@ class Sampler(NamedTuple):
     multipliers: np.ndarray
 
 
-class Team(NamedTuple):
-    """One thread's part in a stretch of multi-threaded SDCA (``crfsdca.solvers.threads``).
-
-    The threads step at once on their own examples, on one shared w, without locks (Hsieh, Yu
-    and Dhillon's PASSCoDe-Wild): a thread's update of an entry of w may be lost to another's
-    write of it. So each thread also adds its changes of w to its own row of ``deltas``, which
-    no other thread writes: ``exact`` (w at the start of the stretch) plus the rows is w_hat(mu)
-    of the dual state (up to rounding) at any time, and the caller makes it w at the end of the
-    stretch, whatever the threads raced on.
-
-    ``examples``: the thread's examples (global indices; the sampler tree's leaf j and the
-    multipliers' entry j are ``examples[j]``); ``done`` and ``gap_sums`` (one entry per thread,
-    each written by its own thread and read by all): steps taken in this stretch and the sum of
-    the thread's gap estimates. A thread stops once it has taken its ``quota`` of steps and the
-    team's sum to ``target`` (so every thread steps on its examples, and one that is ahead keeps
-    stepping while another finishes its quota), or once the gap sums fall to ``stop_gap * n``.
-    ``drop`` >= 0 keeps the change of the thread's step number ``drop`` (of the stretch) out of
-    the shared w (only its row of ``deltas`` has it): a lost update on purpose, for tests (-1:
-    none). A team steps with ``scale`` 1 (each step moves w by its own change, as serial SDCA).
-    With the elastic net the steps move v, and w = S_tau(v) (``prox``): ``deltas`` are v's.
-    """
-
-    examples: np.ndarray
-    rank: int
-    done: np.ndarray
-    gap_sums: np.ndarray
-    quota: int
-    target: int
-    deltas: np.ndarray
-    drop: int
-
-
 class EpochArgs(NamedTuple):
     """Everything ``run_steps`` reads (``structure``: a structure's kernel type, e.g.
     ``chain_blocks.ChainBlocks``; ``ws`` from ``make_workspace``)."""
@@ -117,7 +87,8 @@ class EpochArgs(NamedTuple):
     draws: np.ndarray
     ws: tuple
     prox: object = None  # ``kernels.solvers.prox.ProxArrays`` for the elastic net, else None
-    team: object = None  # a :class:`Team` for one thread of a multi-threaded stretch, else None
+    loss: object = None  # ``kernels.solvers.hinge.HingeArrays`` for the hinge loss, else None
+    team: object = None  # a ``team.Team`` for one thread of a multi-threaded stretch, else None
 
 
 @njit(cache=True, nogil=True)
@@ -174,16 +145,20 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _step(i, structure, dual, w, params, ws, prox, team, s):
+def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
     """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
     ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`. ``prox``: None for
     plain SDCA (w = v); for the elastic net the ``ProxArrays`` of v (Prox-SDCA: the line search
-    on the exact g* term, then v moves and w = S_tau(v) on the block's support). ``team``:
-    None, or a :class:`Team` whose row of ``deltas`` records the step's change of w (of v with
-    the elastic net) as well; ``s``: the step's number in the stretch.
+    on the exact g* term, then v moves and w = S_tau(v) on the block's support). ``loss``: None
+    for the log-loss (the CRF), a ``hinge.HingeArrays`` for the structured hinge loss, whose
+    step (``hinge.hinge_step``) replaces this one (decided at compile time). ``team``: None, or
+    a ``team.Team`` whose row of ``deltas`` records the step's change of w (of v with the
+    elastic net) as well; ``s``: the step's number in the stretch.
     """
+    if loss is not None:
+        return hinge_step(i, structure, dual, w, params, ws, prox, loss, team, s)
     bufs, b32, sws = ws
     lam_n, scale = params.lam_n, params.scale
     runs = block_runs(structure.runs, i)
@@ -204,12 +179,7 @@ def _step(i, structure, dual, w, params, ws, prox, team, s):
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
-            if team is None:
-                add_block_direction(structure, i, gamma * kappa, sws, w)
-            else:
-                add_block_direction(structure, i, gamma * kappa, sws, team.deltas[team.rank])
-                if s != team.drop:
-                    add_block_direction(structure, i, gamma * kappa, sws, w)
+            move(structure, i, gamma, kappa, sws, w, None, 0, team, s)
     else:
         m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
         pw, cb = prepare(prox, m, kappa, w, lam_n / scale)
@@ -218,18 +188,13 @@ def _step(i, structure, dual, w, params, ws, prox, team, s):
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
-            if team is None:
-                apply_step(gamma, prox, m, w)
-            else:
-                record_step(gamma, prox, m, team.deltas[team.rank])
-                if s != team.drop:
-                    apply_step(gamma, prox, m, w)
+            move(structure, i, gamma, kappa, sws, w, prox, m, team, s)
     dual.step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, team=None):
+def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=None, team=None):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
@@ -239,7 +204,7 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, team=N
     On return ``draws[s, 0]`` holds the example of step s (s < steps done): the rows of w that
     the steps moved, for a distributed round's sparse Delta w.
 
-    ``team`` (a :class:`Team`; None: every example, alone): draw from the team member's own
+    ``team`` (a ``team.Team``; None: every example, alone): draw from the team member's own
     examples, stop at the member's quota once the team's steps reach its target, and test the
     stop gap on the whole team's gap sums.
     """
@@ -264,7 +229,7 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, team=N
         i = j if team is None else team.examples[j]
         draws[s, 0] = i  # the draw is used: record the example stepped on
         g, gamma, its, status, phase_cycles, n32 = _step(
-            i, structure, dual, w, params, ws, prox, team, s
+            i, structure, dual, w, params, ws, prox, loss, team, s
         )
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
