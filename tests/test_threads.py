@@ -222,3 +222,19 @@ def test_the_step_loop_without_a_team_is_the_serial_loop():
         states[0].dual.gap_estimates, states[1].dual.gap_estimates, atol=1e-12
     )
     assert np.array_equal(serial_args.draws[:, 0], team_args.draws[:, 0])  # the same examples
+
+
+def test_the_structured_svm_on_threads_reaches_the_serial_optimum():
+    """The hinge loss's block step writes w through the same move: its changes are recorded,
+    and at the end w is w_hat(mu) of the marginals and the optimum the serial one."""
+    problem = chain_problem(n=60)
+    problem.loss = "hinge"
+    options = {"tol": 1e-6, "max_epochs": 3000, "eval_every": 10, "hinge_step": "pairwise"}
+    serial = solve(problem, 1, **options)
+    threaded = solve(problem, 2, **options)
+    last, ref = threaded.trace.records[-1], serial.trace.records[-1]
+    assert threaded.stop_reason == serial.stop_reason == "tol" and last.extra["threads"] == 2
+    assert abs(last.primal - ref.primal) <= last.gap + ref.gap + 1e-12
+    d = threaded.state.dual
+    w_hat = problem.structure.weights_from_dual(d.log_node, d.log_edge)
+    np.testing.assert_allclose(threaded.weights, w_hat, rtol=1e-9, atol=1e-10)

@@ -82,6 +82,7 @@ class TeamSDCA(LocalSDCA):
             sdca_epoch.make_workspace(self.structure.blocks) for _ in range(threads - 1)
         ]
         self.proxes = [self.prox] + [self._prox_copy() for _ in range(threads - 1)]
+        self.hinges = [self.hinge] + [self.hinge_arrays(ws) for ws in self.workspaces[1:]]
         # the exact w (with the elastic net: the exact v) and each thread's changes of it
         self.exact = self._shared().copy()
         self.deltas = np.zeros((threads, self.exact.size))
@@ -124,6 +125,7 @@ class TeamSDCA(LocalSDCA):
                     sampler=sdca_epoch.Sampler(int(s.code), s.tree, s.multipliers),
                     ws=self.workspaces[t],
                     prox=self.proxes[t],
+                    loss=self.hinges[t],
                     team=team,
                 )
             )
