@@ -152,6 +152,7 @@ def test_every_record_of_a_run_with_lost_updates_is_a_true_certificate(monkeypat
         assert abs(d_primal) <= 1e-10 * (1 + gap) and abs(d_dual) <= 1e-10 * (1 + gap)
 
 
+@pytest.mark.slow  # each structure and loss compiles a step loop of its own for a team
 def test_the_elastic_net_on_threads_reaches_the_serial_optimum():
     problem = chain_problem(n=40, l1=0.02)
     options = {"tol": 1e-9, "max_epochs": 600, "line_search_tol": 1e-6}
@@ -166,6 +167,7 @@ def test_the_elastic_net_on_threads_reaches_the_serial_optimum():
     assert dual == pytest.approx(last.dual, rel=1e-10, abs=1e-13)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["tree", "second-order", "custom"])
 def test_trees_and_junction_trees_on_threads_reach_the_serial_optimum(kind):
     problem = tree_problem(tree_dataset(n=60)) if kind == "tree" else problem_of(kind, n=60)
@@ -224,6 +226,7 @@ def test_the_step_loop_without_a_team_is_the_serial_loop():
     assert np.array_equal(serial_args.draws[:, 0], team_args.draws[:, 0])  # the same examples
 
 
+@pytest.mark.slow
 def test_the_structured_svm_on_threads_reaches_the_serial_optimum():
     """The hinge loss's block step writes w through the same move: its changes are recorded,
     and at the end w is w_hat(mu) of the marginals and the optimum the serial one."""
