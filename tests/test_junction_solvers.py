@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _reference_sdca import assert_same_sdca_steps
 from scipy.special import logsumexp
 from test_tree_solvers import nodes_of, solve, without_time
 
@@ -256,23 +257,10 @@ def test_a_chain_given_as_a_junction_tree_takes_the_chain_sdca_steps(sampling, n
     data = junctions_from_cliques(nodes, cliques, factors, factor_arities=(2,))
     chain = Problem(train=nodes, feature_map=FeatureMap(A, K, n_bias_rows))
     junction = junction_problem(data, n_bias_rows=n_bias_rows)
-    # a tight line search: about two Newton iterations a step, so that their count (unlike the
-    # number of line searches, one a step) tells the searches apart
     options = {"tol": 0.0, "max_epochs": 5, "seed": 4, "sampling": sampling, "budget_stop": True,
                "line_search_tol": 1e-10}  # fmt: skip
     a, b = solve(chain, "sdca", **options), solve(junction, "sdca", **options)
-    np.testing.assert_allclose(b.weights, a.weights, rtol=1e-9, atol=1e-12)
-    steps = ("newton_iterations", "line_searches", "predictor_evaluations", "exact_passes")
-    assert {k: b.counters[k] for k in steps} == {k: a.counters[k] for k in steps}
-    assert a.counters["line_searches"] == 5 * chain.n_sequences
-    assert a.counters["newton_iterations"] > 1.5 * a.counters["line_searches"]
-    # step by step: each block's last step size and gap estimate, the dual at every evaluation
-    for field in ("step_sizes", "gap_estimates"):
-        np.testing.assert_allclose(
-            getattr(b.state.dual, field), getattr(a.state.dual, field), rtol=1e-8, atol=1e-14
-        )
-    duals = [[r.dual for r in x.trace.records] for x in (a, b)]
-    np.testing.assert_allclose(duals[1], duals[0], rtol=1e-12)
+    assert_same_sdca_steps(a, b, chain.n_sequences)
 
 
 @pytest.mark.parametrize(

@@ -75,16 +75,9 @@ def train_second_order(
 ) -> None:
     """``train --order 2``: load, train, save, print the summary as the chain path does;
     ``cluster``: the options of ``crfsdca.cli.distributed.fit_on_cluster`` (DisDCA on Dask)."""
+    from crfsdca.cli import report as out
     from crfsdca.cli.common import json_value
     from crfsdca.cli.inputs import load_run_inputs
-    from crfsdca.cli.report import (
-        print_summary,
-        problem_summary,
-        progress,
-        run_config,
-        warn_stopped_early,
-        write_outputs,
-    )
 
     inputs = load_run_inputs(run, quiet)
     problem = second_order_problem(inputs, run)
@@ -92,15 +85,15 @@ def train_second_order(
     if cluster:
         result, extra, scores = _solve_on_cluster(problem, run, cluster, quiet)
     else:
-        bar, callback = progress(run_config(run).max_epochs, quiet)
+        bar, callback = out.progress(out.run_config(run).max_epochs, quiet)
         try:
             result, scores = _solve(problem, run, callback)
         finally:
             bar.close()
-    write_outputs(result.trace, trace_path)
+    out.write_outputs(result.trace, trace_path)
     if model_path:
         save_second_order(model_path, problem, result, inputs, run)
-    report = problem_summary(
+    report = out.problem_summary(
         problem, result, solver=run["solver"], dataset=inputs.name, scores=scores,
         model_path=model_path, order=2,
     )  # fmt: skip
@@ -108,8 +101,8 @@ def train_second_order(
     if as_json:
         click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
     else:
-        print_summary(report)
-    warn_stopped_early(result, run_config(run), quiet, extra.get("rounds"))
+        out.print_summary(report)
+    out.warn_stopped_early(result, out.run_config(run), quiet, extra.get("rounds"))
 
 
 def _solve(problem, run: dict[str, Any], callback):
