@@ -15,7 +15,7 @@ from scipy.special import logsumexp
 
 from crfsdca.cli.main import main
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels import chain_eg as oeg_kernels
+from crfsdca.kernels.structures import chain_eg as oeg_kernels
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.oeg import OEG, OEGConfig

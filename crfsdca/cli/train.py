@@ -229,7 +229,7 @@ def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
 
 
 def _set_threads(threads: int) -> None:
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
 
     try:
         set_threads(threads)

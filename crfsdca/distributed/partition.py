@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.modelfile import load_model, save_model
-from crfsdca.kernels import sparse_rows
+from crfsdca.kernels.solvers import sparse_rows
 from crfsdca.solvers.adaptive import Snapshot
 from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem

@@ -419,13 +419,6 @@ class SequenceCRF:
         model.meta = header.get("meta", {})
         return model
 
-    def export_crfsuite(self, path: str) -> None:
-        """Write the model in CRFsuite's binary format
-        (:mod:`crfsdca.estimators.crfsuite_format`)."""
-        from crfsdca.estimators.crfsuite_format import export_crfsuite
-
-        export_crfsuite(self, path)
-
 
 def _graph_header(header: dict[str, Any]) -> tuple[str, int]:
     """(graph kind, number of edge types) of a model header; chains before trees had neither."""

@@ -220,7 +220,7 @@ def fit_threads(n_jobs: int | None):
     if n_jobs is None:
         yield
         return
-    from crfsdca.kernels.batch import get_threads, max_threads, set_threads
+    from crfsdca.kernels.numerics.threads import get_threads, max_threads, set_threads
 
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
         raise ValueError(f"n_jobs must be a positive int, -1 (all cores) or None; got {n_jobs!r}")

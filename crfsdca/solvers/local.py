@@ -23,18 +23,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch, trees
-from crfsdca.kernels.prox import make_prox, soft_threshold
+from crfsdca.kernels.solvers import sdca_epoch, trees
+from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
+from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
     from crfsdca.solvers.monitor import Monitor
-    from crfsdca.solvers.sdca import SDCAConfig, SDCAState
 
-LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
 # trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
 PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 COUNTERS = ("newton_iterations", "line_searches", "line_search_failures", "exact_passes")
