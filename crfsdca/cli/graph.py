@@ -134,7 +134,7 @@ def train_graph(
 ):
     """Train on CoNLL-U data as trees or chains; print the summary (as ``train`` does).
     ``cluster``: the options of ``cli_distributed.fit_on_cluster`` (SDCA on Dask)."""
-    from crfsdca.cli.report import problem_summary
+    from crfsdca.cli.report import problem_summary, run_config
     from crfsdca.evaluation import evaluate_data
     from crfsdca.features.feature_map import FeatureMap
     from crfsdca.io.modelfile import save_model
@@ -163,7 +163,7 @@ def train_graph(
                           test=test_nodes, name=Path(train_path).name,
                           l1=run.get("l1", 0.0))  # fmt: skip
     cls = SOLVERS[solver_name]
-    config = cls.config_class(seed=run["seed"], **run["options"])
+    config = run_config(run)
     extra: dict[str, Any] = {}
     scores = None
     if cluster:
@@ -229,7 +229,13 @@ def dumps(summary: dict[str, Any]) -> str:
 
 def train_on_graph(run, graph, model_path, trace_path, as_json, quiet, cluster=None) -> None:
     """``train --graph tree|chain`` (crfsdca.cli.graph), on Dask with ``cluster``."""
-    from crfsdca.cli.report import draw_plot, print_summary, progress
+    from crfsdca.cli.report import (
+        draw_plot,
+        print_summary,
+        progress,
+        run_config,
+        warn_stopped_early,
+    )
 
     result, summary = train_graph(
         run,
@@ -246,9 +252,4 @@ def train_on_graph(run, graph, model_path, trace_path, as_json, quiet, cluster=N
         click.echo(dumps(summary))
     else:
         print_summary(summary)
-    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
-        click.echo(
-            f"crfsdca: stopped by {result.stop_reason} before reaching --tol (duality gap"
-            f" {summary['gap']:.3g}); train longer or raise --tol",
-            err=True,
-        )
+    warn_stopped_early(result, run_config(run), quiet, summary.get("rounds"))
