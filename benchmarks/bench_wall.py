@@ -43,14 +43,26 @@ RUNS = {
 def run_once(args, name: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="crfsdca-bench-") as tmp:
         extra = [a.replace("{ck}", os.path.join(tmp, "ck")) for a in RUNS[name]]
+        trace = os.path.join(tmp, "trace.jsonl")
         cmd = [sys.executable, "-m", "crfsdca.cli", "train", args.dataset, "--tol", str(args.tol),
-               "--json", "-q", *args.extra, *extra]  # fmt: skip
+               "--json", "-q", "--trace", trace, *args.extra, *extra]  # fmt: skip
         load = os.getloadavg()[0]
         start = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         wall = time.perf_counter() - start
+        with open(trace) as lines:
+            last = json.loads(lines.readlines()[-1])
     summary = json.loads(out.stdout.splitlines()[-1])
-    return {"wall": wall, "load": (load, os.getloadavg()[0]), **summary}
+    steps = last.get("extra", {}).get("step_seconds", float("nan"))
+    return {"wall": wall, "steps": steps, "load": (load, os.getloadavg()[0]), **summary}
+
+
+def reference(args) -> dict:
+    """The L-BFGS optimum of the same objective (one thread, ``--tol`` args.reference)."""
+    cmd = [sys.executable, "-m", "crfsdca.cli", "train", args.dataset, "--solver", "lbfgs",
+           "--tol", str(args.reference), "--json", "-q", *args.extra]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
 
 
 def main() -> None:
@@ -61,32 +73,47 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
     parser.add_argument("--base", default="serial", choices=list(RUNS))
     parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument(
+        "--reference", type=float, default=None, metavar="TOL",
+        help="also train L-BFGS to this relative gap and print every run's P - P_lbfgs beside its"
+        " certified gap (an independent check of the optimum)",
+    )  # fmt: skip
     parser.add_argument("extra", nargs="*", help="more train options, after --")
     args = parser.parse_args()
     if not args.no_warmup:
         for name in args.runs:
             run_once(args, name)
+    ref = reference(args) if args.reference else None
+    if ref is not None:
+        print(f"L-BFGS reference: P = {ref['primal']:.10g}, certified gap {ref['gap']:.2e}")
     walls: dict[str, list[float]] = {name: [] for name in args.runs}
-    print("| rep | run | wall s | solver s | epochs | rounds | gap | load before → after |")
-    print("|---|---|---|---|---|---|---|---|")
+    steps: dict[str, list[float]] = {name: [] for name in args.runs}
+    print(
+        "| rep | run | wall s | solver s | steps s | epochs | rounds | gap | P - P_lbfgs | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for rep in range(args.reps):
         for name in args.runs:
             r = run_once(args, name)
             walls[name].append(r["wall"])
+            steps[name].append(r["steps"])
+            above = "—" if ref is None else f"{r['primal'] - ref['primal']:.2e}"
             print(
-                f"| {rep} | {name} | {r['wall']:.1f} | {r['seconds']:.1f} | {r['epochs']:.1f}"
-                f" | {r.get('rounds', '—')} | {r['gap']:.2e}"
+                f"| {rep} | {name} | {r['wall']:.1f} | {r['seconds']:.1f} | {r['steps']:.1f}"
+                f" | {r['epochs']:.1f} | {r.get('rounds', '—')} | {r['gap']:.2e} | {above}"
                 f" | {r['load'][0]:.1f} → {r['load'][1]:.1f} |",
                 flush=True,
             )
     base = statistics.median(walls[args.base]) if args.base in walls else None
     print()
-    print(f"| run | median wall s | × {args.base} |")
-    print("|---|---|---|")
+    base_steps = statistics.median(steps[args.base]) if args.base in steps else None
+    print(f"| run | median wall s | × {args.base} | median steps s | × {args.base} |")
+    print("|---|---|---|---|---|")
     for name, values in walls.items():
-        med = statistics.median(values)
+        med, med_steps = statistics.median(values), statistics.median(steps[name])
         ratio = f"{med / base:.2f}" if base else "—"
-        print(f"| {name} | {med:.1f} | {ratio} |")
+        ratio_steps = f"{med_steps / base_steps:.2f}" if base_steps else "—"
+        print(f"| {name} | {med:.1f} | {ratio} | {med_steps:.1f} | {ratio_steps} |")
 
 
 if __name__ == "__main__":

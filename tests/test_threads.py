@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reference import lbfgs_optimum
 from _synthetic import random_problem
 from test_junction_sdca import problem_of
 from test_tree_solvers import tree_dataset
@@ -17,7 +18,6 @@ from test_tree_solvers import tree_dataset
 from crfsdca.kernels.numerics.threads import get_threads, max_threads, set_threads
 from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.kernels.solvers.team import Team
-from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import run_loop
 from crfsdca.solvers.monitor import Monitor
@@ -52,12 +52,6 @@ def certificate_from_dual(problem, state):
         problem.regularization, float(v @ v), float(entropies.sum()), problem.n_sequences
     )
     return primal, dual
-
-
-def lbfgs_optimum(problem):
-    config = LBFGSConfig(tol=1e-12, max_epochs=5000)
-    result = LBFGS(config).solve(problem, Monitor(problem, "lbfgs", config))
-    return problem.primal(result.weights)
 
 
 def test_the_automatic_choice_takes_a_thread_per_thousand_examples():
@@ -99,6 +93,17 @@ def test_the_threaded_optimum_is_the_serial_one_within_the_certified_gaps(sampli
     primal, dual = certificate_from_dual(problem, threaded.state)
     assert primal == pytest.approx(last.primal, rel=1e-10)
     assert dual == pytest.approx(last.dual, rel=1e-10, abs=1e-13)
+
+
+@pytest.mark.parametrize("epochs", [1, 2.5])
+def test_a_team_of_threads_keeps_the_epoch_budget(epochs):
+    """The threads take exactly the steps of --epochs (a thread that is ahead stops at its
+    quota in the stretch that ends at the budget), as serial SDCA does."""
+    problem = chain_problem(n=60)
+    result = solve(problem, 2, tol=0.0, max_epochs=epochs, eval_every=0.7)
+    assert result.stop_reason == "max_epochs"
+    assert result.state.oracle_calls == result.state.updates == round(epochs * 60)
+    assert result.trace.records[-1].extra["threads"] == 2
 
 
 def test_lost_updates_of_the_shared_w_leave_the_certificate_exact(monkeypatch):

@@ -21,6 +21,7 @@ with more than one thread is not reproducible bit for bit (``threads=1`` is seri
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -104,9 +105,19 @@ class TeamSDCA(LocalSDCA):
             ww=np.empty_like(p.ww),
         )  # fmt: skip
 
+    def _split(self, steps: int) -> NDArray[np.int64]:
+        """``steps`` split among the threads in proportion to their shares (summing to it)."""
+        sizes = np.array([share.size for share in self.shares], np.int64)
+        parts = steps * sizes // self.n
+        parts[: steps - int(parts.sum())] += 1  # the remainder, one step each
+        return parts
+
     def _calls(self, draws: list[np.ndarray], target: int, stop_gap: float) -> list:
-        """The kernel arguments of every thread (``draws[t]``: thread t's uniforms) for a
-        stretch of ``target`` steps."""
+        """The kernel arguments of every thread (``draws[t]``: thread t's uniforms, one row per
+        step it may take) for a stretch of ``target`` steps: every thread's quota is its share
+        of the target, and a thread that is ahead keeps stepping until the team's steps reach
+        the target."""
+        quotas = self._split(target)
         done = np.zeros(self.threads, np.int64)
         # every thread's sum before any starts: a thread that starts first must not take the
         # others' for 0 in its stop test
@@ -114,9 +125,8 @@ class TeamSDCA(LocalSDCA):
         gap_sums = np.array([gaps[share].sum() for share in self.shares])
         calls = []
         for t in range(self.threads):
-            quota = -(-target * self.shares[t].size // self.n)  # its share, rounded up
             team = Team(
-                self.shares[t], t, done, gap_sums, quota, int(target), self.deltas,
+                self.shares[t], t, done, gap_sums, int(quotas[t]), int(target), self.deltas,
                 self.drop[t],
             )  # fmt: skip
             s = self.samplers[t]
@@ -144,15 +154,18 @@ class TeamSDCA(LocalSDCA):
         examples: NDArray[np.int64] | None = None,
     ) -> int:
         """About ``n_steps`` steps on the threads (fewer once the running gap estimate falls to
-        ``stop_gap``; up to threads - 1 more when the threads pass the target together), then
+        ``stop_gap``; more when a thread that is ahead keeps stepping, never past the epoch
+        budget), then
         w = the exact w plus every thread's changes; returns the number of steps run."""
         if scale is not None or examples is not None:
             raise ValueError("a team of threads runs serial SDCA only (no scale, no examples)")
         st, d = self.state, self.state.dual
         for sampler, share in zip(self.samplers, self.shares, strict=True):
             sampler.rebuild(d.gap_estimates[share])
-        # a thread that is ahead may take up to all of the stretch's steps
-        draws = [self.rng.random((n_steps, 2)) for _ in range(self.threads)]
+        # a thread that is ahead may take up to all of the stretch's steps, but never more than
+        # its share of what is left of the epoch budget (so the team never passes the budget)
+        limits = self._split(max(math.ceil(self.cfg.max_epochs * self.n) - st.oracle_calls, 0))
+        draws = [self.rng.random((min(n_steps, int(k)), 2)) for k in limits]
         st.rng_state = self.rng.bit_generator.state
         calls = self._calls(draws, n_steps, stop_gap)
         start = time.perf_counter()
