@@ -43,17 +43,14 @@ RUNS = {
 def run_once(args, name: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="crfsdca-bench-") as tmp:
         extra = [a.replace("{ck}", os.path.join(tmp, "ck")) for a in RUNS[name]]
-        trace = os.path.join(tmp, "trace.jsonl")
         cmd = [sys.executable, "-m", "crfsdca.cli", "train", args.dataset, "--tol", str(args.tol),
-               "--json", "-q", "--trace", trace, *args.extra, *extra]  # fmt: skip
+               "--json", "-q", *args.extra, *extra]  # fmt: skip
         load = os.getloadavg()[0]
         start = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         wall = time.perf_counter() - start
-        with open(trace) as lines:
-            last = json.loads(lines.readlines()[-1])
     summary = json.loads(out.stdout.splitlines()[-1])
-    steps = last.get("extra", {}).get("step_seconds", float("nan"))
+    steps = summary.get("step_seconds", float("nan"))
     return {"wall": wall, "steps": steps, "load": (load, os.getloadavg()[0]), **summary}
 
 
