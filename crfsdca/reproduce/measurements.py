@@ -51,23 +51,17 @@ def measurement_trace(kind: str, problem: Problem, options: dict[str, Any]) -> T
 
 
 def data_stats(problem: Problem) -> dict[str, Any]:
+    from crfsdca.reproduce.problems import table1_row
     from crfsdca.solvers.sag_nus import SAGMemory
 
     train, fm = problem.train, problem.feature_map
     n, N, K = train.n_sequences, train.n_items, fm.n_labels
-    per_token = np.diff(train.attr_offsets)
     labels = [np.unique(train.sequence_labels(i)).size for i in range(n)]
     sdca_bytes, _ = problem.structure.dual_size(np.float64)
     sag = SAGMemory.zeros(problem, 1.0)
     return {
-        "d": fm.n_features,
-        "n": n,
-        "N": N,
-        "K": K,
-        "A": fm.n_attributes,
-        "a": float(per_token.mean()),
-        "a_max": int(per_token.max()),
-        "mem_gib": (N - n) * K * K * 8 / 2**30,
+        **table1_row(problem),
+        "a_max": int(np.diff(train.attr_offsets).max()),
         "p0": float(problem.primal(fm.zeros())),
         "p0_formula": N / n * math.log(K),
         "max_labels_in_a_sequence": int(max(labels)),
