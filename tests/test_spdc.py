@@ -1,0 +1,321 @@
+"""The dual-free SPDC (``spdc-df``, Wang & Xiao 2017, Algorithm 7 with Algorithm 4) on every
+structure: its compiled steps against the algorithm written densely on full joints, its optimum
+against an enumeration (chains) and certified L-BFGS optima (trees, second-order chains), its
+gap identities, its rates and adaptation, the radii it sizes its steps with, and its misuse."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+from _reference import expected_features, features, loss
+from _reference_baselines import SpdcReference
+from _synthetic import random_problem
+from click.testing import CliRunner
+from scipy.optimize import minimize
+from test_junction_solvers import problem_of as junction_problem_of
+from test_tree_solvers import tree_dataset
+
+from crfsdca.cli.main import main
+from crfsdca.errors import ConvergenceWarning
+from crfsdca.kernels.solvers.radii import constant_labellings
+from crfsdca.solvers import SOLVERS
+from crfsdca.solvers import sdca as sdca_module
+from crfsdca.solvers.monitor import Monitor
+from crfsdca.solvers.spdc import SPDC, SPDCConfig
+from crfsdca.solvers.spdc import _Runner as SPDCRunner
+from crfsdca.solvers.spdc_rates import Adaptation, adapt, theorem4_rates
+from crfsdca.structures.objectives import dual_value
+from crfsdca.structures.radii import example_radii, radii
+from crfsdca.structures.tree import tree_problem
+
+
+def solve(problem, budget_stop=False, **options):
+    """Run spdc-df; a stop by a budget (ConvergenceWarning) fails unless ``budget_stop``."""
+    config = SPDCConfig(**options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if budget_stop else "error", ConvergenceWarning)
+        return SPDC(config).solve(problem, Monitor(problem, "spdc-df", config))
+
+
+def spdc_runner(problem, **options):
+    config = SPDCConfig(**options)
+    state = SPDC(config).initial_state(problem)
+    return SPDCRunner(problem, config, state), state
+
+
+# -- the compiled steps are Algorithm 7 ------------------------------------------------------------
+@pytest.mark.parametrize("n_bias_rows", [0, 3])
+@pytest.mark.parametrize("init, rescale_below", [("smoothed", 0.0), ("uniform", 0.999)])
+def test_compiled_steps_are_algorithm_7_on_full_joints(n_bias_rows, init, rescale_below):
+    """The lazy primal x = w_hat + beta z, the sparse extrapolation and the Bregman dual step
+    give the dense iterates of Algorithm 7 step for step, also when the rates change between
+    calls (as the adaptation changes them) and when beta is folded into z at every step."""
+    problem = random_problem(seed=21, n=8, max_T=4, n_bias_rows=n_bias_rows, regularization=0.05)
+    runner, state = spdc_runner(problem, adapt="off", init=init)
+    runner.rescale_below = rescale_below
+    d = state.dual
+    ref = SpdcReference(problem, d.log_node.copy(), d.log_edge.copy())
+    np.testing.assert_allclose(d.weights, ref.w, rtol=1e-10, atol=1e-12)
+    indices = np.random.default_rng(5).integers(0, problem.n_sequences, 70)
+    deltas = [1.0, 4.0, 0.25, 16.0, 1.0]
+    bounds = np.cumsum([0, 1, 3, 10, 16, 40])
+    for delta, (lo, hi) in zip(deltas, itertools.pairwise(bounds), strict=True):
+        state.adaptation = state.adaptation._replace(delta=delta)
+        rates = runner.rates()
+        assert runner.run(indices[lo:hi]) == hi - lo
+        for k in indices[lo:hi]:
+            ref.step(k, rates)
+        scale = max(1.0, np.abs(ref.x).max())
+        np.testing.assert_allclose(runner.weights, ref.x, rtol=1e-9, atol=1e-11 * scale)
+        np.testing.assert_allclose(d.weights, ref.w, rtol=1e-9, atol=1e-11 * scale)
+    so = problem.train.seq_offsets
+    for i in range(problem.n_sequences):
+        node, edge = ref.marginals(i)
+        np.testing.assert_allclose(np.exp(d.log_node[so[i] : so[i + 1]]), node, atol=1e-10)
+        np.testing.assert_allclose(np.exp(d.log_edge[so[i] - i : so[i + 1] - i - 1]), edge,
+                                   atol=1e-10)  # fmt: skip
+        assert d.entropies[i] == pytest.approx(ref.entropy(ref.log_u[i]), rel=1e-9, abs=1e-12)
+    assert state.oracle_calls == state.updates == bounds[-1]
+
+
+# -- the optimum, on every structure ---------------------------------------------------------------
+def enumeration_optimum(problem):
+    """argmin P by scipy's L-BFGS on the objective and gradient by enumeration (no crfsdca
+    inference); returns (P*, w*)."""
+    data, fm, n = problem.train, problem.feature_map, problem.n_sequences
+    lam = problem.regularization
+    gold = sum(features(data, i, data.sequence_labels(i), fm) for i in range(n))
+
+    def objective(w):
+        expected = sum(expected_features(data, i, w, fm) for i in range(n))
+        value = 0.5 * lam * w @ w + loss(data, w, fm) / n
+        return value, lam * w + (expected - gold) / n
+
+    res = minimize(objective, fm.zeros(), jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-13, "ftol": 1e-16, "maxiter": 5000})  # fmt: skip
+    grad = objective(res.x)[1]
+    assert grad @ grad / (2 * lam) < 1e-13  # certified: P(w) - P* <= |grad P(w)|^2 / (2 lambda)
+    return res.fun, res.x
+
+
+def lbfgs_optimum(problem):
+    """crfsdca's L-BFGS at machine precision, certified by |grad P|^2 / (2 lambda)."""
+    cls = SOLVERS["lbfgs"]
+    config = cls.config_class(tol=1e-13, max_epochs=5000)
+    result = cls(config).solve(problem, Monitor(problem, "lbfgs", config))
+    value, grad = problem.primal_and_gradient(result.weights)
+    assert float(grad @ grad) / (2 * problem.regularization) < 1e-12
+    return value, result.weights
+
+
+def tiny_tree():
+    data = tree_dataset(seed=4, n=12)
+    return tree_problem(data)
+
+
+STRUCTURES = {
+    "chain K=2": lambda: random_problem(seed=31, n=8, max_T=4, K=2, A=5),
+    "chain K=3": lambda: random_problem(seed=32, n=6, max_T=4, K=3, A=5),
+    "tree": tiny_tree,
+    "second-order chain": lambda: junction_problem_of("second-order"),
+}
+
+
+@pytest.mark.parametrize("adapt_rule", ["robust", "off"])
+@pytest.mark.parametrize("kind", list(STRUCTURES))
+def test_dual_free_spdc_reaches_the_brute_force_optimum(kind, adapt_rule):
+    """Stopped by its own gap P(x) - D(mu) <= 1e-9, the primal iterate's objective equals the
+    optimum (by enumeration on chains, certified L-BFGS elsewhere) to 1e-8; the gap is a true
+    gap (>= P(x) - P*), every dual value is below P*, and the last record's dual is D(mu) of
+    the state's marginals with w_hat(mu) recomputed from them."""
+    problem = STRUCTURES[kind]()
+    p_star, w_star = (enumeration_optimum if kind.startswith("chain") else lbfgs_optimum)(problem)
+    result = solve(problem, adapt=adapt_rule, tol=1e-9, max_epochs=3000, eval_every=5, seed=2)
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol" and 0.0 <= last.gap <= 1e-9
+    primal = problem.primal(result.weights)
+    assert abs(primal - p_star) <= 1e-8
+    assert primal - p_star <= last.gap + 1e-12
+    np.testing.assert_allclose(result.weights, w_star, atol=1e-3)
+    assert all(r.dual <= p_star + 1e-12 for r in result.trace.records)
+    d, structure = result.state.dual, problem.structure
+    w_hat = structure.weights_from_dual(d.log_node, d.log_edge)
+    np.testing.assert_allclose(d.weights, w_hat, rtol=1e-8, atol=1e-10)
+    entropies = structure.entropies(d.log_node, d.log_edge)
+    np.testing.assert_allclose(d.entropies, entropies, rtol=1e-9, atol=1e-12)
+    lam, n = problem.regularization, problem.n_sequences
+    assert last.dual == pytest.approx(dual_value(lam, w_hat @ w_hat, entropies.sum(), n), abs=1e-10)
+
+
+def test_gap_passes_are_counted_and_adapt_off_measures_none():
+    """Every adaptation measures the gap with n log-partitions: oracle calls = steps + n x gap
+    passes, one pass at the start and one per period; without adaptation calls = steps."""
+    problem = random_problem(seed=33, n=10, max_T=4)
+    n = problem.n_sequences
+    robust = solve(problem, budget_stop=True, tol=0.0, max_epochs=13, adapt_period=2, seed=1)
+    off = solve(problem, budget_stop=True, tol=0.0, max_epochs=13, adapt="off", seed=1)
+    for result in (robust, off):
+        for r in result.trace.records:
+            assert r.oracle_calls == r.updates + n * r.extra["gap_passes"]
+    last = robust.trace.records[-1]
+    assert last.extra["gap_passes"] == 1 + last.updates // (2 * n)
+    assert off.trace.records[-1].extra["gap_passes"] == 0
+    assert off.trace.records[-1].updates == 13 * n
+
+
+# -- rates and adaptation --------------------------------------------------------------------------
+def test_theorem_4_rates():
+    lam, n, r2 = 0.01, 50, 9.0
+    sigma, tau, theta = theorem4_rates(lam, n, r2, 0.0)
+    assert sigma == pytest.approx(np.sqrt(n * lam) / 12)
+    assert tau == pytest.approx(1 / (12 * np.sqrt(n * lam)))
+    assert sigma * tau == pytest.approx(1 / (16 * r2))
+    theta_y = (1 + (n - 1) / n * sigma / 2) / (1 + sigma / 2)
+    assert theta == pytest.approx(max(1 / (1 + tau * lam), theta_y))
+    sigma2, tau2, _ = theorem4_rates(lam, n, r2, 3 * n * lam)  # Delta = 3 n lambda: sigma x2
+    assert (sigma2, tau2) == pytest.approx((2 * sigma, tau / 2))
+    assert theorem4_rates(lam, n, r2, 1.0, extrapolate=False).theta == 1.0
+
+
+def test_algorithm_4_doubles_halves_or_keeps_the_convexity_estimate():
+    start = Adaptation(delta=1.0, rate=1.0, gap=float("nan"))
+    state, change = adapt(start, 10.0, 0.95, 1.5)  # the first gap: a reference only
+    assert (state, change) == (Adaptation(1.0, 1.0, 10.0), 0)
+    state, change = adapt(state, 5.0, 0.95, 1.5)  # rate 0.5 <= 0.95 x 1: double
+    assert (state, change) == (Adaptation(2.0, 0.5, 5.0), 1)
+    state, change = adapt(state, 2.6, 0.95, 1.5)  # rate 0.52: within [0.475, 0.75]: keep
+    assert (state, change) == (Adaptation(2.0, 0.5, 2.6), 0)
+    state, change = adapt(state, 2.0, 0.95, 1.5)  # rate 0.77 >= 1.5 x 0.5: halve
+    assert change == -1 and state.delta == 1.0 and state.rate == pytest.approx(2.0 / 2.6)
+    assert adapt(state._replace(gap=0.0), 1e-3, 0.95, 1.5)[1] == 0  # no positive reference
+
+
+def test_the_adaptation_raises_the_estimate_while_the_gap_shrinks_faster():
+    problem = random_problem(seed=34, n=10, max_T=4)
+    result = solve(problem, budget_stop=True, tol=0.0, max_epochs=40, adapt_period=3, seed=0)
+    deltas = [r.extra["data_convexity"] for r in result.trace.records]
+    assert deltas[0] == pytest.approx(problem.regularization * problem.n_sequences)
+    assert max(deltas) > deltas[0]
+    last = result.trace.records[-1]
+    assert last.extra["convexity_doublings"] >= 1
+    sigma, tau, _ = theorem4_rates(problem.regularization, 10, 1.0, deltas[-1])
+    assert last.extra["sigma"] / last.extra["tau"] == pytest.approx(sigma / tau)
+
+
+# -- radii ---------------------------------------------------------------------------------------
+def single_examples(problem):
+    """One problem per example, with its gold labels and with the constant labelling y~."""
+    data = problem.train
+    nodes = getattr(data, "nodes", data)
+    tilde = constant_labellings(nodes.seq_offsets, nodes.labels, problem.feature_map.n_labels)
+    for i in range(problem.n_sequences):
+        pair = []
+        for labels in (nodes.labels, tilde):
+            sub = dataclasses.replace(nodes, labels=labels).subset([i])
+            train = sub
+            if data is not nodes:
+                train = dataclasses.replace(data, nodes=sub, graphs=data.graphs[i : i + 1])
+            pair.append(dataclasses.replace(problem, train=train, test=None))
+        yield pair
+
+
+@pytest.mark.parametrize("kind", list(STRUCTURES))
+def test_radii_are_the_distance_to_a_constant_labelling(kind):
+    """R_i from the primitives is ||F(x_i, y_i) - F(x_i, y~_i)||^2 with both feature vectors
+    from the oracle's gold features of one-example problems; on chains it is the chain's own
+    radius formula, bit for bit."""
+    problem = STRUCTURES[kind]()
+    got = example_radii(problem)
+    for i, (gold, other) in enumerate(single_examples(problem)):
+        diff = gold.oracle.gold_features() - other.oracle.gold_features()
+        assert got[i] == pytest.approx(diff @ diff, rel=1e-12)
+    if kind.startswith("chain"):
+        np.testing.assert_array_equal(got, radii(problem))
+
+
+# -- the dual state: float32, the memory guard ----------------------------------------------------
+def test_float32_duals_reach_a_certified_gap():
+    problem = random_problem(seed=35, n=10, max_T=4)
+    result = solve(problem, dual_dtype="float32", tol=1e-5, max_epochs=2000, eval_every=5)
+    assert result.state.dual.log_edge.dtype == np.float32
+    assert result.stop_reason == "tol" and result.trace.records[-1].gap <= 1e-5
+
+
+def test_tree_duals_stay_float64():
+    with pytest.raises(ValueError, match="tree duals are kept in float64"):
+        SPDC(SPDCConfig(dual_dtype="float32")).initial_state(tiny_tree())
+
+
+def test_the_memory_guard_refuses_before_allocating(monkeypatch):
+    monkeypatch.setattr(sdca_module, "_available_memory", lambda: 1000)
+    with pytest.raises(MemoryError, match="SPDC state needs .* use --dual-dtype float32"):
+        SPDC().initial_state(random_problem(seed=36))
+
+
+# -- misuse --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--adapt", "sometimes"], "--adapt must be one of robust, off; got 'sometimes'"),
+        (["--adapt-period", "0"], "--adapt-period must be a finite number > 0; got 0.0"),
+        (["--rate-low", "1.2"], "--rate-low must be in (0, 1); got 1.2"),
+        (["--rate-high", "0.9"], "--rate-high must be a finite number > 1; got 0.9"),
+        (["--data-convexity", "0"], "--data-convexity must be > 0 with --adapt robust"),
+        (["--data-convexity", "-1", "--adapt", "off"], "--data-convexity must be a finite"),
+        (["--radius", "min"], "--radius must be one of max, mean; got 'min'"),
+        (["--radius-scale", "-2"], "--radius-scale must be a finite number > 0; got -2.0"),
+        (["--extrapolation", "two"], "--extrapolation must be one of theorem, one"),
+        (["--dual-dtype", "float16"], "--dual-dtype must be one of float64, float32"),
+        (["--l1", "0.1"], "--solver spdc-df has no l1 term"),
+    ],
+)
+def test_bad_spdc_options_exit_2_with_one_line(tmp_path, args, message):
+    path = tmp_path / "train.txt"
+    path.write_text("a NN B-NP\nb VB B-VP\n\n")
+    result = CliRunner().invoke(main, ["train", str(path), "--solver", "spdc-df", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_spdc_options_do_not_apply_to_other_solvers(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("a NN B-NP\n\n")
+    result = CliRunner().invoke(main, ["train", str(path), "--adapt-period", "3"])
+    assert result.exit_code == 2
+    assert "--adapt-period does not apply to --solver sdca" in result.output
+
+
+def test_a_seed_fixes_the_run():
+    problem = random_problem(seed=37, n=10, max_T=4)
+    runs = [
+        solve(problem, budget_stop=True, tol=0.0, max_epochs=6, adapt_period=2, seed=s)
+        for s in (7, 7, 8)
+    ]
+    np.testing.assert_array_equal(runs[0].weights, runs[1].weights)
+    strip = [[{k: v for k, v in r.to_json().items() if k != "seconds"} for r in run.trace.records]
+             for run in runs]  # fmt: skip
+    assert strip[0] == strip[1]
+    assert not np.array_equal(runs[0].weights, runs[2].weights)
+
+
+def test_a_resumed_run_continues_the_same_iterates():
+    """A state written to a checkpoint's arrays and header and read back continues the run as
+    if it had not stopped."""
+    from crfsdca.solvers.spdc import SPDCState
+
+    problem = random_problem(seed=38, n=10, max_T=4)
+    options = {"tol": 0.0, "adapt_period": 2, "seed": 3, "budget_stop": True}
+    whole = solve(problem, max_epochs=8, **options)
+    half = solve(problem, max_epochs=4, **options)
+    arrays, header = half.state.to_checkpoint()
+    state = SPDCState.from_checkpoint({k: np.array(v) for k, v in arrays.items()}, header)
+    config = SPDCConfig(**{k: v for k, v in options.items() if k != "budget_stop"}, max_epochs=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        rest = SPDC(config).solve(problem, Monitor(problem, "spdc-df", config), state=state)
+    np.testing.assert_array_equal(rest.weights, whole.weights)
