@@ -222,10 +222,10 @@ class SpdcReference(OegReference):
     primal x, the dense running mean u = (1/n) sum_i (E_{u_i}[F] - F_i) and the extrapolated
     point x~, every step touching all of x."""
 
-    def __init__(self, problem, log_node, log_edge):
+    def __init__(self, problem, log_node, log_edge, x0=None):
         super().__init__(problem, log_node, log_edge, SimpleNamespace(learning_rate=0.5))
         self.u = -problem.regularization * self.w
-        self.x = self.w.copy()
+        self.x = self.w.copy() if x0 is None else np.array(x0, dtype=float)
         self.x_bar = self.x.copy()
 
     def step(self, k, rates):

@@ -49,16 +49,21 @@ def spdc_runner(problem, **options):
 
 # -- the compiled steps are Algorithm 7 ------------------------------------------------------------
 @pytest.mark.parametrize("n_bias_rows", [0, 3])
-@pytest.mark.parametrize("init, rescale_below", [("smoothed", 0.0), ("uniform", 0.999)])
-def test_compiled_steps_are_algorithm_7_on_full_joints(n_bias_rows, init, rescale_below):
+@pytest.mark.parametrize(
+    "init, start, rescale_below", [("smoothed", "zero", 0.0), ("uniform", "dual", 0.999)]
+)
+def test_compiled_steps_are_algorithm_7_on_full_joints(n_bias_rows, init, start, rescale_below):
     """The lazy primal x = w_hat + beta z, the sparse extrapolation and the Bregman dual step
-    give the dense iterates of Algorithm 7 step for step, also when the rates change between
-    calls (as the adaptation changes them) and when beta is folded into z at every step."""
+    give the dense iterates of Algorithm 7 step for step, from x = 0 or x = w_hat(mu), also
+    when the rates change between calls (as the adaptation changes them) and when beta is
+    folded into z at every step."""
     problem = random_problem(seed=21, n=8, max_T=4, n_bias_rows=n_bias_rows, regularization=0.05)
-    runner, state = spdc_runner(problem, adapt="off", init=init)
+    runner, state = spdc_runner(problem, adapt="off", init=init, primal_start=start)
     runner.rescale_below = rescale_below
     d = state.dual
-    ref = SpdcReference(problem, d.log_node.copy(), d.log_edge.copy())
+    x0 = np.zeros_like(d.weights) if start == "zero" else None
+    ref = SpdcReference(problem, d.log_node.copy(), d.log_edge.copy(), x0)
+    np.testing.assert_allclose(runner.weights, ref.x, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(d.weights, ref.w, rtol=1e-10, atol=1e-12)
     indices = np.random.default_rng(5).integers(0, problem.n_sequences, 70)
     deltas = [1.0, 4.0, 0.25, 16.0, 1.0]
@@ -269,6 +274,7 @@ def test_the_memory_guard_refuses_before_allocating(monkeypatch):
         (["--radius", "min"], "--radius must be one of max, mean; got 'min'"),
         (["--radius-scale", "-2"], "--radius-scale must be a finite number > 0; got -2.0"),
         (["--extrapolation", "two"], "--extrapolation must be one of theorem, one"),
+        (["--primal-start", "one"], "--primal-start must be one of zero, dual; got 'one'"),
         (["--dual-dtype", "float16"], "--dual-dtype must be one of float64, float32"),
         (["--l1", "0.1"], "--solver spdc-df has no l1 term"),
     ],

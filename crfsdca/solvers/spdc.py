@@ -53,6 +53,7 @@ ADAPT_RULES = ("robust", "off")
 EXTRAPOLATIONS = ("theorem", "one")
 RADII = ("max", "mean")
 DUAL_DTYPES = ("float64", "float32")
+PRIMAL_STARTS = ("zero", "dual")
 STEP_BLOCK = 1 << 16  # steps drawn at once (bounds the memory of the indices)
 RESCALE_BELOW = 1e-100  # fold beta into z below this (ours)
 COUNTERS = ("gap_passes", "convexity_doublings", "convexity_halvings")
@@ -82,6 +83,9 @@ class SPDCConfig(SolverConfig):
     radius_scale: float = option(
         1.0, "multiply R^2 by this (< 1: larger steps than the theorem allows, no guarantee)"
     )
+    primal_start: str = option(
+        "zero", "first primal iterate x: zero | dual (w_hat of the dual start, as SDCA's and OEG's)"
+    )
     init: str = option(
         "smoothed", "dual start: smoothed (SDCA's epsilon-mix) | gibbs (score on gold) | uniform"
     )
@@ -95,6 +99,7 @@ class SPDCConfig(SolverConfig):
         _check_choice("extrapolation", self.extrapolation, EXTRAPOLATIONS)
         _check_choice("radius", self.radius, RADII)
         _check_choice("init", self.init, INITS)
+        _check_choice("primal_start", self.primal_start, PRIMAL_STARTS)
         _check_choice("dual_dtype", self.dual_dtype, DUAL_DTYPES)
         if not (self.adapt_period > 0 and np.isfinite(self.adapt_period)):
             raise ValueError(f"adapt_period must be a finite number > 0; got {self.adapt_period}")
@@ -166,8 +171,10 @@ class SPDC(LoopSolver):
     config: SPDCConfig
 
     def initial_state(self, problem: Problem) -> SPDCState:
-        """The dual start of ``init`` with w = w_hat(mu) exactly, x = w_hat(mu), after the
-        memory check (the dual state and three weight vectors)."""
+        """The dual start of ``init`` with w_hat(mu) exact, and x = 0 (``primal_start``
+        zero: e = x - w_hat = -w_hat) or x = w_hat(mu), after the memory check (the dual
+        state and three weight vectors). At a small lambda, w_hat of a dual start is large
+        (it scales as 1 / lambda) and P there far above P(0)."""
         cfg, structure = self.config, problem.structure
         dtype = np.dtype(cfg.dual_dtype)
         need, detail = structure.dual_size(dtype)
@@ -180,7 +187,7 @@ class SPDC(LoopSolver):
         period = max(1, int(round(cfg.adapt_period * problem.n_sequences)))
         return SPDCState(
             dual=dual,
-            z=np.zeros(d),
+            z=-dual.weights if cfg.primal_start == "zero" else np.zeros(d),
             prev=np.zeros(d),
             scalars=np.array([1.0, 0.0]),
             last=np.array([-1], np.int64),
