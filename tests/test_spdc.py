@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import warnings
 
 import numpy as np
@@ -19,6 +20,7 @@ from scipy.optimize import minimize
 from test_junction_solvers import problem_of as junction_problem_of
 from test_tree_solvers import tree_dataset
 
+from crfsdca import CRF
 from crfsdca.cli.main import main
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.kernels.solvers.radii import constant_labellings
@@ -325,3 +327,33 @@ def test_a_resumed_run_continues_the_same_iterates():
         warnings.simplefilter("ignore", ConvergenceWarning)
         rest = SPDC(config).solve(problem, Monitor(problem, "spdc-df", config), state=state)
     np.testing.assert_array_equal(rest.weights, whole.weights)
+
+
+# -- users reach it ------------------------------------------------------------------------------
+def test_users_reach_spdc_df_from_the_crf_and_the_command_line(tmp_path):
+    """``CRF(algorithm="spdc-df")`` certifies its gap and predicts as SDCA's model does; the
+    command line trains with it, writes its trace (P(x) - D(mu) at every record) and plots it."""
+    X = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}, {"w": "c"}, {"w": "a"}], [{"w": "c"}]] * 3
+    y = [["A", "B"], ["B", "C", "A"], ["C"]] * 3
+    crf = CRF(algorithm="spdc-df", max_iterations=3000, tol=1e-6).fit(X, y)
+    last = crf.training_log_[-1]
+    assert last.solver == "spdc-df" and last.gap <= 1e-6
+    reference = CRF(algorithm="sdca", tol=1e-9).fit(X, y)
+    assert crf.predict(X) == reference.predict(X)
+    assert last.primal == pytest.approx(reference.training_log_[-1].primal, abs=1e-6)
+
+    path, trace = tmp_path / "train.txt", tmp_path / "run.jsonl"
+    path.write_text("a NN B-NP\nb VB B-VP\n\nc NN B-NP\nd VB I-NP\ne NN B-VP\n\n")
+    args = ["train", str(path), "--format", "conll", "--template", "conll", "--solver", "spdc-df"]
+    options = ["--tol", "1e-4", "--epochs", "3000", "--trace", str(trace), "-q"]
+    result = CliRunner().invoke(main, [*args, *options])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert records[0]["solver"] == "spdc-df"
+    assert all(r["gap"] == pytest.approx(r["primal"] - r["dual"]) for r in records[1:])
+    assert records[-1]["gap"] <= 1e-4
+    pytest.importorskip("matplotlib")
+    figure = tmp_path / "run.png"
+    result = CliRunner().invoke(main, ["plot", str(trace), "--out", str(figure)])
+    assert result.exit_code == 0, result.output
+    assert figure.stat().st_size > 0
