@@ -174,6 +174,29 @@ def test_gap_passes_are_counted_and_adapt_off_measures_none():
     assert off.trace.records[-1].updates == 13 * n
 
 
+@pytest.mark.parametrize(
+    "max_epochs, period, eval_every", [(11, 10, 1), (2.5, 1, 1), (12, 10, 3), (0.5, 1, 1)]
+)
+def test_gap_passes_never_spend_beyond_the_epoch_budget(max_epochs, period, eval_every):
+    """A gap pass that would end beyond max_epochs is not taken: no record spends more oracle
+    calls than the budget, the run still spends it all on steps, and every pass that fits is
+    taken (one at the start if it fits, one at every period's end before the budget)."""
+    problem = random_problem(seed=34, n=10, max_T=4)
+    n = problem.n_sequences
+    options = {"tol": 0.0, "adapt_period": period, "eval_every": eval_every, "seed": 5}
+    result = solve(problem, budget_stop=True, max_epochs=max_epochs, **options)
+    budget = int(np.ceil(max_epochs * n))
+    assert max(r.oracle_calls for r in result.trace.records) <= budget
+    last = result.trace.records[-1]
+    assert last.oracle_calls == budget
+    passes = last.extra["gap_passes"]
+    assert last.oracle_calls == last.updates + n * passes
+    expected = 0 if budget < n else 1  # the start's pass, then one per period that fits after it
+    while budget >= n * (expected + 1) + expected * period * n:
+        expected += 1
+    assert passes == expected
+
+
 # -- rates and adaptation --------------------------------------------------------------------------
 def test_theorem_4_rates():
     lam, n, r2 = 0.01, 50, 9.0

@@ -27,6 +27,7 @@ variant is one oracle call on every structure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -215,6 +216,7 @@ class _Runner(Runner):
         self.period = max(1, int(round(cfg.adapt_period * self.n)))
         self.point = np.zeros_like(state.z)  # x~ on the visited example's rows (scratch)
         self.measured: tuple[int, float] | None = None  # (steps, P(x)) of the last gap pass
+        self.passes_fit = True  # False once a gap pass would end beyond max_epochs
 
     @property
     def adapting(self) -> bool:
@@ -284,38 +286,46 @@ class _Runner(Runner):
         self.measured = (st.updates, primal)
         return primal - self.dual()
 
-    def adapt(self) -> None:
-        """Algorithm 4 at the end of a period (or the first gap, at the start)."""
+    def adapt_due(self) -> bool:
+        """Whether a gap pass is due: the first period's reference, or a period's end."""
         st = self.state
-        st.adaptation, change = adapt(
-            st.adaptation, self.measure(), self.cfg.rate_low, self.cfg.rate_high
-        )
+        due = np.isnan(st.adaptation.gap) or st.updates >= st.next_adapt
+        return self.adapting and self.passes_fit and due
+
+    def adapt(self) -> int:
+        """Algorithm 4 at the end of a period (or the first gap, at the start); returns the
+        oracle calls spent. A pass that would end beyond max_epochs is not taken: the run then
+        ends without adapting again."""
+        st, cfg = self.state, self.cfg
+        if st.oracle_calls + self.n > math.ceil(cfg.max_epochs * self.n):
+            self.passes_fit = False
+            return 0
+        if not np.isnan(st.adaptation.gap):
+            st.next_adapt += self.period
+        st.adaptation, change = adapt(st.adaptation, self.measure(), cfg.rate_low, cfg.rate_high)
         if change > 0:
             self.counters["convexity_doublings"] += 1.0
         elif change < 0:
             self.counters["convexity_halvings"] += 1.0
+        return self.n
 
     def run_until_eval(self) -> None:
         """Run steps until eval_every epochs of oracle calls (or max_epochs) are spent, with the
-        adaptation's gap passes among them."""
+        adaptation's gap passes among them (a pass may end a chunk up to n calls late, never
+        beyond max_epochs)."""
         st = self.state
         remaining = chunk_budget(self.cfg, self.n, st.oracle_calls)
-        if self.adapting and np.isnan(st.adaptation.gap):  # the first period's reference
-            before = st.oracle_calls
-            self.adapt()
-            remaining -= st.oracle_calls - before
-        while remaining > 0:
+        while True:
+            if self.adapt_due():  # also right after the steps that end a period, so that the
+                remaining -= self.adapt()  # evaluation there reads the pass's P(x)
+            if remaining <= 0:
+                break
             size = min(remaining, STEP_BLOCK)
-            if self.adapting:
+            if self.adapting and self.passes_fit:
                 size = min(size, st.next_adapt - st.updates)
             indices = self.rng.integers(0, self.n, size=size)
             st.rng_state = self.rng.bit_generator.state
             remaining -= self.run(indices)
-            if self.adapting and st.updates >= st.next_adapt:
-                before = st.oracle_calls
-                self.adapt()
-                st.next_adapt += self.period
-                remaining -= st.oracle_calls - before
 
     def report(self, monitor: Monitor) -> dict[str, Any]:
         st = self.state
