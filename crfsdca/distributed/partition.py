@@ -62,6 +62,7 @@ class ArrayShard:
     regularization: float
     name: str = ""
     kind: str = "chain"
+    loss: str = "log"  # the CRF's log-loss, or the structured SVM's hinge loss
 
     @classmethod
     def of(cls, problem: Problem, indices: NDArray[np.integer]) -> ArrayShard:
@@ -73,6 +74,7 @@ class ArrayShard:
             float(problem.regularization),
             problem.name,
             _kind(problem),
+            problem.loss,
         )
 
     def load(self) -> Problem:
@@ -84,6 +86,7 @@ class ArrayShard:
             feature_map=self.feature_map,
             regularization=lam_n / n,
             name=self.name,
+            loss=self.loss,
         )
 
 

@@ -41,7 +41,7 @@ PARAM_NAMES = (
     "num_memories", "verbose", "random_state", "model_filename", "n_jobs", "order",
     "min_freq", "linesearch", "max_linesearch", "calibration_eta", "calibration_rate",
     "calibration_samples", "calibration_candidates", "calibration_max_trials", "pa_type", "c",
-    "error_sensitive", "averaging", "variance", "gamma", "keep_tempfiles",
+    "error_sensitive", "averaging", "variance", "gamma", "keep_tempfiles", "loss",
 )  # fmt: skip
 #: the algorithms CRFsuite has (trained on its sparse model by default, as CRFsuite does)
 CRFSUITE_ALGORITHMS = ("lbfgs", "l2sgd", "ap", "pa", "arow")

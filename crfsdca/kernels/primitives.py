@@ -19,6 +19,11 @@ primitive                               what it does for example i
 ``block_direction_entries(s, i, sws,    the flat indices and values of u_i (Prox-SDCA's
 idx, val)``                             step reads v and w there); returns their number
 ``direction_capacity(s, sws)``          the most entries a block's u_i can have
+``loss_augmented_map(s, i, w, sws,      the structured hinge loss's oracle: nu_i = the 0/1
+bufs, hws)``                            marginals of y* = argmax_y Hamming(y, y_i) + w F(x_i,
+                                        y) (and their logs, 0 and -inf) in the block layout;
+                                        returns (Hamming(y*, y_i), the hinge loss H_i(w))
+                                        (``crfsdca.kernels.solvers.hinge``; non-finite H_i: failure)
 ======================================  ==================================================
 
 The buffers of one step (``sws``) are built in Python, outside the kernels, by
@@ -164,6 +169,11 @@ def block_direction_entries(structure, i, sws, idx, val):
 
 def direction_capacity(structure, sws):
     """An upper bound on the number of entries of any block's u_i."""
+    raise NotImplementedError
+
+
+def loss_augmented_map(structure, i, w, sws, bufs, hws):
+    """The corner nu_i of y* (loss-augmented MAP) into bufs; returns (Hamming loss, H_i(w))."""
     raise NotImplementedError
 
 

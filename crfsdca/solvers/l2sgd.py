@@ -29,7 +29,7 @@ import numpy as np
 
 from crfsdca.kernels.numerics.crand import crfsuite_shuffle, new_state
 from crfsdca.kernels.solvers.sgd import scaled_loss, sgd_epoch
-from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_l1
+from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_hinge, refuse_l1
 from crfsdca.solvers.online import chain_dims, free_mask
 from crfsdca.structures.chain import Workspace
 
@@ -123,6 +123,7 @@ class L2SGD:
     def solve(self, problem: Problem, monitor: Monitor, state: object | None = None):
         """Calibrate, then run the epochs from zero weights."""
         refuse_l1(self.name, problem)
+        refuse_hinge(self.name, problem)
         if state is not None:
             raise ValueError("l2sgd starts from zero weights; it does not continue a run")
         dims = chain_dims(problem, self.name)

@@ -27,7 +27,7 @@ import numpy as np
 from crfsdca.features.sequences import SequenceData
 from crfsdca.kernels.numerics.crand import crfsuite_shuffle, new_state
 from crfsdca.kernels.solvers.online import ap_epoch, arow_epoch, pa_epoch
-from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_l1
+from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_hinge, refuse_l1
 from crfsdca.structures.chain import Workspace
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class _Online:
     def solve(self, problem: Problem, monitor: Monitor, state: object | None = None) -> Any:
         """Run the epochs from zero weights (these algorithms do not continue a state)."""
         refuse_l1(self.name, problem)
+        refuse_hinge(self.name, problem)
         if state is not None:
             raise ValueError(f"{self.name} starts from zero weights; it does not continue a run")
         dims = chain_dims(problem, self.name)

@@ -13,6 +13,7 @@ from crfsdca.solvers.samplers import SCHEMES, check_scheme
 from crfsdca.structures.dual import DualState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
+HINGE_STEPS = ("pairwise", "fw")  # the hinge loss's block steps: hinge.PAIRWISE, hinge.FW
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +47,12 @@ class SDCAConfig(SolverConfig):
     init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed start")
     refresh_every: int = option(0, "recompute every gap exactly every k epochs (0 = never)")
     dual_dtype: str = option("float64", "storage of the dual log-marginals: float64 | float32")
+    hinge_step: str = option(
+        "fw",
+        "block step of the hinge loss (--loss hinge): fw (Frank-Wolfe toward the loss-augmented"
+        " MAP: BCFW's and the seed's closed-form step) | pairwise (from the worst labelling of"
+        " the block's support to the MAP: linear convergence, slower at first on corpora)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -75,6 +82,10 @@ class SDCAConfig(SolverConfig):
             raise ValueError(f"dual_dtype must be float64 or float32; got {self.dual_dtype!r}")
         if not 0.0 < self.init_epsilon <= 1.0:
             raise ValueError(f"init_epsilon must be in (0, 1]; got {self.init_epsilon}")
+        if self.hinge_step not in HINGE_STEPS:
+            raise ValueError(
+                f"hinge_step must be one of {', '.join(HINGE_STEPS)}; got {self.hinge_step!r}"
+            )
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
 

@@ -31,6 +31,7 @@ from crfsdca.kernels.primitives import (
     step_workspace,
 )
 from crfsdca.kernels.solvers import trees
+from crfsdca.kernels.solvers.hinge import hinge_step
 from crfsdca.kernels.solvers.line_search import line_search, model_start
 from crfsdca.kernels.solvers.prox import apply_step, prepare
 from crfsdca.kernels.solvers.sdca import _update_range, block_gap_given_nu, update_block
@@ -85,6 +86,7 @@ class EpochArgs(NamedTuple):
     draws: np.ndarray
     ws: tuple
     prox: object = None  # ``kernels.solvers.prox.ProxArrays`` for the elastic net, else None
+    loss: object = None  # ``kernels.solvers.hinge.HingeArrays`` for the hinge loss, else None
 
 
 @njit(cache=True, nogil=True)
@@ -141,14 +143,18 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _step(i, structure, dual, w, params, ws, prox):
+def _step(i, structure, dual, w, params, ws, prox, loss):
     """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
     ``dual`` is a :class:`DualArrays`, ``params`` a :class:`StepParams`. ``prox``: None for
     plain SDCA (w = v); for the elastic net the ``ProxArrays`` of v (Prox-SDCA: the line search
-    on the exact g* term, then v moves and w = S_tau(v) on the block's support).
+    on the exact g* term, then v moves and w = S_tau(v) on the block's support). ``loss``: None
+    for the log-loss (the CRF), a ``hinge.HingeArrays`` for the structured hinge loss, whose
+    step (``hinge.hinge_step``) replaces this one (decided at compile time).
     """
+    if loss is not None:
+        return hinge_step(i, structure, dual, w, params, ws, prox, loss)
     bufs, b32, sws = ws
     lam_n, scale = params.lam_n, params.scale
     runs = block_runs(structure.runs, i)
@@ -184,7 +190,7 @@ def _step(i, structure, dual, w, params, ws, prox):
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
+def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=None):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
@@ -204,7 +210,9 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None):
     for s in range(draws.shape[0]):
         i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
         draws[s, 0] = i  # the draw is used: record the example stepped on
-        g, gamma, its, status, phase_cycles, n32 = _step(i, structure, dual, w, params, ws, prox)
+        g, gamma, its, status, phase_cycles, n32 = _step(
+            i, structure, dual, w, params, ws, prox, loss
+        )
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
         stats[6] += phase_cycles[1]

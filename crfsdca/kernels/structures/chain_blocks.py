@@ -16,12 +16,15 @@ import numpy as np
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.primitives import SAGVisit, make_visit
+from crfsdca.kernels.structures import hamming as H
 from crfsdca.kernels.structures.chain import (
     gold_score,
     log_partition,
     marginal_sums,
+    sequence_potentials,
     transition_exp,
     unary_scores,
+    viterbi,
 )
 from crfsdca.kernels.structures.chain_oracle import sequence_block_marginals
 from crfsdca.kernels.structures.direction import (
@@ -31,6 +34,7 @@ from crfsdca.kernels.structures.direction import (
     primal_direction,
 )
 from crfsdca.kernels.structures.items import add_item_rows, add_item_scores, scale_scores
+from crfsdca.kernels.structures.tree import tree_viterbi
 
 
 class ChainBlocks(NamedTuple):
@@ -389,3 +393,72 @@ def expected_features(data, log_node, log_edge, dims, out):
 def radii(layout, dims, max_U):
     """R_i of every sequence (``_radii``)."""
     return _radii(layout, dims, max_U)
+
+
+# -- the structured hinge loss (``crfsdca.kernels.solvers.hinge``) ------------------------------
+@njit(cache=True, nogil=True)
+def _away(unary, log_trans, mu, gold, T, K, sws, bufs, hws):
+    """The linear value <mu_i, augmented scores> and, in WITH_AWAY mode, the away corner of the
+    chain (into hws.out and bufs.log_mix)."""
+    E = (T - 1) * K * K
+    lin = 0.0
+    for t in range(T):
+        for k in range(K):
+            lin += mu[E + t * K + k] * unary[t, k]
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                lin += mu[t * K * K + k * K + l] * log_trans[k, l]
+    hws.out[2] = lin
+    if hws.mode[0] != H.WITH_AWAY:
+        return
+    # the chain as a tree (parent of t: t - 1) whose edge into t has its own masked table
+    pair = hws.pair[: T * K * K].reshape((T, K, K))
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                m = mu[t * K * K + k * K + l]
+                pair[t + 1, k, l] = -log_trans[k, l] if m > 0.0 else -np.inf
+    for t in range(T):
+        for k in range(K):
+            unary[t, k] = -unary[t, k] if mu[E + t * K + k] > 0.0 else -np.inf
+    path, ids = hws.path[:T], hws.ids[:T]
+    parents = hws.chosen[:T]
+    for t in range(T):
+        parents[t] = t - 1
+    back = hws.backptr[: T * K].reshape((T, K))
+    fb = sws.fb  # (T, K) rows 2-4 and a K row of exp_trans: the max-product's messages
+    ws = (fb[2], fb[3], fb[4], fb[3], fb[1][0])
+    hws.out[1] = -tree_viterbi(unary, pair, parents, ids, ids, ws, back, path)
+    hws.out[0] = H.hamming(path, gold)
+    for t in range(T - 1):
+        H.corner_values(bufs.log_mix, t * K * K, K * K, path[t] * K + path[t + 1])
+    for t in range(T):
+        H.corner_values(bufs.log_mix, E + t * K, K, path[t])
+
+
+@P.implements(P.loss_augmented_map, ChainBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    lay = s.layout
+    K = s.dims[1]
+    t0 = lay.seq_offsets[i]
+    data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
+    T, log_trans, _ = sequence_potentials(data, i, w, s.dims, sws.fb)
+    unary, gold = sws.fb[0][:T], lay.labels[t0 : t0 + T]
+    H.hamming_augment(unary, gold)  # the gold labelling's score is unchanged
+    path = hws.path[:T]
+    delta = hws.scores[: T * K].reshape((T, K))
+    back = hws.backptr[: T * K].reshape((T, K))
+    top = viterbi(unary, log_trans, delta, back, path)
+    E = (T - 1) * K * K
+    for t in range(T - 1):
+        H.corner_entry(bufs.nu, bufs.log_nu, t * K * K, K * K, path[t] * K + path[t + 1])
+    for t in range(T):
+        H.corner_entry(bufs.nu, bufs.log_nu, E + t * K, K, path[t])
+    loss = H.hamming(path, gold)
+    g = gold_score(unary, log_trans, gold)
+    if hws.mode[0] != H.MAP_ONLY:
+        _away(unary, log_trans, bufs.mu, gold, T, K, sws, bufs, hws)
+        hws.out[1] -= g
+        hws.out[2] -= g
+    return loss, top - g

@@ -19,10 +19,16 @@ import numpy as np
 from crfsdca.kernels import primitives as P
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.primitives import SAGVisit, make_visit
+from crfsdca.kernels.structures import hamming as H
 from crfsdca.kernels.structures import order2
 from crfsdca.kernels.structures.items import add_item_rows, add_item_scores
-from crfsdca.kernels.structures.junction import projection
-from crfsdca.kernels.structures.junction_batch import clique_tables, marginals, potentials
+from crfsdca.kernels.structures.junction import _strides, project, projection, viterbi
+from crfsdca.kernels.structures.junction_batch import (
+    clique_tables,
+    marginals,
+    node_unary,
+    potentials,
+)
 from crfsdca.kernels.structures.junction_scaled import (
     exp_blocks,
     potential_marginals,
@@ -422,3 +428,80 @@ def junction_run_table(region, seg_start, seg_off, seg_len, seg_coef) -> P.RunTa
         np.asarray(seg_coef, np.float64), np.zeros(lo.size, np.int64),
         lo + np.repeat(np.asarray(region[:n], np.int64), counts),
     )  # fmt: skip
+
+
+# -- the structured hinge loss (``crfsdca.kernels.solvers.hinge``) ------------------------------
+@njit(cache=True, nogil=True)
+def _corner(s, i, path, buf, log_buf):
+    """The corner of labelling ``path`` into buf (and log_buf, unless None) on the example's
+    cliques and separators; returns nothing."""
+    jt, K = s.jt, s.dims[1]
+    var_start, vars_, parent, tab_off, sep_off, sep_start, sep_child = (
+        jt[2], jt[3], jt[4], jt[8], jt[9], jt[10], jt[11],
+    )  # fmt: skip
+    strides = np.empty(4, np.int64)
+    for c in range(jt[0][i], jt[0][i + 1]):
+        m = var_start[c + 1] - var_start[c]
+        size = _strides(m, K, strides)
+        hit = 0
+        for p in range(m):
+            hit += path[vars_[var_start[c] + p]] * strides[p]
+        lo, hi = sep_start[c], sep_start[c + 1]
+        sep = project(hit, strides, K, sep_child, lo, hi)
+        if log_buf is None:
+            H.corner_values(buf, tab_off[c], size, hit)
+            if parent[c] >= 0:
+                H.corner_values(buf, sep_off[c], K ** (hi - lo), sep)
+        else:
+            H.corner_entry(buf, log_buf, tab_off[c], size, hit)
+            if parent[c] >= 0:
+                H.corner_entry(buf, log_buf, sep_off[c], K ** (hi - lo), sep)
+
+
+@njit(cache=True, nogil=True)
+def _clique_sum(s, i, phi, labels):
+    """Sum over the example's cliques of phi at the labelling's entry (its total score)."""
+    jt, K = s.jt, s.dims[1]
+    var_start, vars_, tab_off = jt[2], jt[3], jt[8]
+    total = 0.0
+    for c in range(jt[0][i], jt[0][i + 1]):
+        idx = 0
+        for p in range(var_start[c], var_start[c + 1]):
+            idx = idx * K + labels[vars_[p]]
+        total += phi[tab_off[c] + idx]
+    return total
+
+
+@P.implements(P.loss_augmented_map, JunctionBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    mws, bws = sws.messages, sws.batch
+    jt = s.jt
+    K = s.dims[1]
+    a, b = s.data[0][i], s.data[0][i + 1]
+    unary, phi = bws[0], bws[1]
+    node_unary(s.data, a, b, w, s.dims, unary)
+    gold = s.data[4][a:b]
+    H.hamming_augment(unary[: b - a], gold)  # the gold labelling's score is unchanged
+    clique_tables(jt, s.assign, s.feat[0], 0, i, unary, w, K, phi, mws[5])
+    path = hws.path[: b - a]
+    top = viterbi(i, phi, jt, K, mws, hws.backptr, hws.chosen, path)
+    _corner(s, i, path, bufs.nu, bufs.log_nu)
+    loss = H.hamming(path, gold)
+    g = _clique_sum(s, i, phi, gold)
+    if hws.mode[0] == H.MAP_ONLY:
+        return loss, top - g
+    mu, tab_off, var_start = bufs.mu, jt[8], jt[2]
+    lin = 0.0
+    for c in range(jt[0][i], jt[0][i + 1]):
+        t0 = tab_off[c]
+        size = K ** (var_start[c + 1] - var_start[c])
+        for idx in range(size):
+            lin += mu[t0 + idx] * phi[t0 + idx]
+        if hws.mode[0] == H.WITH_AWAY:
+            H.masked_negation(phi[t0 : t0 + size], mu[t0 : t0 + size], size)
+    hws.out[2] = lin - g
+    if hws.mode[0] == H.WITH_AWAY:
+        hws.out[1] = -viterbi(i, phi, jt, K, mws, hws.backptr, hws.chosen, path) - g
+        hws.out[0] = H.hamming(path, gold)
+        _corner(s, i, path, bufs.log_mix, None)
+    return loss, top - g

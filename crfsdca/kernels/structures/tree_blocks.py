@@ -19,6 +19,7 @@ from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics.fastmath import fast_exp, fast_log
 from crfsdca.kernels.numerics.rowops import scale_rows_into
 from crfsdca.kernels.primitives import SAGVisit, make_visit
+from crfsdca.kernels.structures import hamming as H
 from crfsdca.kernels.structures.direction import (
     _axpy,
     _squared_norm,
@@ -26,7 +27,7 @@ from crfsdca.kernels.structures.direction import (
     direction_entries,
 )
 from crfsdca.kernels.structures.items import add_item_rows, add_item_scores, scale_scores
-from crfsdca.kernels.structures.tree import _example, tree_unary
+from crfsdca.kernels.structures.tree import _example, gold_score, tree_unary, tree_viterbi
 from crfsdca.kernels.structures.tree_scaled import exp_tables, scaled_downward, scaled_upward
 from crfsdca.kernels.structures.tree_scaled import log_partition as sag_log_partition
 from crfsdca.kernels.structures.tree_scaled import marginal_sums as sag_marginal_sums
@@ -458,3 +459,76 @@ def tree_run_table(seq_offsets: np.ndarray, parents: np.ndarray, degrees: np.nda
         start.append(len(lo))
     as64 = lambda x: np.array(x, np.int64)  # noqa: E731
     return P.RunTable(as64(start), as64(lo), as64(hi), np.array(coef), as64(dst), as64(off))
+
+
+# -- the structured hinge loss (``crfsdca.kernels.solvers.hinge``) ------------------------------
+@njit(cache=True, nogil=True)
+def _away(s, i, unary, log_pair, mu, sws, bufs, hws):
+    """The linear value <mu_i, augmented scores> and, in WITH_AWAY mode, the away corner of the
+    tree (into hws.out and bufs.log_mix); edge v has its own masked table (types = ids)."""
+    data, graph = s.layout, s.graph
+    parents, types = graph[0], graph[1]
+    K = s.dims[1]
+    a, b = data.seq_offsets[i], data.seq_offsets[i + 1]
+    n = b - a
+    E, KK = n * K * K, K * K
+    lin = 0.0
+    for v in range(n):
+        for k in range(K):
+            lin += mu[E + v * K + k] * unary[v, k]
+        if parents[a + v] >= 0:
+            for j in range(K):
+                for k in range(K):
+                    lin += mu[v * KK + j * K + k] * log_pair[types[a + v], j, k]
+    hws.out[2] = lin
+    if hws.mode[0] != H.WITH_AWAY:
+        return
+    pair = hws.pair[:E].reshape((n, K, K))
+    for v in range(n):
+        for k in range(K):
+            unary[v, k] = -unary[v, k] if mu[E + v * K + k] > 0.0 else -np.inf
+        for j in range(K if parents[a + v] >= 0 else 0):
+            for k in range(K):
+                m = mu[v * KK + j * K + k]
+                pair[v, j, k] = -log_pair[types[a + v], j, k] if m > 0.0 else -np.inf
+    path = hws.path[:n]
+    back = hws.backptr[: n * K].reshape((n, K))
+    args = (parents[a:b], hws.ids[:n], graph[2][a:b])
+    hws.out[1] = -tree_viterbi(unary, pair, *args, sws.log_space[:5], back, path)
+    hws.out[0] = H.hamming(path, data.labels[a:b])
+    for v in range(n):
+        p = parents[a + v]
+        H.corner_values(bufs.log_mix, v * KK, KK, (path[p] * K if p >= 0 else 0) + path[v])
+        H.corner_values(bufs.log_mix, E + v * K, K, path[v])
+
+
+@P.implements(P.loss_augmented_map, TreeBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    data, graph = s.layout, s.graph
+    parents, types = graph[0], graph[1]
+    A, K, n_bias, n_types = s.dims
+    a, b = data.seq_offsets[i], data.seq_offsets[i + 1]
+    n = b - a
+    unary = sws.log_space[5][:n]
+    tree_unary(data[:5], graph, a, b, w, s.dims, unary)
+    off = (A + n_bias) * K
+    log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
+    gold = data.labels[a:b]
+    H.hamming_augment(unary, gold)  # the gold labelling's score is unchanged
+    path = hws.path[:n]
+    back = hws.backptr[: n * K].reshape((n, K))
+    args = (parents[a:b], types[a:b], graph[2][a:b])
+    top = tree_viterbi(unary, log_pair, *args, sws.log_space[:5], back, path)
+    E = n * K * K
+    for v in range(n):
+        p = parents[a + v]
+        H.corner_entry(bufs.nu, bufs.log_nu, v * K * K, K * K, (path[p] * K if p >= 0 else 0) +
+                       path[v])  # fmt: skip
+        H.corner_entry(bufs.nu, bufs.log_nu, E + v * K, K, path[v])
+    loss = H.hamming(path, gold)
+    g = gold_score(unary, log_pair, data.labels, parents, types, a)
+    if hws.mode[0] != H.MAP_ONLY:
+        _away(s, i, unary, log_pair, bufs.mu, sws, bufs, hws)
+        hws.out[1] -= g
+        hws.out[2] -= g
+    return loss, top - g
