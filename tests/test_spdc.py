@@ -302,6 +302,7 @@ def test_the_memory_guard_refuses_before_allocating(monkeypatch):
         (["--primal-start", "one"], "--primal-start must be one of zero, dual; got 'one'"),
         (["--dual-dtype", "float16"], "--dual-dtype must be one of float64, float32"),
         (["--l1", "0.1"], "--solver spdc-df has no l1 term"),
+        (["--loss", "hinge"], "--loss hinge: --solver spdc-df has no hinge loss"),
     ],
 )
 def test_bad_spdc_options_exit_2_with_one_line(tmp_path, args, message):
@@ -309,8 +310,16 @@ def test_bad_spdc_options_exit_2_with_one_line(tmp_path, args, message):
     path.write_text("a NN B-NP\nb VB B-VP\n\n")
     result = CliRunner().invoke(main, ["train", str(path), "--solver", "spdc-df", *args])
     assert result.exit_code == 2
-    assert message in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and message in errors[0]
     assert "Traceback" not in result.output
+
+
+def test_spdc_df_refuses_a_hinge_problem():
+    """The CRF front and the solver itself refuse the structured SVM: SPDC has no hinge form."""
+    X, y = [[{"w": "a"}, {"w": "b"}]], [["A", "B"]]
+    with pytest.raises(ValueError, match="'spdc-df' has no hinge loss"):
+        CRF(algorithm="spdc-df", loss="hinge").fit(X, y)
 
 
 def test_spdc_options_do_not_apply_to_other_solvers(tmp_path):
