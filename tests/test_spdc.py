@@ -17,14 +17,16 @@ from _reference_baselines import SpdcReference
 from _synthetic import random_problem
 from click.testing import CliRunner
 from scipy.optimize import minimize
-from test_junction_solvers import problem_of as junction_problem_of
+from scipy.special import logsumexp
+from test_hinge import gold_of
+from test_hinge import labellings as hinge_labellings
+from test_hinge import make as hinge_case
 from test_tree_solvers import tree_dataset
 
 from crfsdca import CRF
 from crfsdca.cli.main import main
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.kernels.solvers.radii import constant_labellings
-from crfsdca.solvers import SOLVERS
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.spdc import SPDC, SPDCConfig
@@ -109,14 +111,30 @@ def enumeration_optimum(problem):
     return res.fun, res.x
 
 
-def lbfgs_optimum(problem):
-    """crfsdca's L-BFGS at machine precision, certified by |grad P|^2 / (2 lambda)."""
-    cls = SOLVERS["lbfgs"]
-    config = cls.config_class(tol=1e-13, max_epochs=5000)
-    result = cls(config).solve(problem, Monitor(problem, "lbfgs", config))
-    value, grad = problem.primal_and_gradient(result.weights)
-    assert float(grad @ grad) / (2 * problem.regularization) < 1e-12
-    return value, result.weights
+def labelling_optimum(problem, psi):
+    """argmin P by scipy's L-BFGS on the objective and gradient summed over every labelling of
+    every example, with features psi(i, y) built in the tests (``test_hinge.make``: trees and
+    second-order chains, no crfsdca oracle), certified by |grad P|^2 / (2 lambda)."""
+    n, lam = problem.n_sequences, problem.regularization
+    tables = []
+    for i in range(n):
+        rows = np.array([psi(i, y) for y in hinge_labellings(problem, i)])
+        tables.append((rows, psi(i, gold_of(problem, i))))
+
+    def objective(w):
+        value, grad = 0.5 * lam * w @ w, lam * w
+        for rows, gold in tables:
+            scores = rows @ w
+            log_z = logsumexp(scores)
+            value += (log_z - gold @ w) / n
+            grad = grad + (rows.T @ np.exp(scores - log_z) - gold) / n
+        return value, grad
+
+    res = minimize(objective, problem.feature_map.zeros(), jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-13, "ftol": 1e-16, "maxiter": 5000})  # fmt: skip
+    grad = objective(res.x)[1]
+    assert grad @ grad / (2 * lam) < 1e-13
+    return res.fun, res.x
 
 
 def tiny_tree():
@@ -124,11 +142,11 @@ def tiny_tree():
     return tree_problem(data)
 
 
-STRUCTURES = {
-    "chain K=2": lambda: random_problem(seed=31, n=8, max_T=4, K=2, A=5),
-    "chain K=3": lambda: random_problem(seed=32, n=6, max_T=4, K=3, A=5),
-    "tree": tiny_tree,
-    "second-order chain": lambda: junction_problem_of("second-order"),
+STRUCTURES = {  # (problem, features psi(i, y) for the enumeration; None: _reference's chains)
+    "chain K=2": lambda: (random_problem(seed=31, n=8, max_T=4, K=2, A=5), None),
+    "chain K=3": lambda: (random_problem(seed=32, n=6, max_T=4, K=3, A=5), None),
+    "tree": lambda: hinge_case("tree"),
+    "second-order chain": lambda: hinge_case("second-order"),
 }
 
 
@@ -136,11 +154,13 @@ STRUCTURES = {
 @pytest.mark.parametrize("kind", list(STRUCTURES))
 def test_dual_free_spdc_reaches_the_brute_force_optimum(kind, adapt_rule):
     """Stopped by its own gap P(x) - D(mu) <= 1e-9, the primal iterate's objective equals the
-    optimum (by enumeration on chains, certified L-BFGS elsewhere) to 1e-8; the gap is a true
+    brute-force optimum (scipy on an enumeration of every labelling) to 1e-8; the gap is a true
     gap (>= P(x) - P*), every dual value is below P*, and the last record's dual is D(mu) of
     the state's marginals with w_hat(mu) recomputed from them."""
-    problem = STRUCTURES[kind]()
-    p_star, w_star = (enumeration_optimum if kind.startswith("chain") else lbfgs_optimum)(problem)
+    problem, psi = STRUCTURES[kind]()
+    p_star, w_star = (
+        enumeration_optimum(problem) if psi is None else labelling_optimum(problem, psi)
+    )
     result = solve(problem, adapt=adapt_rule, tol=1e-9, max_epochs=3000, eval_every=5, seed=2)
     last = result.trace.records[-1]
     assert result.stop_reason == "tol" and 0.0 <= last.gap <= 1e-9
@@ -258,7 +278,7 @@ def test_radii_are_the_distance_to_a_constant_labelling(kind):
     """R_i from the primitives is ||F(x_i, y_i) - F(x_i, y~_i)||^2 with both feature vectors
     from the oracle's gold features of one-example problems; on chains it is the chain's own
     radius formula, bit for bit."""
-    problem = STRUCTURES[kind]()
+    problem = STRUCTURES[kind]()[0]
     got = example_radii(problem)
     for i, (gold, other) in enumerate(single_examples(problem)):
         diff = gold.oracle.gold_features() - other.oracle.gold_features()
