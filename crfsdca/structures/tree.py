@@ -31,6 +31,7 @@ from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique, sequence_layout
 from crfsdca.features.sequences import SequenceData
+from crfsdca.kernels.numerics.threads import get_threads
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.kernels.solvers import sag_epoch
 from crfsdca.kernels.structures import tree as kernels
@@ -140,8 +141,12 @@ class TreeOracle:
         return self.marginals(i, w)[0]
 
     def loss_sum(self, w: NDArray[np.float64]) -> float:
-        """sum_i log Z_i - w^T F_i."""
-        return self.value_and_gradient(w)[0]
+        """sum_i log Z_i - w^T F_i (upward passes only, on numba's number of threads)."""
+        w = self._weights(w)
+        loss, bad = tree_scaled.batch_loss(self._data, self._graph, w, self._dims, get_threads())
+        if bad >= 0 or not math.isfinite(loss):
+            raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
+        return float(loss)
 
     def value_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
         """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
