@@ -75,7 +75,8 @@ class CRF(FittedAttributes, Predictions, _Base):
     Parameters
     ----------
     algorithm : str or None
-        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"``, ``"lbfgs"`` (None
+        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"``, ``"spdc-df"``
+        (the adaptive dual-free SPDC of Wang & Xiao 2017), ``"lbfgs"`` (None
         means ``"lbfgs"``, as in sklearn-crfsuite), or CRFsuite's other algorithms ``"l2sgd"``,
         ``"ap"``, ``"pa"``, ``"arow"`` with CRFsuite's parameters and semantics
         (:mod:`crfsdca.solvers.online`, :mod:`crfsdca.solvers.l2sgd`).

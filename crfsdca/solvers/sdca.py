@@ -88,13 +88,16 @@ def _available_memory() -> int | None:
     return None
 
 
-def initial_dual(problem: Problem, config: SDCAConfig, dtype=np.float64) -> DualState:
-    """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly);
-    the hinge loss starts at the gold corner (``structures.hinge.gold_corner``)."""
+def initial_dual(problem: Problem, config, dtype=np.float64) -> DualState:
+    """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly):
+    ``smoothed`` (epsilon ``config.init_epsilon``), ``gibbs`` (``config.gibbs_score``) or
+    ``uniform`` (OEG's and SPDC's: the smoothed start at epsilon = 1); the hinge loss starts
+    at the gold corner (``structures.hinge.gold_corner``)."""
     if getattr(problem, "loss", "log") == "hinge":
         from crfsdca.structures.hinge import gold_corner
 
         return gold_corner(problem, dtype)
     if config.init == "gibbs":
         return problem.structure.gibbs_dual(config.gibbs_score, dtype)
-    return problem.structure.smoothed_dual(config.init_epsilon, dtype)
+    epsilon = 1.0 if config.init == "uniform" else config.init_epsilon
+    return problem.structure.smoothed_dual(epsilon, dtype)
