@@ -1,4 +1,5 @@
-"""Ahead-of-time compilation (crfsdca warmup) and the choice of numba's cache folder."""
+"""Ahead-of-time compilation: crfsdca warmup and the compile-ahead process of a first fit
+(numba's cache folder itself: tests/test_kernel_cache.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +16,6 @@ from click.testing import CliRunner
 
 from crfsdca.cli.main import main
 from crfsdca.estimators.model import SequenceCRF
-from crfsdca.kernels import (
-    CACHE_ENV,
-    STAMP,
-    choose_cache_dir,
-    drop_stale_cache,
-    sources_fingerprint,
-    user_cache_dir,
-)
 from crfsdca.warmup import WARMUP_SENTENCES, warm_up
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cold_env(cache: Path, **extra: str) -> dict[str, str]:
     """This environment with numba's cache in ``cache`` and the checkout importable."""
-    env = dict(os.environ, **{CACHE_ENV: str(cache)}, **extra)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), **extra)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
 
@@ -54,87 +46,6 @@ def _specialisations(env: dict[str, str], corpus: Path, *args: str) -> dict[str,
     )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
-
-
-def test_cache_stays_next_to_a_writable_package(tmp_path):
-    assert choose_cache_dir(tmp_path / "pkg", {}) is None
-    assert (tmp_path / "pkg" / "__pycache__").is_dir()
-
-
-def test_cache_moves_to_the_user_folder_when_the_package_is_read_only(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("a file where a folder would have to be")
-    environ = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    assert choose_cache_dir(blocker / "pkg", environ) == tmp_path / "xdg" / "crfsdca" / "numba"
-    home = user_cache_dir({})
-    assert home == Path.home() / ".cache" / "crfsdca" / "numba"
-
-
-def test_numba_cache_dir_set_by_the_user_wins(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    assert choose_cache_dir(blocker / "pkg", {CACHE_ENV: str(tmp_path / "mine")}) is None
-
-
-def test_a_cache_compiled_from_other_sources_is_dropped_once(tmp_path):
-    folder = tmp_path / "__pycache__"
-    folder.mkdir()
-    for name in ("k.f-1.py311.nbi", "k.f-1.py311.1.nbc", "k.cpython-311.pyc"):
-        (folder / name).write_text("x")
-    assert drop_stale_cache(folder, "one")  # never stamped: whatever is there is dropped
-    assert sorted(p.name for p in folder.iterdir()) == [STAMP, "k.cpython-311.pyc"]
-    (folder / "k.f-1.py311.nbi").write_text("compiled from the stamped sources")
-    assert not drop_stale_cache(folder, "one")
-    assert (folder / "k.f-1.py311.nbi").exists()
-    assert drop_stale_cache(folder, "two")
-    assert not (folder / "k.f-1.py311.nbi").exists()
-    assert (folder / STAMP).read_text() == "two"
-
-
-def test_the_fingerprint_follows_kernels_and_module_moves_only(tmp_path):
-    pkg = tmp_path / "pkg"
-    (pkg / "kernels").mkdir(parents=True)
-    (pkg / "features").mkdir()
-    (pkg / "kernels" / "chain.py").write_text("A = 1\n")
-    (pkg / "features" / "layout.py").write_text("L = 1\n")
-    (pkg / "cli.py").write_text("C = 1\n")
-    seen = [sources_fingerprint(pkg)]
-    (pkg / "cli.py").write_text("C = 2\n")  # a module no kernel depends on
-    assert sources_fingerprint(pkg) == seen[-1]
-    for change in (
-        lambda: (pkg / "kernels" / "chain.py").write_text("A = 2\n"),  # a kernel (or its callee)
-        lambda: (pkg / "features" / "layout.py").write_text("L = 2\n"),  # an argument type
-        lambda: (pkg / "cli.py").rename(pkg / "features" / "cli.py"),  # a module moved
-    ):
-        change()
-        seen.append(sources_fingerprint(pkg))
-    assert len(set(seen)) == len(seen)
-
-
-def test_read_only_package_falls_back_in_a_fresh_process(tmp_path):
-    """Importing the kernels with an unwritable package folder sets NUMBA_CACHE_DIR, no error."""
-    code = textwrap.dedent(
-        """
-        import os, pathlib, tempfile
-        real = tempfile.TemporaryFile
-        def refuse(*args, dir=None, **kwargs):
-            if dir is not None and pathlib.Path(dir).parent.name == "kernels":
-                raise PermissionError(13, "read-only file system", str(dir))
-            return real(*args, dir=dir, **kwargs)
-        tempfile.TemporaryFile = refuse
-        import crfsdca.kernels
-        from numba.core import config
-        print(os.environ.get("NUMBA_CACHE_DIR"), config.CACHE_DIR, sep="|")
-        """
-    )
-    env = {k: v for k, v in os.environ.items() if k != CACHE_ENV}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    expected = str(tmp_path / "xdg" / "crfsdca" / "numba")
-    assert out == f"{expected}|{expected}"
 
 
 def test_warm_up_runs_the_requested_solvers_in_order():

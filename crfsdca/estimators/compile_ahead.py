@@ -17,7 +17,9 @@ Viterbi for the fitted model's first ``predict`` (:func:`compile_prediction`). T
 are those of a run without it, bit for bit, whichever process gets to a shared callee first
 (only the order of compilation changes; the structure primitives, which the loop's typing
 meets on its way, are compiled in both processes and never read from the cache:
-``kernels.primitives.implements``); a warm cache starts no process.
+``kernels.primitives.implements``); a warm cache starts no process. The process is told the
+digest of the fit's kernel sources (:data:`DIGEST_ENV`, ``crfsdca.kernels.cache``) and ends
+at once, without its ready line, when the sources were edited since the fit imported them.
 
 ``CRFSDCA_COMPILE_AHEAD=0`` turns it off (the test suite does, to keep its processes to its
 workers).
@@ -39,11 +41,14 @@ __all__ = [
     "CompileAhead",
     "TINY_SENTENCES",
     "read_until_ready",
+    "same_sources",
     "start",
     "tiny_inputs",
 ]
 
 ENV = "CRFSDCA_COMPILE_AHEAD"
+#: the digest of the kernel sources the fit runs (``crfsdca.kernels.cache``), told to the process
+DIGEST_ENV = "CRFSDCA_KERNELS_DIGEST"
 
 #: a corpus small enough to compile on (CoNLL-2000's columns: word, POS tag, chunk tag)
 TINY_SENTENCES = (
@@ -122,15 +127,20 @@ def start(
     prediction)."""
     if os.environ.get(ENV, "1") == "0" or solver != "sdca" or graph != "chain" or order != 1:
         return None
-    from crfsdca.kernels import batch
+    from crfsdca.kernels import batch, cache
 
     if _cached(batch._chunk_loss):
         return None
     command = [sys.executable, "-m", "crfsdca.estimators.compile_ahead", dual_dtype]
     command.append("test" if test else "no-test")
+    env = dict(os.environ, **{DIGEST_ENV: cache.current().digest})
     try:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         )
     except OSError:  # no process to be had (limits, no interpreter path): compile here
         return None
@@ -186,7 +196,18 @@ def compile_prediction() -> None:
     problem.test_oracle.predict(problem.feature_map.zeros())
 
 
+def same_sources() -> bool:
+    """Whether this process compiles the kernel sources the fit that started it runs (they
+    were not edited in between; else its cache folder is another one, of no use to the fit)."""
+    from crfsdca.kernels import cache
+
+    expected = os.environ.get(DIGEST_ENV)
+    return expected is None or expected == cache.current().digest
+
+
 if __name__ == "__main__":
+    if not same_sources():
+        sys.exit(1)  # no ready line: the fit compiles its kernels itself
     dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
     test = sys.argv[2:3] != ["no-test"]
     compile_block_parts(dtype)
