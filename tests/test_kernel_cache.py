@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from numba.core.caching import NullCache
 
-from crfsdca.kernels import cache, chain
+from crfsdca.kernels import cache
 from crfsdca.kernels.cache import (
     CacheFolder,
     KernelCache,
@@ -25,14 +25,17 @@ from crfsdca.kernels.cache import (
     sources_fingerprint,
     user_cache_dir,
 )
+from crfsdca.kernels.structures import chain
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: a kernel (chain.log_forward) whose callee (logspace.logsumexp) lives in another module
+#: a kernel (structures/chain.log_forward) whose callee (numerics/logspace.logsumexp) lives in
+#: another module, of another subpackage
 RUN_KERNEL = """
 import json
 import numpy as np
-from crfsdca.kernels import cache, chain
+from crfsdca.kernels import cache
+from crfsdca.kernels.structures import chain
 unary, log_trans = np.arange(12.0).reshape(4, 3) / 7, np.arange(9.0).reshape(3, 3) / 5
 log_z = chain.log_forward(unary, log_trans, np.empty((4, 3)), np.empty(4))
 stats = chain.log_forward.stats
@@ -53,7 +56,7 @@ def _no_caches(folder, names):
 
 def _edit_callee(package: Path) -> None:
     """logsumexp (the callee of chain.log_forward, in another module) returns 1 more."""
-    module = package / "kernels" / "logspace.py"
+    module = package / "kernels" / "numerics" / "logspace.py"
     text, line = module.read_text(), "    return m + np.log(s)\n"
     assert text.count(line) == 1
     module.write_text(text.replace(line, line.replace("np.log(s)", "np.log(s) + 1.0")))
@@ -98,7 +101,7 @@ def test_an_edited_callee_in_another_module_runs_in_the_next_process(tmp_path, w
     package = _copy_package(site)
     numba_cache = tmp_path / "numba" if where == "NUMBA_CACHE_DIR" else None
     first = _run(site, numba_cache)
-    assert first["file"] == str(package / "kernels" / "chain.py")
+    assert first["file"] == str(package / "kernels" / "structures" / "chain.py")
     assert Path(first["folder"]).parent == cache_root(package, str(numba_cache or ""))
     assert (first["hits"], first["misses"]) == (0, 1)
     again = _run(site, numba_cache)
@@ -115,7 +118,7 @@ def test_an_edited_callee_in_another_module_runs_in_the_next_process(tmp_path, w
 #: imports the kernels, then waits for a line on stdin before it runs one
 WAIT = """
 import sys
-from crfsdca.kernels import chain
+from crfsdca.kernels.structures import chain
 print("imported", flush=True)
 sys.stdin.readline()
 """
@@ -202,6 +205,22 @@ def test_the_fingerprint_follows_kernels_and_module_moves_only(tmp_path):
     assert len(set(seen)) == len(seen)
 
 
+def test_the_fingerprint_covers_every_kernel_module(tmp_path):
+    """Editing any module below crfsdca/kernels, in any of its subpackages, makes another
+    digest (another cache folder)."""
+    copy = _copy_package(tmp_path)
+    before = sources_fingerprint(copy)
+    kernel_modules = sorted((copy / "kernels").rglob("*.py"))
+    subpackages = {p.parent.name for p in kernel_modules}
+    assert len(kernel_modules) > 40 and {"numerics", "structures", "solvers"} <= subpackages
+    for path in kernel_modules:
+        text = path.read_bytes()
+        path.write_bytes(text + b"\n")
+        assert sources_fingerprint(copy) != before, path.relative_to(copy)
+        path.write_bytes(text)
+    assert sources_fingerprint(copy) == before
+
+
 def test_the_root_is_next_to_a_writable_package_or_under_numba_cache_dir(tmp_path):
     assert cache_root(tmp_path / "pkg", "", {}) == tmp_path / "pkg/kernels/__pycache__/numba"
     assert cache_root(tmp_path / "pkg", str(tmp_path / "mine")) == tmp_path / "mine" / "crfsdca"
@@ -250,18 +269,18 @@ def test_a_kernel_with_no_writable_folder_is_compiled_not_cached(monkeypatch):
     assert isinstance(kernel_cache(KernelCache, chain.log_forward.py_func), NullCache)
     monkeypatch.setattr(cache, "_current", here)
     located = kernel_cache(KernelCache, chain.log_forward.py_func)
-    assert Path(located.cache_path).parent == here.folder
+    assert Path(located.cache_path) == here.folder / "kernels" / "structures"
 
 
 def test_the_compile_ahead_process_of_other_sources_ends_without_its_ready_line():
-    """The second process of a first fit (crfsdca.estimators.compile_ahead) whose kernel
+    """The second process of a first fit (crfsdca.estimators.compile_worker) whose kernel
     sources differ from the fit's (edited in between) compiles nothing: exit 1, no ready."""
     from crfsdca.estimators.compile_ahead import DIGEST_ENV
 
     env = dict(os.environ, **{DIGEST_ENV: "0" * 16})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [sys.executable, "-m", "crfsdca.estimators.compile_ahead", "float64"],
+        [sys.executable, "-m", "crfsdca.estimators.compile_worker", "float64"],
         env=env,
         capture_output=True,
         timeout=600,

@@ -76,6 +76,7 @@ class Count(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", Count())
+import crfsdca.kernels
 from crfsdca.cli.main import main
 try:
     main(sys.argv[1:])
@@ -125,6 +126,7 @@ class Count(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", Count())
+import crfsdca.kernels
 from crfsdca.cli.main import main
 try:
     main(sys.argv[1:])
@@ -158,7 +160,7 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
     from the compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its
     solver loop but none of them, and writes the model of a train that compiles all itself."""
     corpus = _corpus(tmp_path)
-    evaluation = ["batch._chunk_loss", "batch._chunk_predict", "sdca_epoch._exact_gaps"]
+    evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict", "sdca_epoch._exact_gaps"]
     counts, weights = {}, {}
     for ahead in ("1", "0"):
         env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
@@ -176,8 +178,9 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
 
 CACHED_EVALUATION = """
 from crfsdca.estimators.compile_ahead import _cached
-from crfsdca.kernels import batch, sdca_epoch
-kernels = (batch._chunk_loss, sdca_epoch._exact_gaps, batch._chunk_predict)
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import chain_batch
+kernels = (chain_batch._chunk_loss, sdca_epoch._exact_gaps, chain_batch._chunk_predict)
 print(" ".join(str(_cached(k)) for k in kernels))
 """
 
@@ -193,7 +196,7 @@ def test_the_second_process_is_ready_once_the_run_s_evaluation_kernels_are_cache
     for mode, at_ready in (("no-test", "True True"), ("test", "True True True")):
         env = _cold_env(tmp_path / mode, CRFSDCA_COMPILE_AHEAD="0")
         ahead = subprocess.Popen(
-            [sys.executable, "-m", "crfsdca.estimators.compile_ahead", "float64", mode],
+            [sys.executable, "-m", "crfsdca.estimators.compile_worker", "float64", mode],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
@@ -262,12 +265,12 @@ def test_compile_ahead_is_told_whether_the_fit_scores_a_test_set(monkeypatch):
 
 @pytest.mark.slow
 def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
-    """compile_ahead.compile_loop_parts and compile_block_parts compile the line search, the
+    """compile_worker.compile_loop_parts and compile_block_parts compile the line search, the
     block update, the block gap and the primal direction for the argument types the SDCA loop
     calls them with: a train after them, on the same cache, loads them (compiles none) and
     still compiles the rest of its loop."""
     env = _cold_env(tmp_path / "cache", CRFSDCA_COMPILE_AHEAD="0")
-    parts = "from crfsdca.estimators import compile_ahead as c; "
+    parts = "from crfsdca.estimators import compile_worker as c; "
     parts += "c.compile_loop_parts('float64'); c.compile_block_parts('float64')"
     ahead = subprocess.run(
         [sys.executable, "-c", parts], env=env, capture_output=True, text=True, timeout=1800
@@ -325,7 +328,7 @@ def test_a_loop_compiled_after_the_second_process_is_the_loop_compiled_alone(tmp
         env = _cold_env(tmp_path / first, CRFSDCA_COMPILE_AHEAD="0")
         if first == "compile-ahead":  # run to its end before the training starts
             ahead = subprocess.run(
-                [sys.executable, "-m", "crfsdca.estimators.compile_ahead", "float64"],
+                [sys.executable, "-m", "crfsdca.estimators.compile_worker", "float64"],
                 env=env, capture_output=True, text=True, timeout=1800,
             )  # fmt: skip
             assert ahead.returncode == 0, ahead.stderr

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.modelfile import load_model, save_model
-from crfsdca.kernels import sparse_rows
+from crfsdca.kernels.solvers import sparse_rows
 from crfsdca.solvers.adaptive import Snapshot
 from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
@@ -62,6 +62,7 @@ class ArrayShard:
     regularization: float
     name: str = ""
     kind: str = "chain"
+    loss: str = "log"  # the CRF's log-loss, or the structured SVM's hinge loss
 
     @classmethod
     def of(cls, problem: Problem, indices: NDArray[np.integer]) -> ArrayShard:
@@ -73,6 +74,7 @@ class ArrayShard:
             float(problem.regularization),
             problem.name,
             _kind(problem),
+            problem.loss,
         )
 
     def load(self) -> Problem:
@@ -84,6 +86,7 @@ class ArrayShard:
             feature_map=self.feature_map,
             regularization=lam_n / n,
             name=self.name,
+            loss=self.loss,
         )
 
 
