@@ -139,7 +139,8 @@ finally:
 def test_the_sdca_loop_compiles_one_line_search(tmp_path):
     """On an empty cache an SDCA run compiles each line-search kernel and the block gap once (in
     place or not is decided at run time; the block gap fills the float32 copies also where they
-    go unused), and the f' loop twice (with and without f'')."""
+    go unused), and the f' loop twice (with and without f''); its exact gap pass runs the
+    loop's kernel, which is compiled once."""
     corpus = _corpus(tmp_path)
     counts = _specialisations(
         _cold_env(tmp_path / "cache"), corpus, "--test", str(corpus), "--epochs", "2",
@@ -156,11 +157,12 @@ def test_the_sdca_loop_compiles_one_line_search(tmp_path):
 
 @pytest.mark.slow
 def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_path):
-    """On an empty cache the exact primal, the test set's Viterbi and the exact gap pass come
-    from the compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its
-    solver loop but none of them, and writes the model of a train that compiles all itself."""
+    """On an empty cache the exact primal and the test set's Viterbi come from the
+    compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its solver
+    loop (which runs the exact gap pass too) but neither, and writes the model of a train that
+    compiles all itself."""
     corpus = _corpus(tmp_path)
-    evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict", "sdca_epoch._exact_gaps"]
+    evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict"]
     counts, weights = {}, {}
     for ahead in ("1", "0"):
         env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
@@ -178,9 +180,8 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
 
 CACHED_EVALUATION = """
 from crfsdca.estimators.compile_ahead import _cached
-from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.kernels.structures import chain_batch
-kernels = (chain_batch._chunk_loss, sdca_epoch._exact_gaps, chain_batch._chunk_predict)
+kernels = (chain_batch._chunk_loss, chain_batch._chunk_predict)
 print(" ".join(str(_cached(k)) for k in kernels))
 """
 
@@ -188,12 +189,11 @@ print(" ".join(str(_cached(k)) for k in kernels))
 @pytest.mark.slow
 def test_the_second_process_is_ready_once_the_run_s_evaluation_kernels_are_cached(tmp_path):
     """The compile-ahead process writes its ready line (where the fit goes on) once the exact
-    primal and the exact gap pass are in the cache, and the test set's Viterbi too when the
-    run scores one; without a test set it compiles the Viterbi afterwards, for the fitted
-    model's first predict."""
+    primal is in the cache, and the test set's Viterbi too when the run scores one; without a
+    test set it compiles the Viterbi afterwards, for the fitted model's first predict."""
     from crfsdca.estimators.compile_ahead import READY
 
-    for mode, at_ready in (("no-test", "True True"), ("test", "True True True")):
+    for mode, at_ready in (("no-test", "True"), ("test", "True True")):
         env = _cold_env(tmp_path / mode, CRFSDCA_COMPILE_AHEAD="0")
         ahead = subprocess.Popen(
             [sys.executable, "-m", "crfsdca.estimators.compile_worker", "float64", mode],
@@ -205,11 +205,11 @@ def test_the_second_process_is_ready_once_the_run_s_evaluation_kernels_are_cache
         finally:
             assert ahead.wait(timeout=1800) == 0
             ahead.stdout.close()
-        assert _cached_evaluation(env) == ["True"] * 3
+        assert _cached_evaluation(env) == ["True"] * 2
 
 
 def _cached_evaluation(env: dict[str, str]) -> list[str]:
-    """Whether the cache holds the exact primal, the exact gap pass and the Viterbi."""
+    """Whether the cache holds the exact primal and the Viterbi."""
     check = subprocess.run(
         [sys.executable, "-c", CACHED_EVALUATION], env=env, capture_output=True, text=True
     )

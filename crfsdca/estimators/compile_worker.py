@@ -40,19 +40,21 @@ def compile_block_parts(dual_dtype: str) -> None:
 
 
 def compile_evaluation(dual_dtype: str, test: bool = True) -> None:
-    """Call the evaluation kernels of a chain SDCA run once, on ``TINY_SENTENCES``: the
-    exact primal, the test set's Viterbi (if ``test``) and the exact gap pass (on
-    ``dual_dtype`` duals)."""
-    from crfsdca.kernels.solvers import sdca_epoch
+    """Call the kernels a chain SDCA run calls outside its loop once, on ``TINY_SENTENCES``:
+    those of the dual start (on ``dual_dtype`` duals) and of its sampler, which the run calls
+    after compiling its loop (``LoopSolver.solve``), the exact primal and the test set's
+    Viterbi (if ``test``). The exact gap pass runs the loop's own kernel
+    (``sdca_epoch.exact_gaps``)."""
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
     problem = _tiny_problem()
-    dual = SDCA(SDCAConfig(dual_dtype=dual_dtype)).initial_state(problem).dual
+    solver = SDCA(SDCAConfig(dual_dtype=dual_dtype))
+    state = solver.initial_state(problem)  # the kernels of the dual start
+    solver.runner(problem, state)  # its sampler's
+    dual = state.dual
     problem.primal(dual.weights)
     if test:
         problem.test_oracle.predict(dual.weights)
-    blocks = problem.structure.blocks
-    sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
 
 
 def compile_prediction() -> None:

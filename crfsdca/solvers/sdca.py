@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers.base import SolverConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import LoopSolver
@@ -50,6 +51,13 @@ class SDCA(LoopSolver):
 
     def runner(self, problem: Problem, state: SDCAState) -> LocalSDCA:
         return LocalSDCA(problem, self.config, state)
+
+    def compile_loop(self, problem: Problem) -> None:
+        """The step loop of a log-loss run without an l1 term (Prox-SDCA's arrays and the hinge
+        loss's buffers come with the state); its kernels of the dual start are left to the
+        compile-ahead process."""
+        if getattr(problem, "l1", 0.0) <= 0.0 and getattr(problem, "loss", "log") == "log":
+            sdca_epoch.compile_loop(problem.structure.blocks, self.config.dual_dtype)
 
 
 def _fixes(dtype: np.dtype) -> str:
