@@ -288,16 +288,25 @@ def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
 
 
 def test_compile_ahead_starts_no_process_where_it_has_nothing_to_do(monkeypatch):
-    """Only a chain SDCA fit has a second process compile its evaluation kernels, and never
-    with CRFSDCA_COMPILE_AHEAD=0 (these calls return before looking at the cache)."""
+    """Only a chain SDCA fit of the log-loss has a second process compile its evaluation
+    kernels (the hinge loss has other ones), and never with CRFSDCA_COMPILE_AHEAD=0 (on a cold
+    cache, where a chain SDCA fit starts one)."""
     from crfsdca.estimators import compile_ahead
 
+    commands = []
     monkeypatch.setenv(compile_ahead.ENV, "1")  # the suite's own setting is 0 (conftest.py)
+    monkeypatch.setattr(compile_ahead, "_cached", lambda dispatcher: False)
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", lambda c, **kw: commands.append(c))
     assert compile_ahead.start("lbfgs", "chain", 1) is None
     assert compile_ahead.start("sdca", "tree", 1) is None
     assert compile_ahead.start("sdca", "junction", 2) is None
+    assert compile_ahead.start("sdca", "chain", 1, loss="hinge") is None
+    assert commands == []
     monkeypatch.setenv(compile_ahead.ENV, "0")
     assert compile_ahead.start("sdca", "chain", 1) is None
+    assert commands == []
+    monkeypatch.setenv(compile_ahead.ENV, "1")
+    assert compile_ahead.start("sdca", "chain", 1) is not None and len(commands) == 1
 
 
 def test_compile_ahead_that_cannot_start_a_process_leaves_the_fit_to_compile(monkeypatch):
@@ -341,3 +350,76 @@ def test_a_loop_compiled_after_the_second_process_is_the_loop_compiled_alone(tmp
         assert train.returncode == 0, train.stderr
         weights[first] = SequenceCRF.load(model).weights_
     np.testing.assert_array_equal(weights["compile-ahead"], weights["nothing"])
+
+
+class _StartRecorder:
+    """compile_ahead.start replaced: records when it is called and starts a process that only
+    writes its ready line."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events, self.started = events, []
+
+    def __call__(self, *args, **kwargs):
+        from crfsdca.estimators.compile_ahead import CompileAhead
+
+        self.events.append("start")
+        code = "import os\ntry:\n    os.write(1, b'ready\\n')\nexcept BrokenPipeError:\n    pass"
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        self.started.append(CompileAhead(child))
+        return self.started[-1]
+
+
+@pytest.mark.filterwarnings("ignore::crfsdca.errors.ConvergenceWarning")
+def test_a_fit_starts_compiling_before_it_encodes_and_lets_the_process_go(monkeypatch):
+    """CRF.fit starts the compile-ahead process before it encodes the feature dicts (which run
+    while the process starts), waits for it in the fit, and lets it go (stdout closed, reaped
+    by a thread) whether the fit ends or fails while encoding."""
+    from crfsdca import CRF
+    from crfsdca.estimators import compile_ahead
+    from crfsdca.features.featuredicts import FeatureDictEncoder
+
+    events: list[str] = []
+    start = _StartRecorder(events)
+    monkeypatch.setattr(compile_ahead, "start", start)
+    encode = FeatureDictEncoder.fit_transform
+
+    def recorded(self, *args, **kwargs):
+        events.append("encode")
+        return encode(self, *args, **kwargs)
+
+    monkeypatch.setattr(FeatureDictEncoder, "fit_transform", recorded)
+    X, y = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}]], [["A", "B"], ["B"]]
+    CRF(max_iterations=2).fit(X, y)
+    monkeypatch.setattr(FeatureDictEncoder, "fit_transform", _refuse)
+    with pytest.raises(RuntimeError, match="refused"):
+        CRF().fit(X, y)
+    assert events == ["start", "encode", "start"]
+    for ahead in start.started:
+        assert ahead.process.stdout.closed
+        assert ahead.process.wait(timeout=60) == 0
+
+
+def _refuse(*args, **kwargs):
+    raise RuntimeError("refused")
+
+
+def test_train_starts_compiling_before_it_reads_its_data(monkeypatch, tmp_path):
+    """crfsdca train starts the compile-ahead process before it reads and encodes the data, and
+    lets it go when reading fails."""
+    from crfsdca.cli import inputs
+    from crfsdca.estimators import compile_ahead
+
+    events: list[str] = []
+    start = _StartRecorder(events)
+    monkeypatch.setattr(compile_ahead, "start", start)
+
+    def load(run, quiet):
+        events.append("read")
+        raise OSError(2, "No such file or directory", run["dataset"])
+
+    monkeypatch.setattr(inputs, "load_run_inputs", load)
+    result = CliRunner().invoke(main, ["train", str(_corpus(tmp_path)), "--format", "conll"])
+    assert result.exit_code == 1, result.output
+    assert events == ["start", "read"]
+    assert start.started[0].process.stdout.closed
+    assert start.started[0].process.wait(timeout=60) == 0

@@ -5,6 +5,7 @@ writes the :data:`~crfsdca.estimators.compile_ahead.READY` line the fit waits fo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -72,8 +73,10 @@ if __name__ == "__main__":
     compile_block_parts(dtype)
     compile_loop_parts(dtype)
     compile_evaluation(dtype, test=test)
-    sys.stdout.buffer.write(READY)  # the run goes on from here
-    sys.stdout.flush()
+    # the run goes on from here; a fit that stopped listening (it failed before its loop)
+    # closed the pipe: the kernels are cached all the same
+    with contextlib.suppress(BrokenPipeError):
+        os.write(sys.stdout.fileno(), READY)
     if not test:  # the run scores no test set: the Viterbi for its model's first predict
         compile_prediction()
     # end without the interpreter's teardown (about 0.3 s of unloading numba and LLVM)
