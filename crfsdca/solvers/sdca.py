@@ -22,6 +22,7 @@ from crfsdca.solvers.base import SolverConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import LoopSolver
 from crfsdca.solvers.sdca_config import SDCAConfig, SDCAState
+from crfsdca.solvers.threads import TeamSDCA, step_threads
 from crfsdca.structures.dual import DualState
 from crfsdca.structures.problem import Problem
 
@@ -50,13 +51,18 @@ class SDCA(LoopSolver):
     trains_hinge = True
 
     def runner(self, problem: Problem, state: SDCAState) -> LocalSDCA:
+        """The serial runner, or a team of threads (``config.threads``, ``step_threads``)."""
+        threads = step_threads(self.config.threads, problem.train.n_sequences)
+        if threads > 1:
+            return TeamSDCA(problem, self.config, state, threads)
         return LocalSDCA(problem, self.config, state)
 
     def compile_loop(self, problem: Problem) -> None:
-        """The step loop of a log-loss run without an l1 term (Prox-SDCA's arrays and the hinge
-        loss's buffers come with the state); its kernels of the dual start are left to the
-        compile-ahead process."""
-        if getattr(problem, "l1", 0.0) <= 0.0 and getattr(problem, "loss", "log") == "log":
+        """The serial step loop of a log-loss run without an l1 term (Prox-SDCA's arrays, the
+        hinge loss's buffers and a team of threads come with the state); its kernels of the
+        dual start are left to the compile-ahead process."""
+        serial = step_threads(self.config.threads, problem.train.n_sequences) == 1
+        if serial and problem.l1 <= 0.0 and problem.loss == "log":
             sdca_epoch.compile_loop(problem.structure.blocks, self.config.dual_dtype)
 
 
