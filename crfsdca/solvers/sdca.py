@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers.base import SolverConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import LoopSolver
@@ -55,6 +56,14 @@ class SDCA(LoopSolver):
         if threads > 1:
             return TeamSDCA(problem, self.config, state, threads)
         return LocalSDCA(problem, self.config, state)
+
+    def compile_loop(self, problem: Problem) -> None:
+        """The serial step loop of a log-loss run without an l1 term (Prox-SDCA's arrays, the
+        hinge loss's buffers and a team of threads come with the state); its kernels of the
+        dual start are left to the compile-ahead process."""
+        serial = step_threads(self.config.threads, problem.train.n_sequences) == 1
+        if serial and problem.l1 <= 0.0 and problem.loss == "log":
+            sdca_epoch.compile_loop(problem.structure.blocks, self.config.dual_dtype)
 
 
 def _fixes(dtype: np.dtype) -> str:
