@@ -43,7 +43,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 
@@ -198,7 +197,9 @@ def main() -> None:
     problem = Problem(train=train, feature_map=fm)
     n, lam = train.n_sequences, problem.regularization
     rho2 = n * lam
-    folder = Path(tempfile.mkdtemp(prefix="data-", dir=args.cache))
+    subset = f"{args.template or 'default'}-{args.max_sequences or 'all'}"
+    folder = args.cache / f"{args.dataset}-{subset}"
+    folder.mkdir(exist_ok=True)  # the data, both models: rewritten by every run
     write_wapiti_data(train, folder / "train.txt", bias_rows)
     write_wapiti_data(test, folder / "test.txt", bias_rows)
     print(f"{args.dataset}: n = {n}, N = {train.n_items}, K = {fm.n_labels}, A ="
