@@ -1,10 +1,13 @@
-"""Plain NumPy SAG-NUS and OEG for tiny chains: dense vectors, full gradients, full joints.
+"""Plain NumPy SAG-NUS, OEG and the dual-free SPDC for tiny chains: dense vectors, full
+gradients, full joints.
 
 Slow and obviously correct. SAG stores the whole gradient y_i of every sequence and updates the
 whole of w at every step (no marginal memory, no just-in-time scaling); OEG keeps every dual
 block as a full distribution over the K^T labelings. The compiled solvers must agree with them
 on the same draws.
 """
+
+from types import SimpleNamespace
 
 import numpy as np
 from _reference_sdca import enumerate_sequence, expected_features, feature_vector
@@ -214,3 +217,29 @@ class OegReference:
                 return True
             eta /= 2
         return False
+
+
+class SpdcReference(OegReference):
+    """The dual-free SPDC (Wang & Xiao 2017, Algorithm 7) as written: full joints u_i, a dense
+    primal x, the dense running mean u = (1/n) sum_i (E_{u_i}[F] - F_i) and the extrapolated
+    point x~, every step touching all of x."""
+
+    def __init__(self, problem, log_node, log_edge, x0=None):
+        super().__init__(problem, log_node, log_edge, SimpleNamespace(learning_rate=0.5))
+        self.u = -problem.regularization * self.w
+        self.x = self.w.copy() if x0 is None else np.array(x0, dtype=float)
+        self.x_bar = self.x.copy()
+
+    def step(self, k, rates):
+        """One step on example k with rates = (sigma, tau, theta)."""
+        sigma, tau, theta = rates
+        lam = self.problem.regularization
+        scores = self.oracle.tables[k][2] @ self.x_bar
+        mixed = (self.log_u[k] + sigma * scores) / (1 + sigma)
+        log_new = mixed - logsumexp(mixed)
+        change = self._mean(k, log_new) - self._mean(k, self.log_u[k])
+        x_new = (self.x - tau * (self.u + change)) / (1 + tau * lam)
+        self.u = self.u + change / self.problem.n_sequences
+        self.x_bar = x_new + theta * (x_new - self.x)
+        self.x, self.log_u[k] = x_new, log_new
+        self.w = -self.u / lam

@@ -263,7 +263,7 @@ class LocalSDCA(Runner):
         if self.hinge is not None:
             _, gaps = hinge_exact(blocks, d.log_edge, d.log_node, d.weights)
         else:
-            gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights)
+            gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights, self.prox)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
         d.gap_estimates[:] = gaps
         self.sampler.rebuild(gaps)

@@ -36,11 +36,8 @@ from numpy.typing import NDArray
 
 from crfsdca.kernels.solvers import sag, sag_epoch
 from crfsdca.kernels.solvers.trees import build
-from crfsdca.solvers.base import (
-    RunState,
-    SolverConfig,
-    option,
-)
+from crfsdca.solvers.base import RunState, SolverConfig, option
+from crfsdca.solvers.base import check_choice as _check_choice
 from crfsdca.solvers.loop import LoopSolver, Runner, chunk_budget
 from crfsdca.solvers.samplers import tree_capacity
 from crfsdca.structures.problem import Problem
@@ -55,11 +52,6 @@ SKIPPED_VISITS = ("freeze", "decay")
 RESCALE_BELOW = 1e-100  # fold c into z below this scale (§5; ours)
 DRAW_BLOCK = 1 << 16  # steps drawn at once (bounds the memory of the uniforms)
 COUNTERS = ("line_search_trials", "line_searches", "capped_line_searches", "skipped_line_searches")
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
