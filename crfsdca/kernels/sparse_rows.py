@@ -130,3 +130,123 @@ def scatter_runs(flat, off, length, values):
         for j in range(off[r], off[r] + length[r]):
             flat[j] = values[q]
             q += 1
+
+
+# -- updates in the form the steps produce them: per-token node-marginal changes -------------
+@njit(cache=True, nogil=True)
+def node_deltas(seq_offsets, examples, log_node, committed):
+    """The node-marginal change of every token of the sequences ``examples`` (in order) since
+    it was last committed, rounded to float32: a (tokens, K) array; ``committed`` (float64,
+    one row per token) is advanced by exactly the rounded change, so it stays the sum of
+    what was sent (the residual ``exp(log_node) - committed`` is what the rounding kept back,
+    and is sent with the token's next change)."""
+    K = log_node.shape[1]
+    total = 0
+    for e in examples:
+        total += seq_offsets[e + 1] - seq_offsets[e]
+    out = np.empty((total, K), np.float32)
+    q = 0
+    for e in examples:
+        for t in range(seq_offsets[e], seq_offsets[e + 1]):
+            for k in range(K):
+                d = np.float32(np.exp(np.float64(log_node[t, k])) - committed[t, k])
+                out[q, k] = d
+                committed[t, k] += np.float64(d)
+            q += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def accumulate_tokens(acc, mark, rows, n_rows, table, examples, deltas, coef):
+    """acc[a] += coef * v * delta_t for every attribute (a, v) of every token of the sequences
+    ``examples`` (ids into ``table`` = (seq_offsets, attr_offsets, attr_ids, attr_values);
+    no values: all 1), tokens in the order of ``deltas``. Every row first reached is marked
+    and appended to ``rows`` after ``n_rows``; returns the new count. ``acc`` is flat: row a
+    is acc[a * K:(a + 1) * K]."""
+    seq_offsets, attr_offsets, attr_ids, attr_values = table
+    K = deltas.shape[1]
+    ones = attr_values.size == 0
+    q = 0
+    for e in examples:
+        for t in range(seq_offsets[e], seq_offsets[e + 1]):
+            for p in range(attr_offsets[t], attr_offsets[t + 1]):
+                a = attr_ids[p]
+                if not mark[a]:
+                    mark[a] = True
+                    rows[n_rows] = a
+                    n_rows += 1
+                c = coef if ones else coef * attr_values[p]
+                b = a * K
+                for k in range(K):
+                    acc[b + k] += c * np.float64(deltas[q, k])
+            q += 1
+    return n_rows
+
+
+@njit(cache=True, nogil=True)
+def dot_and_square(w, acc, rows, K):
+    """(w . acc, |acc|^2) over the attribute ``rows`` (distinct) of two flat vectors."""
+    dot = 0.0
+    sq = 0.0
+    for j in range(rows.size):
+        b = rows[j] * K
+        for k in range(K):
+            v = acc[b + k]
+            dot += w[b + k] * v
+            sq += v * v
+    return dot, sq
+
+
+@njit(cache=True, nogil=True)
+def commit_rows(w, u, acc, mark, rows, K, t):
+    """On the attribute ``rows``: w += t * acc, u = w, acc = 0, marks cleared (t = 0: w
+    unchanged, the accumulated update dropped)."""
+    for j in range(rows.size):
+        a = rows[j]
+        b = a * K
+        for k in range(K):
+            w[b + k] += t * acc[b + k]
+            u[b + k] = w[b + k]
+            acc[b + k] = 0.0
+        mark[a] = False
+
+
+@njit(cache=True, nogil=True)
+def uncommit(seq_offsets, examples, committed, deltas, t):
+    """committed -= (1 - t) * delta for the tokens of ``examples`` (the sent changes kept at
+    the mix t only; t = 0: taken back)."""
+    K = deltas.shape[1]
+    q = 0
+    for e in examples:
+        for i in range(seq_offsets[e], seq_offsets[e + 1]):
+            for k in range(K):
+                committed[i, k] -= (1.0 - t) * np.float64(deltas[q, k])
+            q += 1
+
+
+@njit(cache=True, nogil=True)
+def residual_terms(attr_offsets, attr_ids, attr_values, log_node, committed, w, K):
+    """Over every token t of a shard, with r_t = exp(log_node[t]) - committed[t]: (sum_t
+    r_t . s_t, sum_t |x_t| |r_t|), s_t[k] = sum_a x_ta w[a, k] (the token's scores)."""
+    dot = 0.0
+    bound = 0.0
+    ones = attr_values.size == 0
+    r = np.empty(K)
+    for t in range(committed.shape[0]):
+        rr = 0.0
+        for k in range(K):
+            r[k] = np.exp(np.float64(log_node[t, k])) - committed[t, k]
+            rr += r[k] * r[k]
+        if rr == 0.0:
+            continue
+        xx = 0.0
+        for p in range(attr_offsets[t], attr_offsets[t + 1]):
+            v = 1.0 if ones else attr_values[p]
+            xx += v * v
+            b = attr_ids[p] * K
+            s = 0.0
+            for k in range(K):
+                s += r[k] * w[b + k]
+            dot += v * s
+        bound += np.sqrt(xx * rr)
+    return dot, bound
