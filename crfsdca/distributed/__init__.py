@@ -7,13 +7,13 @@ number of partitions) and the global lambda n, on a local copy of ``w``, and ret
 message: the float32 node-marginal changes of the tokens it stepped on
 (``crfsdca.solvers.marginal_update``; chains and trees), or the rows of w it moved
 (``crfsdca.solvers.sparse_update``). So ``w = w_hat(mu)`` holds throughout on every replica, up
-to a residual of float32 roundings that the certificate accounts for. Every ``eval_every`` rounds it reduces the partitions' scalar sums into the exact
-primal, dual and gap (one trace record in the common format) and stops when the gap <= tol.
+to a residual of float32 roundings that the certificate accounts for. Every ``eval_every``
+rounds the driver reduces the partitions' scalar sums into the exact primal, dual and gap
+(one trace record in the common format) and stops when the gap <= tol.
 
 The dual state never leaves the workers: a partition's marginals, gap estimates and RNG live in
 its actor (``crfsdca.distributed.partition.PartitionSolver``). :func:`simulate` runs the same
-partition
-objects in this process, one after the other; a cluster run equals it bit for bit. The driver
+partition objects in this process, one after the other; a cluster run equals it bit for bit. The driver
 loop is :mod:`crfsdca.distributed.driver`, the handles it talks to a partition through
 :mod:`crfsdca.distributed.handles`.
 

@@ -209,7 +209,16 @@ class _Run:
             self.spent += time.perf_counter() - began
 
     def _all(self, method: str, *args: Any) -> list[Any]:
-        sent = [h.send(method, *args) for h in self.handles]  # all at once
+        """``method`` on every partition; a ``pending`` first argument is sent to each
+        without its own message, which it kept (None in its place)."""
+        if args and isinstance(args[0], dict):
+            messages = args[0]["messages"]
+            sent = [
+                h.send(method, {**args[0], "messages": _others(messages, k)}, *args[1:])
+                for k, h in enumerate(self.handles)
+            ]
+        else:
+            sent = [h.send(method, *args) for h in self.handles]  # all at once
         return [s.result() for s in sent]  # partition order: bitwise reproducible
 
     def _next_sigma(self) -> float | None:
@@ -265,6 +274,10 @@ class _Run:
         self._pend(results, schedule.safe, trial=False)
         self.rounds += 1  # a rejected round counts
         return max(r[1] for r in results)
+
+
+def _others(messages: list[Any], k: int) -> list[Any]:
+    return [None if j == k else m for j, m in enumerate(messages)]
 
 
 class _Checkpoints:

@@ -237,6 +237,7 @@ class PartitionSolver:
                 table, first, seqs, state.dual.log_node, self.shape, self.local.lam_n
             )
         self._held: Update | None = None  # rows form: the summed update not yet committed
+        self._message: Any = None  # this partition's last message (the driver sends None)
 
     def info(self) -> dict[str, Any]:
         fm = self.problem.feature_map
@@ -295,7 +296,8 @@ class PartitionSolver:
         if self.variant not in ("practical", "sparse", "adaptive"):  # comparison: dense
             delta = self.local.local_round(self.w, n_steps, self.variant)
             self._rows = np.zeros(0, np.int64)
-            return (None, delta, None), _clock() - start
+            self._message = (None, delta, None)
+            return self._message, _clock() - start
         A, K = self.shape
         scale = self.local.scale if sigma is None else float(sigma)
         dual = self.local.state.dual
@@ -319,6 +321,7 @@ class PartitionSolver:
                 c = attribute_block(self.coords, A, K)[rows]
                 values = (u_rows - w_rows / c) / scale / c
             message = (rows, values, tail)
+        self._message = message
         seconds = _clock() - start
         if self._saved is not None:
             return message, seconds, self._saved.entropy_change(dual)
@@ -344,8 +347,9 @@ class PartitionSolver:
         return None
 
     def _accumulate(self, messages: list[Any]) -> None:
+        messages = [self._message if m is None else m for m in messages]  # None: our own
         if self.ledger is not None:
-            self.ledger.accumulate(messages)
+            self.ledger.accumulate(self.w, messages)
         else:
             self._held = aggregate(messages)
 
@@ -439,7 +443,7 @@ class PartitionSolver:
         out = np.zeros_like(self.w)
         if self.ledger is not None:
             log_node = self.local.state.dual.log_node
-            out[: self.ledger.acc.size] = self.ledger.residual_vector(log_node)
+            out[: self.ledger.n_attributes * self.ledger.K] = self.ledger.residual_vector(log_node)
         return out
 
     def primal_contribution(self) -> NDArray[np.float64]:

@@ -157,12 +157,12 @@ def node_deltas(seq_offsets, examples, log_node, committed):
 
 
 @njit(cache=True, nogil=True)
-def accumulate_tokens(acc, mark, rows, n_rows, table, examples, deltas, coef):
-    """acc[a] += coef * v * delta_t for every attribute (a, v) of every token of the sequences
+def add_tokens(w, mark, rows, n_rows, saved, table, examples, deltas, coef):
+    """w[a] += coef * v * delta_t for every attribute (a, v) of every token of the sequences
     ``examples`` (ids into ``table`` = (seq_offsets, attr_offsets, attr_ids, attr_values);
-    no values: all 1), tokens in the order of ``deltas``. Every row first reached is marked
-    and appended to ``rows`` after ``n_rows``; returns the new count. ``acc`` is flat: row a
-    is acc[a * K:(a + 1) * K]."""
+    no values: all 1), tokens in the order of ``deltas``. Every row first reached is marked,
+    appended to ``rows`` after ``n_rows`` and its values before the change kept in ``saved``
+    (same position); returns the new count. w is flat: row a is w[a * K:(a + 1) * K]."""
     seq_offsets, attr_offsets, attr_ids, attr_values = table
     K = deltas.shape[1]
     ones = attr_values.size == 0
@@ -171,43 +171,49 @@ def accumulate_tokens(acc, mark, rows, n_rows, table, examples, deltas, coef):
         for t in range(seq_offsets[e], seq_offsets[e + 1]):
             for p in range(attr_offsets[t], attr_offsets[t + 1]):
                 a = attr_ids[p]
+                b = a * K
                 if not mark[a]:
                     mark[a] = True
                     rows[n_rows] = a
+                    for k in range(K):
+                        saved[n_rows, k] = w[b + k]
                     n_rows += 1
                 c = coef if ones else coef * attr_values[p]
-                b = a * K
                 for k in range(K):
-                    acc[b + k] += c * np.float64(deltas[q, k])
+                    w[b + k] += c * np.float64(deltas[q, k])
             q += 1
     return n_rows
 
 
 @njit(cache=True, nogil=True)
-def dot_and_square(w, acc, rows, K):
-    """(w . acc, |acc|^2) over the attribute ``rows`` (distinct) of two flat vectors."""
+def row_changes(w, saved, rows, K):
+    """(w_before . Delta, |Delta|^2) over the changed ``rows``, Delta = w - saved."""
     dot = 0.0
     sq = 0.0
     for j in range(rows.size):
         b = rows[j] * K
         for k in range(K):
-            v = acc[b + k]
-            dot += w[b + k] * v
-            sq += v * v
+            d = w[b + k] - saved[j, k]
+            dot += saved[j, k] * d
+            sq += d * d
     return dot, sq
 
 
 @njit(cache=True, nogil=True)
-def commit_rows(w, u, acc, mark, rows, K, t):
-    """On the attribute ``rows``: w += t * acc, u = w, acc = 0, marks cleared (t = 0: w
-    unchanged, the accumulated update dropped)."""
+def settle_rows(w, u, saved, mark, rows, K, t):
+    """Keep the change of the ``rows`` at the mix t (1: as is; 0: w put back bit for bit),
+    set u = w there and clear the marks."""
     for j in range(rows.size):
         a = rows[j]
         b = a * K
+        if t == 0.0:
+            for k in range(K):
+                w[b + k] = saved[j, k]
+        elif t != 1.0:
+            for k in range(K):
+                w[b + k] = saved[j, k] + t * (w[b + k] - saved[j, k])
         for k in range(K):
-            w[b + k] += t * acc[b + k]
             u[b + k] = w[b + k]
-            acc[b + k] = 0.0
         mark[a] = False
 
 

@@ -17,9 +17,10 @@ replica of w is exactly (to float64 summation) ``w_hat(nu)`` on the attribute ro
 certificate then takes the difference into account instead of ignoring it: with
 ``c = w_hat(mu) - w = -(1 / (lambda n)) sum_t x_t (mu_t - nu_t)`` the dual is
 
-    D(mu) = H(mu) / n - (lambda / 2) |w + c|^2 >= H / n - (lambda / 2) (|w|^2 + 2 w . c + |c|^2_bound),
+    D(mu) = H(mu) / n - (lambda / 2) |w + c|^2
+          >= H / n - (lambda / 2) (|w|^2 + 2 w . c + B^2),   |c| <= B,
 
-with ``w . c`` computed exactly from the residuals and the token scores and ``|c| <= (1 /
+with ``w . c`` computed exactly from the residuals and the token scores and ``B = (1 /
 (lambda n)) sum_t |x_t| |mu_t - nu_t|`` (:meth:`MarginalLedger.residual_terms`). The reported
 dual is this lower bound, so the reported gap P(w) - D is never below the true gap P(w) - D(mu)
 and is a valid certificate for the returned w; it exceeds the true gap by at most
@@ -92,9 +93,9 @@ class MarginalLedger:
         self.n_attributes, self.K = int(shape[0]), int(shape[1])
         self.lam_n = float(lam_n)
         self.committed = np.exp(np.asarray(log_node, np.float64))
-        self.acc = np.zeros(self.n_attributes * self.K)  # zero outside self.rows
         self.mark = np.zeros(self.n_attributes, np.bool_)
-        self.buffer = np.empty(self.n_attributes, np.int64)
+        self.buffer = np.empty(self.n_attributes, np.int64)  # the rows the messages move
+        self.saved = np.empty((self.n_attributes, self.K))  # their values before (in order)
         self.n_rows = 0
         self.tail: NDArray[np.float64] | None = None  # the messages' summed tail
         self.sent: tuple[NDArray[np.int64], NDArray[np.float32]] | None = None
@@ -112,14 +113,15 @@ class MarginalLedger:
         self.sent = (examples, deltas)
         return (examples + self.first).astype(np.int32), deltas, tail
 
-    def accumulate(self, messages: list[Message]) -> None:
-        """Sum the messages (in their order: every replica sums alike) into the rows update."""
+    def accumulate(self, w: NDArray[np.float64], messages: list[Message]) -> None:
+        """Add the messages (in their order: every replica adds alike) to w's attribute rows,
+        keeping those rows' values before (:meth:`commit` keeps, mixes or puts back)."""
         coef = -1.0 / self.lam_n
         table = self.table.arrays()
         tail = np.zeros_like(messages[0][2])
         for examples, deltas, t in messages:
-            self.n_rows = sparse_rows.accumulate_tokens(
-                self.acc, self.mark, self.buffer, self.n_rows, table, examples, deltas, coef
+            self.n_rows = sparse_rows.add_tokens(
+                w, self.mark, self.buffer, self.n_rows, self.saved, table, examples, deltas, coef
             )
             tail += t
         self.tail = tail
@@ -129,14 +131,16 @@ class MarginalLedger:
         return self.buffer[: self.n_rows]
 
     def dot_and_square(self, w: NDArray[np.float64]) -> tuple[float, float]:
-        """(w . Delta w, |Delta w|^2) of the accumulated update (attribute rows and tail)."""
-        dot, sq = sparse_rows.dot_and_square(w, self.acc, self.rows, self.K)
+        """(w . Delta w, |Delta w|^2) of the accumulated update (attribute rows and tail; w
+        before it)."""
+        dot, sq = sparse_rows.row_changes(w, self.saved, self.rows, self.K)
         w_tail = w[self.n_attributes * self.K :]
         return dot + float(w_tail @ self.tail), sq + float(self.tail @ self.tail)
 
     def commit(self, w: NDArray[np.float64], u: NDArray[np.float64], t: float = 1.0) -> None:
-        """w += t * the accumulated update, u = w where it moved or was stepped on."""
-        sparse_rows.commit_rows(w, u, self.acc, self.mark, self.rows, self.K, float(t))
+        """Keep t times the accumulated update (t = 0: w as before it, bit for bit), and set
+        u = w where it moved (which covers the rows this partition stepped on)."""
+        sparse_rows.settle_rows(w, u, self.saved, self.mark, self.rows, self.K, float(t))
         self.n_rows = 0
         start = self.n_attributes * self.K
         w[start:] += t * self.tail
