@@ -13,9 +13,9 @@ rounds the driver reduces the partitions' scalar sums into the exact primal, dua
 
 The dual state never leaves the workers: a partition's marginals, gap estimates and RNG live in
 its actor (``crfsdca.distributed.partition.PartitionSolver``). :func:`simulate` runs the same
-partition objects in this process, one after the other; a cluster run equals it bit for bit. The driver
-loop is :mod:`crfsdca.distributed.driver`, the handles it talks to a partition through
-:mod:`crfsdca.distributed.handles`.
+partition objects in this process, one after the other; a cluster run equals it bit for bit.
+The driver loop is :mod:`crfsdca.distributed.driver`, the handles it talks to a partition
+through :mod:`crfsdca.distributed.handles`.
 
 Dask is imported lazily: ``pip install 'crfsdca[distributed]'``.
 """
