@@ -4,11 +4,13 @@
         [--dataset conll2000] [--partitions 1 2 4 8 16] [--local-updates 50] [--tol 1e-3]
 
 For every P, ``crfsdca.distributed.simulate`` (bit for bit what a cluster computes) counts the
-rounds and epochs to the exact gap ``--tol`` and the bytes that each round's sparse updates
-move (up: every partition's rows, down: their sum to every partition). Seconds per round are
-then modelled, not measured: m steps at the serial seconds per step (measured here on one
-epoch), plus ``--latency`` seconds, plus the bytes over ``--bandwidth`` bytes per second
-through the driver. The serial reference is P = 1 with m = n (serial SDCA itself).
+rounds and epochs to the exact gap ``--tol`` and the bytes that each round's messages move
+(up: every partition's message; down: every partition receives the others'). Seconds per
+round are then modelled, not measured: m steps at the serial seconds per step (measured here
+on one epoch), plus ``--latency`` seconds per round trip, plus the bytes (up and down) over
+``--bandwidth`` bytes per second through the driver. The serial reference is P = 1 with m = n
+(serial SDCA itself). ``--calibrate`` first measures an actor round trip and the loopback
+bandwidth of a 2-worker local Dask cluster on this machine.
 """
 
 from __future__ import annotations
@@ -49,21 +51,27 @@ def seconds_per_step(problem, seed: int) -> float:
 
 
 def simulate_counting_bytes(problem, P, m, args, variant=None):
-    """(result, mean bytes per round up, mean bytes per round down)."""
+    """(result, mean bytes per round up, mean bytes per round down): up, every partition's
+    message to the driver; down, every partition receives the others' messages."""
     from crfsdca import distributed
-    from crfsdca.distributed import driver
+    from crfsdca.distributed.partition import PartitionSolver
+    from crfsdca.solvers.marginal_update import message_bytes
 
-    sizes = []
-    aggregate = driver.aggregate
+    sent = []
+    original = {name: getattr(PartitionSolver, name) for name in ("local_round", "redo")}
 
-    def counting(parts):
-        total = aggregate(parts)
-        up = sum(_bytes(p) for p in parts)
-        sizes.append((up, P * _bytes(total)))
-        return total
+    def counting(name):
+        def call(self, *a, **k):
+            out = original[name](self, *a, **k)
+            if out[0] != "rejected":
+                sent.append(message_bytes(out[0]))
+            return out
+
+        return call
 
     n = problem.n_sequences
-    driver.aggregate = counting
+    for name in original:
+        setattr(PartitionSolver, name, counting(name))
     try:
         result = distributed.simulate(
             problem,
@@ -76,16 +84,53 @@ def simulate_counting_bytes(problem, P, m, args, variant=None):
             variant=variant or args.variant,
         )
     finally:
-        driver.aggregate = aggregate
-    sizes = np.array(sizes) if sizes else np.zeros((1, 2))
-    return result, float(sizes[:, 0].mean()), float(sizes[:, 1].mean())
+        for name, f in original.items():
+            setattr(PartitionSolver, name, f)
+    up = sum(sent) / max(result.rounds, 1)
+    return result, up, (P - 1) * up
 
 
-def _bytes(update) -> int:
-    rows, values, tail = update
-    if rows is None:
-        return values.nbytes
-    return rows.nbytes + values.nbytes + tail.nbytes
+def calibrate(sizes=(0, 1 << 20, 8 << 20), reps=30):
+    """(seconds per actor round trip, bytes per second) of a 2-worker LocalCluster on this
+    machine: the median time of an actor call that echoes nothing back, for arguments of
+    ``sizes`` bytes; the bandwidth is fitted from the largest size."""
+    import statistics
+
+    import distributed
+
+    from crfsdca.distributed.handles import RemoteHandle
+
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster, direct_to_workers=True) as client,
+    ):  # fmt: skip
+        workers = sorted(client.scheduler_info()["workers"])
+        futures = [client.submit(_Echo, actor=True, workers=[a], pure=False) for a in workers]
+        handles = [RemoteHandle(f.result(), k, 60) for k, f in enumerate(futures)]
+        times = {}
+        for size in sizes:
+            payload = np.zeros(size // 8)
+            for h in handles:
+                h.call("size", payload)  # warm
+            samples = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                for s in [h.send("size", payload) for h in handles]:
+                    s.result()
+                samples.append(time.perf_counter() - start)
+            times[size] = statistics.median(samples)
+        client.cancel(futures)
+    rtt = times[sizes[0]]
+    bandwidth = 2 * sizes[-1] / max(times[sizes[-1]] - rtt, 1e-9)  # both partitions' bytes
+    return rtt, bandwidth, times
+
+
+class _Echo:
+    def size(self, payload) -> int:
+        return int(payload.nbytes)
 
 
 def main() -> None:
@@ -108,7 +153,18 @@ def main() -> None:
     parser.add_argument(
         "--step-seconds", type=float, default=None, help="serial seconds per step [measured]"
     )
+    parser.add_argument(
+        "--calibrate", action="store_true", help="measure a local cluster's round trip first"
+    )
     args = parser.parse_args()
+    if args.calibrate:
+        rtt, bandwidth, times = calibrate()
+        print(
+            f"local 2-worker cluster: round trip {1e3 * rtt:.2f} ms, loopback"
+            f" {bandwidth / 1e6:.0f} MB/s ("
+            + ", ".join(f"{k / 2**20:g} MiB: {1e3 * v:.2f} ms" for k, v in times.items())
+            + ")"
+        )
     if args.sigma_min is not None:
         from crfsdca.solvers import adaptive
 

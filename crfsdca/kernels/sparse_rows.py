@@ -157,12 +157,13 @@ def node_deltas(seq_offsets, examples, log_node, committed):
 
 
 @njit(cache=True, nogil=True)
-def add_tokens(w, mark, rows, n_rows, saved, table, examples, deltas, coef):
-    """w[a] += coef * v * delta_t for every attribute (a, v) of every token of the sequences
-    ``examples`` (ids into ``table`` = (seq_offsets, attr_offsets, attr_ids, attr_values);
-    no values: all 1), tokens in the order of ``deltas``. Every row first reached is marked,
-    appended to ``rows`` after ``n_rows`` and its values before the change kept in ``saved``
-    (same position); returns the new count. w is flat: row a is w[a * K:(a + 1) * K]."""
+def add_tokens(w, slot, rows, n_rows, saved, acc, table, examples, deltas, coef):
+    """acc[slot[a]] += coef * v * delta_t for every attribute (a, v) of every token of the
+    sequences ``examples`` (ids into ``table`` = (seq_offsets, attr_offsets, attr_ids,
+    attr_values); no values: all 1), tokens in the order of ``deltas``. A row first reached
+    gets the next slot (``slot[a]`` was -1): it is appended to ``rows`` after ``n_rows``, its
+    values in w kept in ``saved`` and its sum started at 0 in ``acc``. Returns the new count.
+    The sums go to a compact buffer, not to w: w is read once per row, not per occurrence."""
     seq_offsets, attr_offsets, attr_ids, attr_values = table
     K = deltas.shape[1]
     ones = attr_values.size == 0
@@ -171,50 +172,48 @@ def add_tokens(w, mark, rows, n_rows, saved, table, examples, deltas, coef):
         for t in range(seq_offsets[e], seq_offsets[e + 1]):
             for p in range(attr_offsets[t], attr_offsets[t + 1]):
                 a = attr_ids[p]
-                b = a * K
-                if not mark[a]:
-                    mark[a] = True
-                    rows[n_rows] = a
+                j = slot[a]
+                if j < 0:
+                    j = n_rows
+                    slot[a] = j
+                    rows[j] = a
+                    b = a * K
                     for k in range(K):
-                        saved[n_rows, k] = w[b + k]
+                        saved[j, k] = w[b + k]
+                        acc[j, k] = 0.0
                     n_rows += 1
                 c = coef if ones else coef * attr_values[p]
                 for k in range(K):
-                    w[b + k] += c * np.float64(deltas[q, k])
+                    acc[j, k] += c * np.float64(deltas[q, k])
             q += 1
     return n_rows
 
 
 @njit(cache=True, nogil=True)
-def row_changes(w, saved, rows, K):
-    """(w_before . Delta, |Delta|^2) over the changed ``rows``, Delta = w - saved."""
+def row_changes(saved, acc, n_rows):
+    """(w_before . Delta, |Delta|^2) over the first ``n_rows`` slots."""
     dot = 0.0
     sq = 0.0
-    for j in range(rows.size):
-        b = rows[j] * K
-        for k in range(K):
-            d = w[b + k] - saved[j, k]
+    for j in range(n_rows):
+        for k in range(acc.shape[1]):
+            d = acc[j, k]
             dot += saved[j, k] * d
             sq += d * d
     return dot, sq
 
 
 @njit(cache=True, nogil=True)
-def settle_rows(w, u, saved, mark, rows, K, t):
-    """Keep the change of the ``rows`` at the mix t (1: as is; 0: w put back bit for bit),
-    set u = w there and clear the marks."""
+def settle_rows(w, u, saved, acc, slot, rows, t):
+    """w = saved + t * acc on the ``rows`` (t = 0: w as saved), u = w there, slots freed."""
+    K = acc.shape[1]
     for j in range(rows.size):
         a = rows[j]
         b = a * K
-        if t == 0.0:
-            for k in range(K):
-                w[b + k] = saved[j, k]
-        elif t != 1.0:
-            for k in range(K):
-                w[b + k] = saved[j, k] + t * (w[b + k] - saved[j, k])
         for k in range(K):
-            u[b + k] = w[b + k]
-        mark[a] = False
+            v = saved[j, k] if t == 0.0 else saved[j, k] + t * acc[j, k]
+            w[b + k] = v
+            u[b + k] = v
+        slot[a] = -1
 
 
 @njit(cache=True, nogil=True)

@@ -93,9 +93,10 @@ class MarginalLedger:
         self.n_attributes, self.K = int(shape[0]), int(shape[1])
         self.lam_n = float(lam_n)
         self.committed = np.exp(np.asarray(log_node, np.float64))
-        self.mark = np.zeros(self.n_attributes, np.bool_)
+        self.slot = np.full(self.n_attributes, -1, np.int64)  # a moved row's position
         self.buffer = np.empty(self.n_attributes, np.int64)  # the rows the messages move
-        self.saved = np.empty((self.n_attributes, self.K))  # their values before (in order)
+        self.saved = np.empty((self.n_attributes, self.K))  # their values before (by slot)
+        self.acc = np.empty((self.n_attributes, self.K))  # their summed change (by slot)
         self.n_rows = 0
         self.tail: NDArray[np.float64] | None = None  # the messages' summed tail
         self.sent: tuple[NDArray[np.int64], NDArray[np.float32]] | None = None
@@ -114,15 +115,16 @@ class MarginalLedger:
         return (examples + self.first).astype(np.int32), deltas, tail
 
     def accumulate(self, w: NDArray[np.float64], messages: list[Message]) -> None:
-        """Add the messages (in their order: every replica adds alike) to w's attribute rows,
-        keeping those rows' values before (:meth:`commit` keeps, mixes or puts back)."""
+        """Sum the messages (in their order: every replica sums alike) by attribute row;
+        :meth:`commit` adds the sum to w (or t times it)."""
         coef = -1.0 / self.lam_n
         table = self.table.arrays()
         tail = np.zeros_like(messages[0][2])
         for examples, deltas, t in messages:
             self.n_rows = sparse_rows.add_tokens(
-                w, self.mark, self.buffer, self.n_rows, self.saved, table, examples, deltas, coef
-            )
+                w, self.slot, self.buffer, self.n_rows, self.saved, self.acc, table, examples,
+                deltas, coef,
+            )  # fmt: skip
             tail += t
         self.tail = tail
 
@@ -133,14 +135,14 @@ class MarginalLedger:
     def dot_and_square(self, w: NDArray[np.float64]) -> tuple[float, float]:
         """(w . Delta w, |Delta w|^2) of the accumulated update (attribute rows and tail; w
         before it)."""
-        dot, sq = sparse_rows.row_changes(w, self.saved, self.rows, self.K)
+        dot, sq = sparse_rows.row_changes(self.saved, self.acc, self.n_rows)
         w_tail = w[self.n_attributes * self.K :]
         return dot + float(w_tail @ self.tail), sq + float(self.tail @ self.tail)
 
     def commit(self, w: NDArray[np.float64], u: NDArray[np.float64], t: float = 1.0) -> None:
         """Keep t times the accumulated update (t = 0: w as before it, bit for bit), and set
         u = w where it moved (which covers the rows this partition stepped on)."""
-        sparse_rows.settle_rows(w, u, self.saved, self.mark, self.rows, self.K, float(t))
+        sparse_rows.settle_rows(w, u, self.saved, self.acc, self.slot, self.rows, float(t))
         self.n_rows = 0
         start = self.n_attributes * self.K
         w[start:] += t * self.tail
