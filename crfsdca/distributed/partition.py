@@ -233,8 +233,9 @@ class PartitionSolver:
         self.ledger: MarginalLedger | None = None
         if table is not None and variant in MARGINAL_VARIANTS and _kind(problem) in MARGINAL_KINDS:
             seqs = sequences_of(problem.train)
+            dtype = np.float32 if n_partitions > 1 else np.float64  # one partition sends nothing
             self.ledger = MarginalLedger(
-                table, first, seqs, state.dual.log_node, self.shape, self.local.lam_n
+                table, first, seqs, state.dual.log_node, self.shape, self.local.lam_n, dtype
             )
         self._held: Update | None = None  # rows form: the summed update not yet committed
         self._message: Any = None  # this partition's last message (the driver sends None)

@@ -134,24 +134,20 @@ def scatter_runs(flat, off, length, values):
 
 # -- updates in the form the steps produce them: per-token node-marginal changes -------------
 @njit(cache=True, nogil=True)
-def node_deltas(seq_offsets, examples, log_node, committed):
+def node_deltas(seq_offsets, examples, log_node, committed, out):
     """The node-marginal change of every token of the sequences ``examples`` (in order) since
-    it was last committed, rounded to float32: a (tokens, K) array; ``committed`` (float64,
+    it was last committed, rounded to the dtype of ``out`` ((tokens, K), float32 or float64,
+    filled and returned); ``committed`` (float64,
     one row per token) is advanced by exactly the rounded change, so it stays the sum of
     what was sent (the residual ``exp(log_node) - committed`` is what the rounding kept back,
     and is sent with the token's next change)."""
     K = log_node.shape[1]
-    total = 0
-    for e in examples:
-        total += seq_offsets[e + 1] - seq_offsets[e]
-    out = np.empty((total, K), np.float32)
     q = 0
     for e in examples:
         for t in range(seq_offsets[e], seq_offsets[e + 1]):
             for k in range(K):
-                d = np.float32(np.exp(np.float64(log_node[t, k])) - committed[t, k])
-                out[q, k] = d
-                committed[t, k] += np.float64(d)
+                out[q, k] = np.exp(np.float64(log_node[t, k])) - committed[t, k]
+                committed[t, k] += np.float64(out[q, k])
             q += 1
     return out
 

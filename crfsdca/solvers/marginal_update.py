@@ -88,10 +88,12 @@ class MarginalLedger:
         log_node: NDArray[Any],
         shape: tuple[int, int],
         lam_n: float,
+        dtype: Any = np.float32,
     ) -> None:
         self.table, self.first, self.seqs = table, int(first), seqs
         self.n_attributes, self.K = int(shape[0]), int(shape[1])
         self.lam_n = float(lam_n)
+        self.dtype = dtype  # of the sent changes (float64: nothing is rounded)
         self.committed = np.exp(np.asarray(log_node, np.float64))
         self.slot = np.full(self.n_attributes, -1, np.int64)  # a moved row's position
         self.buffer = np.empty(self.n_attributes, np.int64)  # the rows the messages move
@@ -110,7 +112,9 @@ class MarginalLedger:
     ) -> Message:
         """The message of a round that stepped on ``examples`` (local ids); commits it."""
         examples = np.unique(np.asarray(examples, np.int64))
-        deltas = sparse_rows.node_deltas(self.seqs.seq_offsets, examples, log_node, self.committed)
+        offsets = self.seqs.seq_offsets
+        out = np.empty((int(np.sum(offsets[examples + 1] - offsets[examples])), self.K), self.dtype)
+        deltas = sparse_rows.node_deltas(offsets, examples, log_node, self.committed, out)
         self.sent = (examples, deltas)
         return (examples + self.first).astype(np.int32), deltas, tail
 
