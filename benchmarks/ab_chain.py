@@ -35,7 +35,7 @@ MODULES = (
     "data_loaders",
     "crfsdca.features.feature_map",
     "crfsdca.structures.problem",
-    "crfsdca.kernels.sdca_epoch",
+    "crfsdca.kernels.solvers.sdca_epoch",
     "crfsdca.solvers.local",
     "crfsdca.solvers.sdca",
 )
@@ -100,7 +100,7 @@ class Bench:
             runner = m["crfsdca.solvers.local"].LocalSDCA(self.problem, self.config, state)
             args = runner.kernel_args(draws, -1.0)
             start = time.process_time()
-            m["crfsdca.kernels.sdca_epoch"].run_steps(args)
+            m["crfsdca.kernels.solvers.sdca_epoch"].run_steps(args)
             return time.process_time() - start, np.array(runner.weights, copy=True)
 
     def oracle(self, repeats: int = 3) -> tuple[float, float, np.ndarray]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import data_loaders
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels.batch import set_threads
+from crfsdca.kernels.numerics.threads import set_threads
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
 from crfsdca.structures.problem import Problem

@@ -1,4 +1,5 @@
-"""Time ``crfsdca.kernels.fastmath`` against numba's libm ``np.log``/``np.exp`` and numpy's.
+"""Time ``crfsdca.kernels.numerics.fastmath`` against numba's libm ``np.log``/``np.exp`` and
+numpy's.
 
 Reports ns per element, median (and minimum) of ``--repeat`` runs, for
 
@@ -25,7 +26,7 @@ import time
 
 import numpy as np
 
-from crfsdca.kernels import fastmath as fm
+from crfsdca.kernels.numerics import fastmath as fm
 
 
 def timing(call, n_elements: int, repeat: int, inner: int = 1) -> str:
@@ -80,7 +81,7 @@ def main() -> None:
     print("\nmap loop out[i] = f(x[i]), ns/element, median (min)")
     print(f"  {'':32s} {f'{n:,} elements':>14s} | {nc} elements (in cache) x {inner} calls")
     out_c = np.empty(nc)
-    for name, ks in kernels.items():
+    for name, ks in kernels.structures.items():
         x = inputs[name]
         xc = x[:nc].copy()
         rows = dict(ks)

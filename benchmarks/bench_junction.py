@@ -28,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     import data_loaders
     from crfsdca.features.feature_map import FeatureMap
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
     from crfsdca.structures.chain import Oracle
     from crfsdca.structures.junction import JunctionData, JunctionOracle, second_order_data
     from crfsdca.structures.junction_tree import JunctionTree

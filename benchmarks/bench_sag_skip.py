@@ -28,7 +28,7 @@ import warnings
 import data_loaders
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels.batch import set_threads
+from crfsdca.kernels.numerics.threads import set_threads
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.reference import reference_optimum

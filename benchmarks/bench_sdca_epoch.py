@@ -3,7 +3,7 @@
     CRFSDCA_DATA_DIR=../shared/data python benchmarks/bench_sdca_epoch.py [--dataset conll2000]
 
 Times, on the same initial dual state (with 512-bit vectors on AVX-512 hosts unless
-``CRFSDCA_VECTOR_WIDTH=256``, see ``crfsdca.kernels.vector_width``): epochs of the compiled
+``CRFSDCA_VECTOR_WIDTH=256``, see ``crfsdca.kernels.numerics.vector_width``): epochs of the compiled
 SDCA loop with the line search (starting at 0.5 and at the previous step size) and with a fixed
 step, with the shares of the epoch spent in the oracle, the block gap and the line search (cycle
 counters inside the kernel); one full-batch oracle pass; and, per block entry, the block-gap,
@@ -24,9 +24,9 @@ import numpy as np
 
 import data_loaders
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels import line_search as K_ls
-from crfsdca.kernels import sdca as kernels
-from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels.solvers import line_search as K_ls
+from crfsdca.kernels.solvers import sdca as kernels
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
 from crfsdca.structures.problem import Problem
@@ -90,7 +90,8 @@ def block_kernels(T: int = 24, K: int = 22, repeats: int = 2000) -> dict[str, fl
 
 
 def vector_bits() -> int:
-    """512 when crfsdca.kernels.vector_width turned LLVM's 256-bit preference off, else 256."""
+    """512 when crfsdca.kernels.numerics.vector_width turned LLVM's 256-bit preference off, else
+    256."""
     features = os.environ.get("NUMBA_CPU_FEATURES", "")
     return 512 if features.endswith("-prefer-256-bit") else 256
 

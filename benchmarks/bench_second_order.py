@@ -49,8 +49,8 @@ def problems(args):
 
 
 def dual_gib(problem, dtype) -> float:
-    from crfsdca.structures.dual import dual_state_bytes, junction_dual_bytes
-    from crfsdca.structures.junction import JunctionProblem
+    from crfsdca.structures.dual import dual_state_bytes
+    from crfsdca.structures.junction import JunctionProblem, junction_dual_bytes
 
     d = problem.feature_map.n_features
     if isinstance(problem, JunctionProblem):
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="sentences of the compile run")
     args = parser.parse_args()
     from crfsdca.errors import ConvergenceWarning
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
 
     set_threads(1)
     first, second = problems(args)

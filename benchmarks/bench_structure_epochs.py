@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--n-second", type=int, default=1000)
     args = parser.parse_args()
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
 
     set_threads(1)
     result = {}

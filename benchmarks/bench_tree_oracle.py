@@ -27,7 +27,7 @@ def main() -> None:
     from crfsdca.features.attributes import make_encoder
     from crfsdca.features.feature_map import FeatureMap
     from crfsdca.io.readers import read_conllu
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
     from crfsdca.structures.chain import Oracle
     from crfsdca.structures.tree import TreeData, TreeOracle, trees_from_parents
 

@@ -47,7 +47,7 @@ import numpy as np
 import data_loaders
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels.batch import max_threads, set_threads
+from crfsdca.kernels.numerics.threads import max_threads, set_threads
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.structures.problem import Problem

@@ -82,7 +82,7 @@ import data_loaders
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels.batch import max_threads, set_threads
+from crfsdca.kernels.numerics.threads import max_threads, set_threads
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.reference import reference_optimum

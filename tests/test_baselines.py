@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 
 from crfsdca.cli.main import main
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels import chain_eg as oeg_kernels
+from crfsdca.kernels.structures import chain_eg as oeg_kernels
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from test_kernels_chain import potentials, run_forward_backward, workspace
 
-from crfsdca.kernels import block_oracle, chain
+from crfsdca.kernels.structures import chain
+from crfsdca.kernels.structures import chain_oracle as block_oracle
 
 
 def run_block(u, trans):

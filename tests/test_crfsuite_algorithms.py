@@ -1,10 +1,10 @@
 """CRFsuite's ``ap``, ``pa``, ``arow`` and ``l2sgd`` against python-crfsuite on the same data.
 
 CRFsuite shuffles with the C library's ``rand()`` and never seeds it; crfsdca reproduces glibc's
-generator (:mod:`crfsdca.kernels.crand`), so after ``srand(1)`` in this process python-crfsuite
-visits the sequences in the order crfsdca's ``random_state=1`` does, and the two must give the
-same weights (up to rounding) and the same tags. The generator itself is checked against the C
-library's ``rand()``.
+generator (:mod:`crfsdca.kernels.numerics.crand`), so after ``srand(1)`` in this process
+python-crfsuite visits the sequences in the order crfsdca's ``random_state=1`` does, and the two
+must give the same weights (up to rounding) and the same tags. The generator itself is checked
+against the C library's ``rand()``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from _conll_dicts import conll_dicts
 
 from crfsdca import CRF
 from crfsdca.io.crfsuite_file import read_crfsuite_model
-from crfsdca.kernels.crand import crfsuite_shuffle, new_state, rand_next
+from crfsdca.kernels.numerics.crand import crfsuite_shuffle, new_state, rand_next
 
 pycrfsuite = pytest.importorskip("pycrfsuite")
 

@@ -248,7 +248,7 @@ def test_pycrfsuite_dump_lists_exactly_the_nonzero_weights(tmp_path, n_bias_rows
     names = [n or "empty" for n in NAMES]
     model = _random_model(3, n_bias_rows, names)
     path = tmp_path / "m.crfsuite"
-    model.export_crfsuite(str(path))
+    export_crfsuite(model, str(path))
     tagger = pycrfsuite.Tagger()
     tagger.open(str(path))
     info = tagger.info()

@@ -1,4 +1,4 @@
-"""The elastic net by Prox-SDCA (``crfsdca.kernels.prox``): the certified optimum against an
+"""The elastic net by Prox-SDCA (``crfsdca.kernels.solvers.prox``): the certified optimum against an
 independent bound-constrained minimisation, the gap decomposition, monotone dual ascent, the
 soft-thresholding map, the exact line search across kinks, sigma -> 0, checkpoints, inputs."""
 
@@ -15,9 +15,9 @@ from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.kernels import line_search as K_ls
-from crfsdca.kernels import prox, sdca, sdca_epoch
-from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
+from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32, BlockRuns
+from crfsdca.kernels.solvers import line_search as K_ls
+from crfsdca.kernels.solvers import prox, sdca_epoch
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor
@@ -221,9 +221,7 @@ def test_line_search_equals_a_root_finder_on_the_piecewise_dual(seed):
     b32 = BlockBuffers32(
         mu.astype(np.float32), nu.astype(np.float32), np.log(nu).astype(np.float32)
     )
-    runs = sdca.BlockRuns(
-        np.array([0]), np.array([size]), np.array([1.0]), np.array([0]), np.array([0])
-    )
+    runs = BlockRuns(np.array([0]), np.array([size]), np.array([1.0]), np.array([0]), np.array([0]))
     m, tau, c = 30, 0.4, float(rng.uniform(0.5, 20))
     a = rng.normal(0, 0.6, m)
     vv = rng.normal(0, 0.6, m)

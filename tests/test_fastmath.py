@@ -1,4 +1,4 @@
-"""Accuracy, special values and vectorization of ``crfsdca.kernels.fastmath``.
+"""Accuracy, special values and vectorization of ``crfsdca.kernels.numerics.fastmath``.
 
 Errors are measured in ulps of the exact result, taken from numpy's ``longdouble`` functions
 (x87 80-bit extended precision on x86-64, 11 more bits than float64, so the reference error is
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from crfsdca.kernels import fastmath as fm
+from crfsdca.kernels.numerics import fastmath as fm
 
 pytestmark = pytest.mark.skipif(
     np.finfo(np.longdouble).nmant < 63, reason="needs 80-bit longdouble for reference values"
@@ -345,7 +345,7 @@ def test_cached_caller_in_another_module(tmp_path, monkeypatch):
     """Usable from ``@njit(cache=True, nogil=True)`` functions of other modules."""
     (tmp_path / "fastmath_cache_user.py").write_text(
         "from numba import njit\n"
-        "from crfsdca.kernels.fastmath import add_reassoc, fast_exp, fast_log\n\n"
+        "from crfsdca.kernels.numerics.fastmath import add_reassoc, fast_exp, fast_log\n\n"
         "@njit(cache=True, nogil=True)\n"
         "def f(x):\n"
         "    s = 0.0\n"

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from crfsdca.kernels import chain
 from crfsdca.kernels.jit import CALLEE_SUFFIX, CalleeLibrary, Kernel, njit
+from crfsdca.kernels.structures import chain
 
 ROOT = Path(__file__).resolve().parents[1]
 

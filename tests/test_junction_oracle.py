@@ -98,7 +98,7 @@ def test_scaled_kernels_equal_the_log_space_kernels(kind, scale):
     """The scaled batch value and gradient and per-example marginals equal the log-space
     kernels; with potentials of hundreds the scaled pass fails and the example is redone in
     log space."""
-    from crfsdca.kernels import junction_batch, junction_scaled
+    from crfsdca.kernels.structures import junction_batch, junction_scaled
 
     nodes = random_sequences(9, n=12, max_T=7, K=3, A=6)
     data = second_order_data(nodes) if kind == "second-order" else custom_data(9, n=12, max_T=7)
@@ -143,7 +143,7 @@ def test_uncached_projection_patterns_give_the_same_results(monkeypatch):
         w = np.random.default_rng(4).normal(size=problem.feature_map.n_features)
         value, grad = problem.oracle.value_and_gradient(w)
         if other is None:  # second-order, uncached: against the log-space kernels
-            from crfsdca.kernels import junction_batch
+            from crfsdca.kernels.structures import junction_batch
 
             o = problem.oracle
             ref = np.empty_like(grad)

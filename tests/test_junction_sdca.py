@@ -8,13 +8,16 @@ import pytest
 from _synthetic import random_sequences
 from test_junction_oracle import custom_data
 
-from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
-from crfsdca.structures.dual import junction_weights_from_dual
-from crfsdca.structures.junction import junction_problem, second_order_data
+from crfsdca.structures.junction import (
+    junction_problem,
+    junction_weights_from_dual,
+    second_order_data,
+)
 
 
 def problem_of(kind, seed=6, n=30):

@@ -15,14 +15,16 @@ from test_tree_solvers import nodes_of, solve, without_time
 
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels import junction_scaled, sdca_epoch
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import junction_scaled
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers import sdca as sdca_module
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.monitor import Monitor
-from crfsdca.structures.dual import junction_dual_bytes, junction_weights_from_dual
 from crfsdca.structures.junction import (
+    junction_dual_bytes,
     junction_problem,
+    junction_weights_from_dual,
     junctions_from_cliques,
     make_workspace,
     second_order_data,

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 from crfsdca import FeatureMap
-from crfsdca.kernels import chain, logspace
+from crfsdca.kernels.numerics import logspace
+from crfsdca.kernels.structures import chain
 
 RTOL = 1e-10
 

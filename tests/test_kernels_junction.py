@@ -11,7 +11,7 @@ from _synthetic import random_sequences
 
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import segments
+from crfsdca.kernels.numerics import segments
 from crfsdca.structures.chain import Oracle
 from crfsdca.structures.graphs import Tree
 from crfsdca.structures.junction import (

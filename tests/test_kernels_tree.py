@@ -9,7 +9,7 @@ import pytest
 from _reference import log_marginals
 
 from crfsdca.errors import GraphError
-from crfsdca.kernels import tree as kt
+from crfsdca.kernels.structures import tree as kt
 from crfsdca.structures.graphs import Tree, chain_graph
 
 TREES = {

@@ -15,7 +15,8 @@ from _reference import (
 )
 
 from crfsdca import FeatureMap
-from crfsdca.kernels import batch, chain
+from crfsdca.kernels.numerics.threads import max_threads
+from crfsdca.kernels.structures import chain
 from crfsdca.structures.chain import Oracle
 
 RTOL = 1e-10
@@ -121,7 +122,7 @@ def test_batch_equals_per_sequence_sums(n_bias, scale):
     )
     oracle = Oracle(data, fm)
     ref_value, ref_grad = per_sequence_sums(oracle, data, fm, w)
-    for n_threads in range(1, batch.max_threads() + 1):
+    for n_threads in range(1, max_threads() + 1):
         oracle.n_threads = n_threads
         value, grad = oracle.value_and_gradient(w)
         np.testing.assert_allclose(value, ref_value, rtol=1e-12)
@@ -131,7 +132,7 @@ def test_batch_equals_per_sequence_sums(n_bias, scale):
 
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_more_threads_than_sequences(n_threads):
-    if n_threads > batch.max_threads():
+    if n_threads > max_threads():
         pytest.skip("needs more threads")
     data, fm, w = problem(16, n_sequences=1)
     oracle = Oracle(data, fm, n_threads=n_threads)
@@ -143,7 +144,7 @@ def test_more_threads_than_sequences(n_threads):
 @pytest.mark.parametrize("scale", [1.0, 1e3])
 def test_predict_matches_brute_force(scale):
     data, fm, w = problem(17, 3, scale, n_sequences=20, unknown_labels=True)
-    oracle = Oracle(data, fm, n_threads=batch.max_threads())
+    oracle = Oracle(data, fm, n_threads=max_threads())
     pred = oracle.predict(w)
     for i in range(data.n_sequences):
         ref_y, _ = viterbi(unary(data, i, w, fm), fm.transition(w))

@@ -1,5 +1,5 @@
-"""The second-order chain's fast path (``crfsdca.kernels.order2``) against the generic junction
-kernels on the same blocks: log Z, clique and separator marginals, the primal direction."""
+"""The second-order chain's fast path (``crfsdca.kernels.structures.order2``) against the generic
+junction kernels on the same blocks: log Z, clique and separator marginals, the primal direction."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from _synthetic import random_sequences
 from numba import njit
 from test_junction_oracle import custom_data
 
-from crfsdca.kernels import order2, sdca_epoch
 from crfsdca.kernels import primitives as P
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import order2
 from crfsdca.structures.junction import (
     junction_problem,
     junctions_from_cliques,

@@ -97,7 +97,7 @@ def test_partial_fit_misuse():
 
 
 def test_n_jobs_gives_the_same_model_and_restores_the_threads():
-    from crfsdca.kernels.batch import get_threads, max_threads
+    from crfsdca.kernels.numerics.threads import get_threads, max_threads
 
     X, y = sentences(5, 30)
     before = get_threads()

@@ -1,4 +1,4 @@
-"""The short-row vector kernels (crfsdca.kernels.rowops) against numpy, over K = 1..40.
+"""The short-row vector kernels (crfsdca.kernels.numerics.rowops) against numpy, over K = 1..40.
 
 They write through masked vector stores and read without bounds checks, so besides the values
 the tests check that nothing outside the K labels of a row is touched (sentinels around every
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from crfsdca.kernels.rowops import rows_sum, rows_sum_into, scale_rows_into
+from crfsdca.kernels.numerics.rowops import rows_sum, rows_sum_into, scale_rows_into
 
 KS = [1, 2, 7, 8, 9, 16, 23, 26, 31, 32, 33, 40]
 SENTINEL = -7.25

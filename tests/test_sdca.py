@@ -5,7 +5,7 @@ import pytest
 from _reference_sdca import reference_step
 from _synthetic import random_problem
 
-from crfsdca.kernels import sdca_epoch
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor

@@ -7,11 +7,11 @@ import pytest
 from scipy.integrate import quad
 from scipy.optimize import minimize_scalar
 
-from crfsdca.kernels import line_search as K_ls
-from crfsdca.kernels import sdca as K_sdca
-from crfsdca.kernels import trees
 from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
-from crfsdca.kernels.sdca import chain_runs as R
+from crfsdca.kernels.solvers import line_search as K_ls
+from crfsdca.kernels.solvers import sdca as K_sdca
+from crfsdca.kernels.solvers import trees
+from crfsdca.kernels.solvers.sdca import chain_runs as R
 
 
 def random_chain(rng, T, K, scale=1.0):

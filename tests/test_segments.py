@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crfsdca.kernels import segments
+from crfsdca.kernels.numerics import segments
 
 
 def block(rng, sizes, tiny=False):

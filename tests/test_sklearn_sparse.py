@@ -233,12 +233,12 @@ def test_estimator_default_lbfgs_is_crfsuites_sparse_model(tmp_path):
 
 def test_sparse_model_exports_to_crfsuite(tmp_path):
     pycrfsuite = pytest.importorskip("pycrfsuite")
-    from crfsdca.estimators.crfsuite_format import crfsuite_items
+    from crfsdca.estimators.crfsuite_format import crfsuite_items, export_crfsuite
 
     X, y = _tiny_corpus()
     crf = CRF(algorithm="lbfgs", c2=0.1).fit(X, y)
     path = tmp_path / "m.crfsuite"
-    crf._model.export_crfsuite(str(path))
+    export_crfsuite(crf._model, str(path))
     tagger = pycrfsuite.Tagger()
     tagger.open(str(path))
     items = crfsuite_items(crf._model, crf._encoder.transform(X))

@@ -1,4 +1,4 @@
-"""The row bookkeeping of a distributed round (``crfsdca.kernels.sparse_rows``) against the
+"""The row bookkeeping of a distributed round (``crfsdca.kernels.solvers.sparse_rows``) against the
 numpy expressions it replaces, bit for bit, and the adaptive rule's block snapshot."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from _synthetic import random_problem
 
 from crfsdca.features.sequences import _ranges
-from crfsdca.kernels import sparse_rows
+from crfsdca.kernels.solvers import sparse_rows
 from crfsdca.solvers.adaptive import Snapshot
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
 from crfsdca.solvers.sparse_update import aggregate, apply, touched_rows

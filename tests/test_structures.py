@@ -8,9 +8,9 @@ from _synthetic import random_sequences
 from test_tree_oracle import tree_data
 
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.kernels import line_search as K_ls
-from crfsdca.kernels import sdca as K_sdca
 from crfsdca.kernels.primitives import BlockBuffers, BlockBuffers32
+from crfsdca.kernels.solvers import line_search as K_ls
+from crfsdca.kernels.solvers import sdca as K_sdca
 from crfsdca.structures.chain import ChainStructure, Oracle
 from crfsdca.structures.junction import (
     JunctionData,
@@ -31,7 +31,7 @@ def stacked(oracle, n, w):
 
 
 def chain_entropies(nodes, log_node, log_edge):
-    """The chain kernel's block entropies (``kernels.sdca.block_entropy``)."""
+    """The chain kernel's block entropies (``kernels.solvers.sdca.block_entropy``)."""
     so = nodes.seq_offsets
     return np.array([
         K_sdca.block_entropy(log_node[so[i] : so[i + 1]], log_edge[so[i] - i : so[i + 1] - i - 1])
@@ -95,9 +95,9 @@ def test_junction_run_table_entropy_equals_the_chain_kernel():
 
 
 def block_buffers(structure, i, log_node, log_edge):
-    """Example i's flat block (``kernels.sdca.BlockRuns`` layout) from arrays stored like the
-    dual state, and its runs."""
-    from crfsdca.kernels.sdca import BlockRuns
+    """Example i's flat block (``kernels.primitives.BlockRuns`` layout) from arrays stored like
+    the dual state, and its runs."""
+    from crfsdca.kernels.primitives import BlockRuns
 
     t = structure.runs
     a, b = t.start[i], t.start[i + 1]

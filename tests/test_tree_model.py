@@ -14,6 +14,7 @@ import pytest
 
 import crfsdca
 from crfsdca.errors import GraphError, ModelFormatError
+from crfsdca.estimators.crfsuite_format import export_crfsuite
 from crfsdca.estimators.model import SequenceCRF
 from crfsdca.features.attributes import make_encoder
 from crfsdca.io import AttributeCorpus
@@ -311,4 +312,4 @@ def test_sequence_crf_refuses_the_other_graph_kind():
     with pytest.raises(GraphError, match="trained on trees; got chains"):
         tree.predict(nodes)
     with pytest.raises(ValueError, match="CRFsuite's format holds linear-chain models"):
-        tree.export_crfsuite("unused.crfsuite")
+        export_crfsuite(tree, "unused.crfsuite")

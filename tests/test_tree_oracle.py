@@ -152,7 +152,7 @@ def test_an_unknown_training_label_names_the_example_and_node():
 def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     """SDCA on forests with two edge types: the same optimum as L-BFGS (relative 1e-6), a true
     gap <= 1e-6, the dual never above the primal, and P - D = mean block KL (exact gaps)."""
-    from crfsdca.kernels import sdca_epoch
+    from crfsdca.kernels.solvers import sdca_epoch
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
     train = tree_data(seed=6, n=30, max_T=6)
@@ -170,7 +170,7 @@ def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
     d = result.state.dual
     gaps = sdca_epoch.exact_gaps(problem.structure.blocks, d.log_edge, d.log_node, d.weights)
     assert gaps.mean() == pytest.approx(last.gap, rel=1e-8, abs=1e-14)
-    from crfsdca.structures.dual import tree_weights_from_dual
+    from crfsdca.structures.tree import tree_weights_from_dual
 
     np.testing.assert_allclose(
         d.weights, tree_weights_from_dual(problem, d.log_node, d.log_edge), rtol=1e-9, atol=1e-12
@@ -181,7 +181,7 @@ def test_sdca_on_trees_reaches_the_lbfgs_optimum(sampling):
 def test_scaled_batch_equals_the_log_space_batch(scale):
     """The fast scaled-space value and gradient equal the log-space kernels; with potentials of
     hundreds the scaled pass underflows and the example is redone in log space."""
-    from crfsdca.kernels import tree as kt
+    from crfsdca.kernels.structures import tree as kt
 
     data = tree_data(seed=9, n=12, max_T=7)
     fm = FeatureMap(data.n_attributes, data.n_labels, 3, 2)

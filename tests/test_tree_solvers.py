@@ -14,13 +14,19 @@ from scipy.special import logsumexp
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import sdca_epoch, tree_scaled
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import tree_scaled
 from crfsdca.solvers import SOLVERS
 from crfsdca.solvers.checkpoint import load_checkpoint, save_checkpoint
 from crfsdca.solvers.monitor import Monitor
-from crfsdca.structures.dual import tree_weights_from_dual
 from crfsdca.structures.problem import Problem
-from crfsdca.structures.tree import TreeData, TreeOracle, tree_problem, trees_from_parents
+from crfsdca.structures.tree import (
+    TreeData,
+    TreeOracle,
+    tree_problem,
+    tree_weights_from_dual,
+    trees_from_parents,
+)
 
 K, A, N_TYPES = 3, 7, 3
 # a single node, stars (centre first, centre inside), forests, a chain, random recursive trees

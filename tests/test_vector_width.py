@@ -1,4 +1,5 @@
-"""The vector-width choice of ``crfsdca.kernels.vector_width`` (512-bit vectors on AVX-512)."""
+"""The vector-width choice of ``crfsdca.kernels.numerics.vector_width`` (512-bit vectors on
+AVX-512)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from crfsdca.kernels import vector_width
+from crfsdca.kernels.numerics import vector_width
 
 llvm = pytest.importorskip("llvmlite.binding")
 HAS_AVX512 = bool(llvm.get_host_cpu_features().get("avx512f", False))
@@ -21,7 +22,7 @@ SCRIPT = """
 import json, numpy as np
 import crfsdca.kernels
 from numba.core import config
-from crfsdca.kernels import fastmath as fm
+from crfsdca.kernels.numerics import fastmath as fm
 x = np.random.default_rng(0).uniform(1e-300, 1.0, 10007)
 out = np.empty_like(x)
 k = fm.make_map(fm.fast_log)
@@ -29,7 +30,8 @@ k(x, out)
 s = fm.make_weighted_sum(fm.fast_log, reassoc=True)
 total = s(x, x, x, x)
 asm = k.inspect_asm(k.signatures[0])
-from crfsdca.kernels import vector_width, chain
+from crfsdca.kernels.numerics import vector_width
+from crfsdca.kernels.structures import chain
 w = np.random.default_rng(1).normal(size=(26, 26))
 e = np.empty_like(w)
 m = chain.transition_exp(w, e)  # rows of K = 26 < 32: the vectorized remainder

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import crfsdca.kernels
 from crfsdca.cli.main import main
 from crfsdca.estimators.model import SequenceCRF
 from crfsdca.kernels import (
@@ -91,6 +93,34 @@ def test_a_cache_compiled_from_other_sources_is_dropped_once(tmp_path):
     assert (folder / STAMP).read_text() == "two"
 
 
+def test_a_stale_cache_is_dropped_from_every_kernel_subpackage(tmp_path):
+    """Next to the sources numba caches a kernel in its own subpackage's ``__pycache__``."""
+    kernels = tmp_path / "kernels"
+    caches = [kernels / sub / "__pycache__" for sub in ("", "numerics", "structures", "solvers")]
+    for folder in caches:
+        folder.mkdir(parents=True)
+        (folder / "k.f-1.py311.nbi").write_text("x")
+    assert drop_stale_cache(kernels / "__pycache__", "one", caches=kernels)
+    assert not any(list(folder.glob("*.nb?")) for folder in caches)
+    assert (kernels / "__pycache__" / STAMP).read_text() == "one"
+
+
+def test_the_fingerprint_covers_every_kernel_module(tmp_path):
+    """Editing any module below crfsdca/kernels (a callee of other kernels) empties the cache."""
+    package = Path(crfsdca.kernels.__file__).resolve().parents[1]
+    copy = tmp_path / "crfsdca"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = sources_fingerprint(copy)
+    kernel_modules = sorted((copy / "kernels").rglob("*.py"))
+    assert len(kernel_modules) > 40 and any(p.parent.name == "structures" for p in kernel_modules)
+    for path in kernel_modules:
+        text = path.read_bytes()
+        path.write_bytes(text + b"\n")
+        assert sources_fingerprint(copy) != before, path.relative_to(copy)
+        path.write_bytes(text)
+    assert sources_fingerprint(copy) == before
+
+
 def test_the_fingerprint_follows_kernels_and_module_moves_only(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "kernels").mkdir(parents=True)
@@ -165,6 +195,7 @@ class Count(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", Count())
+import crfsdca.kernels
 from crfsdca.cli.main import main
 try:
     main(sys.argv[1:])
@@ -214,6 +245,7 @@ class Count(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", Count())
+import crfsdca.kernels
 from crfsdca.cli.main import main
 try:
     main(sys.argv[1:])
@@ -247,7 +279,7 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
     from the compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its
     solver loop but none of them, and writes the model of a train that compiles all itself."""
     corpus = _corpus(tmp_path)
-    evaluation = ["batch._chunk_loss", "batch._chunk_predict", "sdca_epoch._exact_gaps"]
+    evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict", "sdca_epoch._exact_gaps"]
     counts, weights = {}, {}
     for ahead in ("1", "0"):
         env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
@@ -265,8 +297,9 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
 
 CACHED_EVALUATION = """
 from crfsdca.estimators.compile_ahead import _cached
-from crfsdca.kernels import batch, sdca_epoch
-kernels = (batch._chunk_loss, sdca_epoch._exact_gaps, batch._chunk_predict)
+from crfsdca.kernels.solvers import sdca_epoch
+from crfsdca.kernels.structures import chain_batch
+kernels = (chain_batch._chunk_loss, sdca_epoch._exact_gaps, chain_batch._chunk_predict)
 print(" ".join(str(_cached(k)) for k in kernels))
 """
 
@@ -282,7 +315,7 @@ def test_the_second_process_is_ready_once_the_run_s_evaluation_kernels_are_cache
     for mode, at_ready in (("no-test", "True True"), ("test", "True True True")):
         env = _cold_env(tmp_path / mode, CRFSDCA_COMPILE_AHEAD="0")
         ahead = subprocess.Popen(
-            [sys.executable, "-m", "crfsdca.estimators.compile_ahead", "float64", mode],
+            [sys.executable, "-m", "crfsdca.estimators.compile_worker", "float64", mode],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
@@ -351,12 +384,12 @@ def test_compile_ahead_is_told_whether_the_fit_scores_a_test_set(monkeypatch):
 
 @pytest.mark.slow
 def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
-    """compile_ahead.compile_loop_parts and compile_block_parts compile the line search, the
+    """compile_worker.compile_loop_parts and compile_block_parts compile the line search, the
     block update, the block gap and the primal direction for the argument types the SDCA loop
     calls them with: a train after them, on the same cache, loads them (compiles none) and
     still compiles the rest of its loop."""
     env = _cold_env(tmp_path / "cache", CRFSDCA_COMPILE_AHEAD="0")
-    parts = "from crfsdca.estimators import compile_ahead as c; "
+    parts = "from crfsdca.estimators import compile_worker as c; "
     parts += "c.compile_loop_parts('float64'); c.compile_block_parts('float64')"
     ahead = subprocess.run(
         [sys.executable, "-c", parts], env=env, capture_output=True, text=True, timeout=1800
@@ -414,7 +447,7 @@ def test_a_loop_compiled_after_the_second_process_is_the_loop_compiled_alone(tmp
         env = _cold_env(tmp_path / first, CRFSDCA_COMPILE_AHEAD="0")
         if first == "compile-ahead":  # run to its end before the training starts
             ahead = subprocess.run(
-                [sys.executable, "-m", "crfsdca.estimators.compile_ahead", "float64"],
+                [sys.executable, "-m", "crfsdca.estimators.compile_worker", "float64"],
                 env=env, capture_output=True, text=True, timeout=1800,
             )  # fmt: skip
             assert ahead.returncode == 0, ahead.stderr

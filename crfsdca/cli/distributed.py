@@ -129,8 +129,9 @@ def train_distributed(
     train = inputs.train
     fm = FeatureMap(train.n_attributes, train.n_labels, run["n_bias_rows"])
     problem = Problem(
-        train=train, feature_map=fm, regularization=run["regularization"], name=inputs.name
-    )
+        train=train, feature_map=fm, regularization=run["regularization"], name=inputs.name,
+        loss=run.get("loss", "log"),
+    )  # fmt: skip
     return fit_on_cluster(problem, run, **cluster)
 
 

@@ -115,6 +115,7 @@ def train_graph(
         problem = tree_problem(train, n_bias_rows=bias, regularization=run["regularization"],
                                test=test, name=Path(train_path).name)  # fmt: skip
         problem.l1 = run.get("l1", 0.0)
+        problem.loss = run.get("loss", "log")
     else:
         fm = FeatureMap(nodes.n_attributes, nodes.n_labels, bias)
         problem = Problem(train=nodes, feature_map=fm, regularization=run["regularization"],
@@ -152,6 +153,7 @@ def train_graph(
             "labels": list(nodes.label_names),
             "regularization": problem.regularization,
             "l1": problem.l1,
+            "loss": problem.loss,
             "solver": solver_name,
             "encoder": encoder.to_dict(),
             "training": {k: _finite(v) for k, v in result.summary().items()},

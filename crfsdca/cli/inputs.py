@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from crfsdca.cli.common import warn
+
+_SHOWN_LABELS = 5
+
 
 def load_run_inputs(run: dict[str, Any], quiet: bool):
     """``load_inputs`` of the run's dataset, test set and options; a test set whose gold labels
     the training data does not know is refused (all unknown) or warned about (some)."""
-    from crfsdca.cli.predict import check_labels
     from crfsdca.features.sources import load_inputs
 
     inputs = load_inputs(
@@ -40,3 +43,29 @@ def model_meta(inputs, run: dict[str, Any]) -> dict[str, Any]:
         "format": inputs.fmt,
         "label": run.get("label") or ("xpos" if inputs.fmt == "conllu" else None),
     }
+
+
+def _label_list(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOWN_LABELS])
+    return shown + (", ..." if len(names) > _SHOWN_LABELS else "")
+
+
+def check_labels(data, what: str, model_labels: tuple[str, ...], quiet: bool = False) -> None:
+    """Refuse data whose gold labels are all unknown to the model; warn when some are."""
+    unknown: dict[str, int] = data.meta.get("unknown_labels", {})
+    n_unknown, n_items = sum(unknown.values()), data.n_items
+    if not n_unknown:
+        return
+    by_count = sorted(unknown, key=lambda k: (-unknown[k], k))
+    if n_unknown == n_items:
+        raise ValueError(
+            f"{what}: none of its gold labels is a label of the model (data: "
+            f"{_label_list(by_count)}; model: {_label_list(list(model_labels))}); a model"
+            " for other data?"
+        )
+    if quiet:
+        return
+    warn(
+        f"{what}: {n_unknown} of {n_items} tokens ({100 * n_unknown / n_items:.2f}%) have gold"
+        f" labels the model does not know ({_label_list(by_count)}); they count as errors"
+    )

@@ -68,6 +68,7 @@ def second_order_problem(inputs, run: dict[str, Any]):
         name=inputs.name,
     )
     problem.l1 = run.get("l1", 0.0)
+    problem.loss = run.get("loss", "log")
     return problem
 
 
@@ -157,6 +158,7 @@ def save_second_order(model_path: str, problem, result, inputs, run: dict[str, A
         solver=run["solver"],
         regularization=problem.regularization,
         l1=problem.l1,
+        loss=problem.loss,
         n_bias_rows=problem.feature_map.n_bias_rows,
         order=2,
         **run["options"],

@@ -26,14 +26,13 @@ from crfsdca.cli.common import (
     errors_to_exit,
     is_special,
     plain_warnings,
-    warn,
 )
+from crfsdca.cli.inputs import check_labels
 from crfsdca.cli.shared_options import DATA_DIR_OPTION, label_option
 from crfsdca.errors import DataFormatError, GraphError, ModelFormatError, OptionError
 from crfsdca.io.corpora import FORMATS
 
 MODEL_FILE = "a crfsdca model (.npz, from crfsdca train --model)"
-_SHOWN_LABELS = 5
 
 
 def load_model(model_path: str):
@@ -192,32 +191,6 @@ def _tree_error(name: str, corpus, err: GraphError) -> DataFormatError:
             line = corpus.lines[i] if corpus.lines else None
             return DataFormatError(name, line, f"HEAD column: {first}")
     return DataFormatError(name, None, str(err))
-
-
-def _label_list(names: list[str]) -> str:
-    shown = ", ".join(names[:_SHOWN_LABELS])
-    return shown + (", ..." if len(names) > _SHOWN_LABELS else "")
-
-
-def check_labels(data, what: str, model_labels: tuple[str, ...], quiet: bool = False) -> None:
-    """Refuse data whose gold labels are all unknown to the model; warn when some are."""
-    unknown: dict[str, int] = data.meta.get("unknown_labels", {})
-    n_unknown, n_items = sum(unknown.values()), data.n_items
-    if not n_unknown:
-        return
-    by_count = sorted(unknown, key=lambda k: (-unknown[k], k))
-    if n_unknown == n_items:
-        raise ValueError(
-            f"{what}: none of its gold labels is a label of the model (data: "
-            f"{_label_list(by_count)}; model: {_label_list(list(model_labels))}); a model"
-            " for other data?"
-        )
-    if quiet:
-        return
-    warn(
-        f"{what}: {n_unknown} of {n_items} tokens ({100 * n_unknown / n_items:.2f}%) have gold"
-        f" labels the model does not know ({_label_list(by_count)}); they count as errors"
-    )
 
 
 #: the input format of ``evaluate`` and ``tag``

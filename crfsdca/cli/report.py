@@ -58,6 +58,7 @@ def summary(
         "n_labels": feature_map.n_labels,
         "lambda": regularization,
         "l1": float(extra.pop("l1", 0.0) or 0.0),
+        "loss": extra.pop("loss", "log"),
         **result.summary(),  # the last trace record: the returned state
         **extra,
         "test_token_accuracy": scores.get("token_accuracy"),
@@ -79,6 +80,7 @@ def problem_summary(
         feature_map=problem.feature_map,
         regularization=problem.regularization,
         l1=problem.l1,
+        loss=problem.loss,
         result=result,
         scores=scores,
         model_path=model_path,
@@ -88,6 +90,7 @@ def problem_summary(
 
 def print_summary(s: dict[str, Any]) -> None:
     l1 = f", l1={s['l1']:.3g}" if s.get("l1") else ""
+    l1 += ", loss=hinge (structured SVM)" if s.get("loss") == "hinge" else ""
     click.echo(
         f"{s['solver']} on {s['dataset']}: n={s['n']}, d={s['d']}, lambda={s['lambda']:.3g}{l1}"
     )

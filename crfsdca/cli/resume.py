@@ -21,6 +21,7 @@ _RUN_FLAGS = {
     "fmt": "--format",
     "regularization": "--lambda",
     "l1": "--l1",
+    "loss": "--loss",
     "bias": "--bias/--no-bias",
 }
 

@@ -45,6 +45,7 @@ def train(
     template: str | None,
     regularization: float | None,
     l1: float,
+    loss: str,
     bias: bool | None,
     max_sequences: int | None,
     seed: int,
@@ -82,6 +83,7 @@ def train(
         "template": template,
         "regularization": regularization,
         "l1": l1,
+        "loss": loss,
         "bias": bias,
         "max_sequences": max_sequences,
         "seed": seed,
@@ -89,12 +91,22 @@ def train(
     }
     if resume_dir is None and dataset is None:
         raise click.UsageError("missing argument DATASET (or give --resume DIR)")
-    from crfsdca.estimators.model import L1_SOLVERS
+    from crfsdca.estimators.model import HINGE_SOLVERS, L1_SOLVERS
+
+    if loss == "hinge" and solver not in HINGE_SOLVERS:
+        raise click.UsageError(
+            f"--loss hinge: --solver {solver} has no hinge loss; the structured SVM is trained"
+            f" by --solver {' and --solver '.join(HINGE_SOLVERS)}"
+        )
 
     if l1 > 0 and solver not in L1_SOLVERS:
         raise click.UsageError(
             f"--l1: --solver {solver} has no l1 term; the elastic net is trained by"
             f" --solver {' and --solver '.join(L1_SOLVERS)} (Prox-SDCA, OWL-QN)"
+        )
+    if loss == "hinge" and scheduler:
+        raise click.UsageError(
+            "--loss hinge: a --scheduler cluster trains the log-loss only; use --workers"
         )
     if l1 > 0 and (workers or scheduler):
         raise click.UsageError(
@@ -223,7 +235,7 @@ def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
 
 
 def _set_threads(threads: int) -> None:
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
 
     try:
         set_threads(threads)
@@ -271,6 +283,7 @@ def _train(
         solver=run["solver"],
         regularization=run["regularization"],
         l1=run.get("l1", 0.0),
+        loss=run.get("loss", "log"),
         n_bias_rows=bias_rows(inputs, run),
         seed=run["seed"],
         **run["options"],

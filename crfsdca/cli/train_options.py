@@ -80,6 +80,12 @@ TRAIN_OPTIONS: tuple[Callable, ...] = (
         " (Prox-SDCA) and lbfgs (OWL-QN) [0]",
     ),
     click.option(
+        "--loss",
+        type=click.Choice(["log", "hinge"]),
+        default="log",
+        help="log: the CRF; hinge: the structured SVM (Hamming loss; --solver sdca) [log]",
+    ),
+    click.option(
         "--bias/--no-bias", default=None, help="count/first/last bias rows [on for templates]"
     ),
     count_option("--max-sequences", help="train on the first N sequences only"),

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.modelfile import load_model, save_model
-from crfsdca.kernels import sparse_rows
+from crfsdca.kernels.solvers import sparse_rows
 from crfsdca.solvers.adaptive import Snapshot, dot_and_square
 from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
@@ -63,6 +63,7 @@ class ArrayShard:
     regularization: float
     name: str = ""
     kind: str = "chain"
+    loss: str = "log"  # the CRF's log-loss, or the structured SVM's hinge loss
     table: AttributeTable | None = None  # every sequence's attributes (marginal messages)
     first: int = 0  # the global id of the shard's first sequence
 
@@ -79,6 +80,7 @@ class ArrayShard:
             float(problem.regularization),
             problem.name,
             _kind(problem),
+            problem.loss,
             table,
             int(indices[0]) if len(indices) else 0,
         )
@@ -96,6 +98,7 @@ class ArrayShard:
             feature_map=self.feature_map,
             regularization=lam_n / n,
             name=self.name,
+            loss=self.loss,
         )
 
 
@@ -231,7 +234,8 @@ class PartitionSolver:
         self._rows = np.zeros(0, np.int64)  # the attribute rows the last round moved
         self._mark = np.zeros(fm.n_attributes, np.bool_)  # scratch of touched_rows
         self.ledger: MarginalLedger | None = None
-        if table is not None and variant in MARGINAL_VARIANTS and _kind(problem) in MARGINAL_KINDS:
+        marginal = variant in MARGINAL_VARIANTS and _kind(problem) in MARGINAL_KINDS
+        if table is not None and marginal and getattr(problem, "loss", "log") == "log":
             seqs = sequences_of(problem.train)
             dtype = np.float32 if n_partitions > 1 else np.float64  # one partition sends nothing
             self.ledger = MarginalLedger(

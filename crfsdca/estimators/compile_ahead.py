@@ -1,19 +1,19 @@
 """The first SDCA run on a cold numba cache compiles on both cores.
 
 On an empty cache a first chain SDCA fit spends most of its time in numba's compiler, one
-kernel after the other, on one core: the solver loop (``kernels.sdca_epoch._run_steps`` with
+kernel after the other, on one core: the solver loop (``kernels.solvers.sdca_epoch._run_steps`` with
 its block oracle, line search and block update) and, apart from it, the evaluation kernels the
 monitor calls (the exact primal, the test set's Viterbi, the exact gap pass). When the
 evaluation kernels are not in the cache, :func:`start` runs a second process (``python -m
-crfsdca.estimators.compile_ahead``) that compiles, into the shared cache and in the order the
+crfsdca.estimators.compile_worker``) that compiles, into the shared cache and in the order the
 loop's typing reaches them after the block oracle, the block gap and the primal direction
-(:func:`compile_block_parts`), then the line search and the block update
-(:func:`compile_loop_parts`), for a chain run's argument types (the fit's loop loads them),
-then the evaluation kernels on a three-sentence corpus (:func:`compile_evaluation`; the test
-set's Viterbi when the fit scores a test set). The fit compiles its solver loop first
+(``compile_block_parts``), then the line search and the block update (``compile_loop_parts``),
+for a chain run's argument types (the fit's loop loads them), then the evaluation kernels on a
+three-sentence corpus (``compile_evaluation``; the test set's Viterbi when the fit scores a test
+set). The fit compiles its solver loop first
 (``LoopSolver.solve``'s ``compile_ahead``) and waits for that process's :data:`READY` line
 before its first evaluation; a fit with no test set goes on while the process compiles the
-Viterbi for the fitted model's first ``predict`` (:func:`compile_prediction`). The results
+Viterbi for the fitted model's first ``predict`` (``compile_prediction``). The results
 are those of a run without it, bit for bit, whichever process gets to a shared callee first
 (only the order of compilation changes; the structure primitives, which the loop's typing
 meets on its way, are compiled in both processes and never read from the cache:
@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -122,11 +121,11 @@ def start(
     prediction)."""
     if os.environ.get(ENV, "1") == "0" or solver != "sdca" or graph != "chain" or order != 1:
         return None
-    from crfsdca.kernels import batch
+    from crfsdca.kernels.structures import chain_batch as batch
 
     if _cached(batch._chunk_loss):
         return None
-    command = [sys.executable, "-m", "crfsdca.estimators.compile_ahead", dual_dtype]
+    command = [sys.executable, "-m", "crfsdca.estimators.compile_worker", dual_dtype]
     command.append("test" if test else "no-test")
     try:
         process = subprocess.Popen(
@@ -135,66 +134,3 @@ def start(
     except OSError:  # no process to be had (limits, no interpreter path): compile here
         return None
     return CompileAhead(process)
-
-
-def _tiny_problem():
-    """The chain SDCA problem of :data:`TINY_SENTENCES` (train and test)."""
-    from crfsdca.estimators.model import SequenceCRF
-
-    with tempfile.TemporaryDirectory(prefix="crfsdca-compile-") as folder:
-        inputs = tiny_inputs(Path(folder))
-    model = SequenceCRF(solver="sdca", n_bias_rows=inputs.encoder.default_bias_rows)
-    return model._problem(inputs.train, inputs.test, "tiny")
-
-
-def compile_loop_parts(dual_dtype: str) -> None:
-    """Compile the line search and the block update of the SDCA loop as the loop calls them
-    (``sdca_epoch.compile_step_parts``), for a chain run's run table and ``dual_dtype``."""
-    from crfsdca.kernels import sdca_epoch
-
-    sdca_epoch.compile_step_parts(_tiny_problem().structure.blocks.runs, dual_dtype)
-
-
-def compile_block_parts(dual_dtype: str) -> None:
-    """Compile the block gap, the primal direction and its update of w as the SDCA step calls
-    them (``sdca_epoch.compile_block_parts``), for a chain run on ``dual_dtype`` duals."""
-    from crfsdca.kernels import sdca_epoch
-
-    sdca_epoch.compile_block_parts(_tiny_problem().structure.blocks, dual_dtype)
-
-
-def compile_evaluation(dual_dtype: str, test: bool = True) -> None:
-    """Call the evaluation kernels of a chain SDCA run once, on :data:`TINY_SENTENCES`: the
-    exact primal, the test set's Viterbi (if ``test``) and the exact gap pass (on
-    ``dual_dtype`` duals)."""
-    from crfsdca.kernels import sdca_epoch
-    from crfsdca.solvers.sdca import SDCA, SDCAConfig
-
-    problem = _tiny_problem()
-    dual = SDCA(SDCAConfig(dual_dtype=dual_dtype)).initial_state(problem).dual
-    problem.primal(dual.weights)
-    if test:
-        problem.test_oracle.predict(dual.weights)
-    blocks = problem.structure.blocks
-    sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
-
-
-def compile_prediction() -> None:
-    """Call the Viterbi once on :data:`TINY_SENTENCES` (what a fitted model's ``predict``
-    calls)."""
-    problem = _tiny_problem()
-    problem.test_oracle.predict(problem.feature_map.zeros())
-
-
-if __name__ == "__main__":
-    dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
-    test = sys.argv[2:3] != ["no-test"]
-    compile_block_parts(dtype)
-    compile_loop_parts(dtype)
-    compile_evaluation(dtype, test=test)
-    sys.stdout.buffer.write(READY)  # the run goes on from here
-    sys.stdout.flush()
-    if not test:  # the run scores no test set: the Viterbi for its model's first predict
-        compile_prediction()
-    # end without the interpreter's teardown (about 0.3 s of unloading numba and LLVM)
-    os._exit(0)

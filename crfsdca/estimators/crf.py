@@ -147,6 +147,10 @@ calibration_max_trials : optional
     keep_tempfiles : bool
         Accepted for sklearn-crfsuite's interface; a no-op (crfsdca trains in memory and writes
         no temporary model files).
+    loss : str
+        ``"log"`` (the CRF, default) or ``"hinge"``: the structured SVM with the Hamming loss
+        (Shalev-Shwartz & Zhang's Prox-SDCA for structured output; ``algorithm="sdca"`` only).
+        It predicts labels like a CRF but has no marginals.
 
     Attributes
     ----------
@@ -209,6 +213,7 @@ calibration_max_trials : optional
         variance: float | None = None,
         gamma: float | None = None,
         keep_tempfiles: bool = False,
+        loss: str = "log",
     ) -> None:
         self.algorithm = algorithm
         self.c1 = c1
@@ -243,6 +248,7 @@ calibration_max_trials : optional
         self.variance = variance
         self.gamma = gamma
         self.keep_tempfiles = keep_tempfiles
+        self.loss = loss
 
     # -- parameters (scikit-learn's protocol when scikit-learn is absent) ---------------------
     if _Base is object:  # pragma: no cover - exercised where scikit-learn is absent
@@ -309,6 +315,7 @@ calibration_max_trials : optional
             solver=solver,
             regularization=lam,
             l1=sigma,
+            loss=self.loss,
             n_bias_rows=0,
             order=order,
             min_freq=min_freq,
@@ -355,6 +362,8 @@ calibration_max_trials : optional
         from crfsdca.solvers.incremental import concatenate, grow_state, with_attributes
 
         model, encoder = self._fitted()
+        if getattr(model, "loss_", "log") != "log":
+            raise ValueError("partial_fit continues CRF (log-loss) models; fit the SVM again")
         if model.graph_ != "chain":
             kind = "tree" if model.graph_ == "tree" else "second-order"
             raise ValueError(

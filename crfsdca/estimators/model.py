@@ -80,6 +80,32 @@ def check_l1(l1: Any, solver: str) -> float:
     return float(l1)
 
 
+#: the solvers that train the structured hinge loss (loss="hinge", the structured SVM)
+HINGE_SOLVERS = ("sdca",)
+LOSSES = ("log", "hinge")
+
+
+def check_loss(loss: Any, solver: str) -> str:
+    """``loss`` if it is ``"log"`` or ``"hinge"`` (the latter only for ``HINGE_SOLVERS``)."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}; got {loss!r}")
+    if loss == "hinge" and solver not in HINGE_SOLVERS:
+        raise ValueError(
+            f"solver {solver!r} has no hinge loss; the structured SVM (loss='hinge') is trained"
+            f" by {' and '.join(HINGE_SOLVERS)}"
+        )
+    return str(loss)
+
+
+def refuse_probabilities(loss: str) -> None:
+    """ValueError for marginals of a structured SVM, which has no probabilities."""
+    if loss == "hinge":
+        raise ValueError(
+            "a structured SVM (loss='hinge') has no probabilities, hence no marginals; use"
+            " predict for its labels"
+        )
+
+
 class SequenceCRF:
     """A linear-chain or tree-structured CRF trained by one of the registered solvers.
 
@@ -92,6 +118,10 @@ class SequenceCRF:
     l1 : float
         sigma >= 0, the elastic net's l1 weight (P adds sigma ||w||_1; CRFsuite's c1 / n);
         trained by ``sdca`` (Prox-SDCA) and ``lbfgs`` (OWL-QN) only. Default 0.
+    loss : str
+        ``"log"`` (the CRF, default) or ``"hinge"``: the structured SVM with the Hamming loss,
+        trained by ``sdca`` (``crfsdca.kernels.solvers.hinge``); it decodes like a CRF but has no
+        marginals.
     n_bias_rows : int, optional
         3 (count, first, last bias rows) or 0; default: the encoder's choice, else 3.
     all_possible_states, all_possible_transitions : bool
@@ -119,11 +149,13 @@ class SequenceCRF:
         order: int = 1,
         min_freq: float = 0.0,
         l1: float = 0.0,
+        loss: str = "log",
         **solver_options: Any,
     ) -> None:
         self.solver = solver
         self.regularization = regularization
         self.l1 = check_l1(l1, solver)
+        self.loss = check_loss(loss, solver)
         self.n_bias_rows = n_bias_rows
         self.all_possible_states = bool(all_possible_states)
         self.all_possible_transitions = bool(all_possible_transitions)
@@ -218,6 +250,7 @@ class SequenceCRF:
         self.label_names_ = problem.train.label_names
         self.regularization_ = problem.regularization
         self.l1_ = problem.l1
+        self.loss_ = problem.loss
         self.encoder = encoder
         self.result_ = result
         self.problem_ = problem
@@ -242,13 +275,13 @@ class SequenceCRF:
             problem = junction_problem(
                 train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
             )
-            problem.l1 = self.l1
+            problem.l1, problem.loss = self.l1, self.loss
             return problem
         if graph == "tree":
             problem = tree_problem(
                 train, n_bias_rows=bias, regularization=self.regularization, test=test, name=name
             )
-            problem.l1 = self.l1
+            problem.l1, problem.loss = self.l1, self.loss
             return problem
         fm = FeatureMap(train.n_attributes, train.n_labels, bias)
         free = observed_features(
@@ -269,6 +302,7 @@ class SequenceCRF:
             free=free,
             zero_ok=self.solver == "lbfgs",
             l1=self.l1,
+            loss=self.loss,
         )
 
     def _check_fitted(self) -> None:
@@ -320,6 +354,7 @@ class SequenceCRF:
         self, data: SequenceData | TreeData | JunctionData, i: int
     ) -> NDArray[np.float64]:
         """Node marginals (T, K) of sequence (example) ``i``."""
+        refuse_probabilities(getattr(self, "loss_", self.loss))
         oracle = self._oracle(data)
         if isinstance(oracle, JunctionOracle):
             return junction_node_marginals(oracle, i, self.weights_)
@@ -328,6 +363,7 @@ class SequenceCRF:
 
     def node_marginals(self, data: SequenceData | TreeData | JunctionData) -> NDArray[np.float64]:
         """Node marginals (N, K) of every token (node) of ``data``, packed like its labels."""
+        refuse_probabilities(getattr(self, "loss_", self.loss))
         oracle = self._oracle(data)
         if isinstance(oracle, Oracle):
             return oracle.predict_marginals(self.weights_)
@@ -363,6 +399,7 @@ class SequenceCRF:
             "labels": list(self.label_names_),
             "regularization": self.regularization_,
             "l1": getattr(self, "l1_", self.l1),
+            "loss": getattr(self, "loss_", self.loss),
             "solver": self.solver,
             "solver_options": self.solver_options,
             "encoder": self.encoder,
@@ -387,6 +424,7 @@ class SequenceCRF:
                 solver=header["solver"],
                 regularization=header["regularization"],
                 l1=header.get("l1", 0.0),
+                loss=header.get("loss", "log"),
                 n_bias_rows=header["n_bias_rows"],
                 all_possible_states=header.get("all_possible_states", True),
                 all_possible_transitions=header.get("all_possible_transitions", True),
@@ -415,16 +453,10 @@ class SequenceCRF:
         model.graph_, model.order_ = graph, order
         model.regularization_ = header["regularization"]
         model.l1_ = model.l1
+        model.loss_ = model.loss
         model.encoder = header.get("encoder")
         model.meta = header.get("meta", {})
         return model
-
-    def export_crfsuite(self, path: str) -> None:
-        """Write the model in CRFsuite's binary format
-        (:mod:`crfsdca.estimators.crfsuite_format`)."""
-        from crfsdca.estimators.crfsuite_format import export_crfsuite
-
-        export_crfsuite(self, path)
 
 
 def _graph_header(header: dict[str, Any]) -> tuple[str, int]:

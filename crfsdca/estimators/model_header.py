@@ -26,6 +26,7 @@ FIELDS = {
     "solver": "the solver name",
     "regularization": "the regularization",
     "l1": "the l1 weight",
+    "loss": "the loss",
     "n_bias_rows": "the number of bias rows",
     "n_attributes": "the number of attributes",
     "n_labels": "the number of labels",
@@ -81,6 +82,9 @@ def check_header(path: str | os.PathLike, header: dict[str, Any], arrays: dict[s
     number = isinstance(l1, int | float) and not isinstance(l1, bool)
     if not number or not math.isfinite(l1) or l1 < 0:
         raise _bad(path, f"the l1 weight (l1) must be a number >= 0; got {_shown(l1)}")
+    loss = header.get("loss", "log")
+    if loss not in ("log", "hinge"):
+        raise _bad(path, f"the loss (loss) must be log or hinge; got {_shown(loss)}")
     _integer(path, header, "n_bias_rows", 0, allowed=(0, 3))
     _integer(path, header, "n_attributes", 0)
     n_labels = _integer(path, header, "n_labels", 1)

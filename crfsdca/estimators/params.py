@@ -41,7 +41,7 @@ PARAM_NAMES = (
     "num_memories", "verbose", "random_state", "model_filename", "n_jobs", "order",
     "min_freq", "linesearch", "max_linesearch", "calibration_eta", "calibration_rate",
     "calibration_samples", "calibration_candidates", "calibration_max_trials", "pa_type", "c",
-    "error_sensitive", "averaging", "variance", "gamma", "keep_tempfiles",
+    "error_sensitive", "averaging", "variance", "gamma", "keep_tempfiles", "loss",
 )  # fmt: skip
 #: the algorithms CRFsuite has (trained on its sparse model by default, as CRFsuite does)
 CRFSUITE_ALGORITHMS = ("lbfgs", "l2sgd", "ap", "pa", "arow")
@@ -220,7 +220,7 @@ def fit_threads(n_jobs: int | None):
     if n_jobs is None:
         yield
         return
-    from crfsdca.kernels.batch import get_threads, max_threads, set_threads
+    from crfsdca.kernels.numerics.threads import get_threads, max_threads, set_threads
 
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
         raise ValueError(f"n_jobs must be a positive int, -1 (all cores) or None; got {n_jobs!r}")

@@ -1,7 +1,12 @@
-"""Compiled (numba) kernels. Importing this package first chooses numba's cache folder
-(:func:`choose_cache_dir`), empties it when the sources it was compiled from have changed
-(:func:`drop_stale_cache`), and selects the vector width (:mod:`crfsdca.kernels.vector_width`),
-before any kernel is compiled."""
+"""Compiled (numba) kernels, by role: ``numerics`` (vectorizable math, no structure or solver
+named), ``structures`` (inference on chains, trees and junction trees, and each structure's
+primitives), ``solvers`` (SDCA, SAG-NUS, OEG and CRFsuite's algorithms, written once against
+the primitives); ``primitives`` is the interface between the last two and ``jit`` the ``njit``
+they are all compiled with.
+
+Importing this package first chooses numba's cache folder (:func:`choose_cache_dir`), empties it
+when the sources it was compiled from have changed (:func:`drop_stale_cache`), and selects the
+vector width (:mod:`crfsdca.kernels.numerics.vector_width`), before any kernel is compiled."""
 
 from __future__ import annotations
 
@@ -63,9 +68,12 @@ def sources_fingerprint(package_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def drop_stale_cache(folder: Path, fingerprint: str) -> bool:
-    """Delete numba's cache files below ``folder`` unless its stamp is ``fingerprint``; then
-    stamp it. Returns True when files were dropped (or the folder was not stamped yet)."""
+def drop_stale_cache(folder: Path, fingerprint: str, caches: Path | None = None) -> bool:
+    """Delete numba's cache files below ``caches`` (default: ``folder``) unless ``folder``'s
+    stamp is ``fingerprint``; then stamp it. Returns True when files were dropped (or the
+    folder was not stamped yet). Next to the sources, numba keeps a ``__pycache__`` per
+    subpackage: ``caches`` is then the kernels' folder, stamped in its own ``__pycache__``."""
+    caches = folder if caches is None else caches
     stamp = folder / STAMP
     try:
         if stamp.read_text() == fingerprint:
@@ -78,7 +86,7 @@ def drop_stale_cache(folder: Path, fingerprint: str) -> bool:
         with os.fdopen(fd, "w") as fh:
             fh.write(fingerprint)
         os.replace(tmp, stamp)  # stamped first: a process starting now keeps what follows
-        for path in [*folder.rglob("*.nbi"), *folder.rglob("*.nbc")]:
+        for path in [*caches.rglob("*.nbi"), *caches.rglob("*.nbc")]:
             path.unlink(missing_ok=True)
     except OSError:
         return False  # not ours to clean (read-only): numba's own checks still apply
@@ -102,11 +110,14 @@ def _set_cache_dir() -> None:
         os.environ[CACHE_ENV] = str(folder)
         config.reload_config()
     if not user_set:  # a folder the user chose is the user's to manage
-        drop_stale_cache(folder or here / "__pycache__", sources_fingerprint(here.parent))
+        # next to the sources, the stamp is in kernels/__pycache__ and the caches in every
+        # subpackage's __pycache__
+        stamped = folder or here / "__pycache__"
+        drop_stale_cache(stamped, sources_fingerprint(here.parent), caches=folder or here)
 
 
 _set_cache_dir()
 
-from crfsdca.kernels import vector_width  # noqa: E402
+from crfsdca.kernels.numerics import vector_width  # noqa: E402
 
 vector_width.enable()

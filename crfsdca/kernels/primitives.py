@@ -1,8 +1,8 @@
 """The primitives a structure gives the solvers' kernels, dispatched by the structure's type.
 
 A structure (chain, tree or forest, junction tree) is one NamedTuple type of packed arrays
-(``crfsdca.kernels.chain_blocks``, ``tree_blocks``, ``junction_blocks``); each implements the
-stubs below for its type with ``numba.extending.overload``. A solver kernel is written once
+(``crfsdca.kernels.structures.chain_blocks``, ``tree_blocks``, ``junction_blocks``); each implements
+the stubs below for its type with ``numba.extending.overload``. A solver kernel is written once
 against the stubs, and numba compiles one specialisation per structure type (in the machine
 code of the kernels that call it, :func:`implements`):
 
@@ -19,12 +19,17 @@ primitive                               what it does for example i
 ``block_direction_entries(s, i, sws,    the flat indices and values of u_i (Prox-SDCA's
 idx, val)``                             step reads v and w there); returns their number
 ``direction_capacity(s, sws)``          the most entries a block's u_i can have
+``loss_augmented_map(s, i, w, sws,      the structured hinge loss's oracle: nu_i = the 0/1
+bufs, hws)``                            marginals of y* = argmax_y Hamming(y, y_i) + w F(x_i,
+                                        y) (and their logs, 0 and -inf) in the block layout;
+                                        returns (Hamming(y*, y_i), the hinge loss H_i(w))
+                                        (``crfsdca.kernels.solvers.hinge``; non-finite H_i: failure)
 ======================================  ==================================================
 
 The buffers of one step (``sws``) are built in Python, outside the kernels, by
 :func:`step_workspace`, which each structure implements with :func:`builds_workspace`.
 
-SAG-NUS (``crfsdca.kernels.sag_epoch``) reads an example through five more, on w = c z, and
+SAG-NUS (``crfsdca.kernels.solvers.sag_epoch``) reads an example through five more, on w = c z, and
 a workspace with the named fields ``node``, ``sums``, ``g_emit``, ``g_rest``, ``d_emit``,
 ``d_rest`` (the visit's marginals, the compact gradient and change of d):
 
@@ -39,7 +44,7 @@ g, emit, rest)``                            on the example's support
 ``sag_trial(s, i, inv, sws)``               f_i(w - g_i inv): one oracle call
 ==========================================  ==============================================
 
-OEG (``crfsdca.kernels.oeg_epoch``) reads an example through three, on the dual state
+OEG (``crfsdca.kernels.solvers.oeg_epoch``) reads an example through three, on the dual state
 ``dual`` (``oeg.OEGDual``: log_node, log_edge, entropies, learning rates):
 
 ==========================================  ==============================================
@@ -50,8 +55,9 @@ OEG (``crfsdca.kernels.oeg_epoch``) reads an example through three, on the dual 
 ``oeg_accept(s, i, dual, w, sws)``          mu_i <- mu' and w += its primal change
 ==========================================  ==============================================
 
-Every block is read through its runs (``RunTable``, ``crfsdca.kernels.sdca.BlockRuns``):
-where its entries live in the dual state and with which entropy coefficient.
+Every block is read through its runs (:class:`RunTable`, :class:`BlockRuns`): where its entries
+live in the dual state and with which entropy coefficient. The types here (runs, block buffers,
+a SAG visit's buffers) are what structures and solvers exchange.
 """
 
 from __future__ import annotations
@@ -62,7 +68,22 @@ import numpy as np
 from numba.extending import overload
 
 from crfsdca.kernels.jit import CalleeCompiler, njit
-from crfsdca.kernels.sdca import BlockRuns
+
+
+class BlockRuns(NamedTuple):
+    """The runs of one dual block: entries [lo[r], hi[r]) of the flat block buffers carry the
+    coefficient coef[r] of the junction-tree entropy and live in the dual state's array dst[r]
+    (0: the clique array ``log_edge``, 1: the node array ``log_node``, both flat) from off[r].
+
+    Each structure writes its blocks as such runs (``crfsdca.structures``); every SDCA kernel
+    reads a block through them alone. Runs of coefficient 0 are updated but not summed.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    coef: np.ndarray
+    dst: np.ndarray
+    off: np.ndarray
 
 
 class RunTable(NamedTuple):
@@ -93,9 +114,29 @@ class BlockBuffers32(NamedTuple):
     log_nu: np.ndarray
 
 
+class SAGVisit(NamedTuple):
+    """The buffers of one visit that every structure's SAG workspace holds (``visit``)."""
+
+    node: object  # (n_i, K) the visit's node marginals
+    sums: object  # its summed clique marginals (shape: the structure's, as SAGMemory.sums)
+    g_emit: object  # (U, K) the compact gradient g_i: its attribute rows
+    g_rest: object  # and its other rows (bias, transitions or factors)
+    d_emit: object  # (U, K) the change of d: attribute rows
+    d_rest: object  # and the other rows
+    ug: object  # (n_i, K) the node scores of g_i
+
+
+def make_visit(n, K, U, sums_shape, rest_shape) -> SAGVisit:
+    """A :class:`SAGVisit` for examples of up to n nodes and U distinct attributes."""
+    return SAGVisit(
+        np.empty((n, K)), np.empty(sums_shape), np.empty((U, K)), np.empty(rest_shape),
+        np.empty((U, K)), np.empty(rest_shape), np.empty((n, K)),
+    )  # fmt: skip
+
+
 @njit(cache=True, nogil=True)
 def block_runs(table, i):
-    """The :class:`~crfsdca.kernels.sdca.BlockRuns` of block i (views)."""
+    """The :class:`BlockRuns` of block i (views)."""
     a, b = table.start[i], table.start[i + 1]
     return BlockRuns(table.lo[a:b], table.hi[a:b], table.coef[a:b], table.dst[a:b], table.off[a:b])
 
@@ -122,6 +163,11 @@ def block_direction_entries(structure, i, sws, idx, val):
 
 def direction_capacity(structure, sws):
     """An upper bound on the number of entries of any block's u_i."""
+    raise NotImplementedError
+
+
+def loss_augmented_map(structure, i, w, sws, bufs, hws):
+    """The corner nu_i of y* (loss-augmented MAP) into bufs; returns (Hamming loss, H_i(w))."""
     raise NotImplementedError
 
 

@@ -38,7 +38,7 @@ dual is rejected and eta_i halved (each trial costs one oracle call); after an a
 is multiplied by 1.05 (capped at 1). This is the online-EG rule of Collins et al. (2008, JMLR,
 experiments section) as we read it; crfsdca's default (learning_rate_growth = 1) only ever
 halves, so eta_i can only shrink over a run. The growth is crfsdca's existing
-`learning_rate_growth` option (kernels/oeg.py, capped at 1). Collins et al.'s text was not
+`learning_rate_growth` option (kernels/solvers/oeg.py, capped at 1). Collins et al.'s text was not
 available here, so the rule is our reading of it; figure `oeg` and the table below measure both
 rules. The default is unchanged (see the verdict below)."""
 

@@ -146,7 +146,7 @@ def _worker(exp: Experiment, out: str, data_dir: str | None) -> tuple[str, str |
     numba's thread count is lowered with ``set_num_threads(1)``, not NUMBA_NUM_THREADS: numba
     re-reads that variable at every compilation and refuses a change once its pool runs.
     """
-    from crfsdca.kernels.batch import set_threads
+    from crfsdca.kernels.numerics.threads import set_threads
 
     set_threads(1)
     start = time.perf_counter()

@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.features.sequences import _ranges
-from crfsdca.kernels import sparse_rows
+from crfsdca.kernels.solvers import sparse_rows
 from crfsdca.solvers.sparse_update import Update, attribute_block
 
 #: the smallest trial sigma' for some numbers of partitions; the others: a quarter of the safe

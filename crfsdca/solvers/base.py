@@ -94,6 +94,14 @@ def refuse_l1(name: str, problem: Any) -> None:
         )
 
 
+def refuse_hinge(name: str, problem: Any) -> None:
+    """ValueError for a solver of the log-loss only given a hinge-loss problem."""
+    if getattr(problem, "loss", "log") == "hinge":
+        raise ValueError(
+            f"{name} has no hinge loss; the structured SVM (loss hinge) is trained by sdca"
+        )
+
+
 RUN_FIELDS = ("rng_state", "oracle_calls", "updates", "seconds", "counters")
 
 

@@ -1,6 +1,6 @@
 """CRFsuite's ``l2sgd``: SGD on the L2-regularised log-loss with a calibrated learning rate.
 
-As CRFsuite's ``train_l2sgd.c`` (the steps are :mod:`crfsdca.kernels.sgd`): with
+As CRFsuite's ``train_l2sgd.c`` (the steps are :mod:`crfsdca.kernels.solvers.sgd`): with
 lambda = ``problem.regularization`` (CRFsuite's 2 c2 / n) and the step size
 eta_t = 1 / (lambda (t0 + t)) over all steps t so far,
 
@@ -14,9 +14,9 @@ eta_t = 1 / (lambda (t0 + t)) over all steps t so far,
    stop after ``max_epochs`` or when it improved by less than ``delta`` (relative) over
    ``period`` epochs; return the weights of the epoch with the lowest such objective.
 
-The shuffles draw from glibc's ``rand()`` seeded with ``seed`` (:mod:`crfsdca.kernels.crand`;
-0 or 1: CRFsuite's order in a fresh process). Only the model's weights move
-(``Problem.free``: CRFsuite's sparse model by default).
+The shuffles draw from glibc's ``rand()`` seeded with ``seed``
+(:mod:`crfsdca.kernels.numerics.crand`; 0 or 1: CRFsuite's order in a fresh process). Only the
+model's weights move (``Problem.free``: CRFsuite's sparse model by default).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from crfsdca.kernels.crand import crfsuite_shuffle, new_state
-from crfsdca.kernels.sgd import scaled_loss, sgd_epoch
-from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_l1
+from crfsdca.kernels.numerics.crand import crfsuite_shuffle, new_state
+from crfsdca.kernels.solvers.sgd import scaled_loss, sgd_epoch
+from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_hinge, refuse_l1
 from crfsdca.solvers.online import chain_dims, free_mask
 from crfsdca.structures.chain import Workspace
 
@@ -123,6 +123,7 @@ class L2SGD:
     def solve(self, problem: Problem, monitor: Monitor, state: object | None = None):
         """Calibrate, then run the epochs from zero weights."""
         refuse_l1(self.name, problem)
+        refuse_hinge(self.name, problem)
         if state is not None:
             raise ValueError("l2sgd starts from zero weights; it does not continue a run")
         dims = chain_dims(problem, self.name)

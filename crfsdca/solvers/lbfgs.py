@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from crfsdca.solvers.base import ConfiguredSolver, SolverConfig, SolverResult, option
+from crfsdca.solvers.base import (
+    ConfiguredSolver,
+    SolverConfig,
+    SolverResult,
+    option,
+    refuse_hinge,
+)
 from crfsdca.solvers.owlqn import LineSearchFailed, elastic_gap, owlqn
 from crfsdca.structures.problem import Problem
 
@@ -154,6 +160,7 @@ class LBFGS(ConfiguredSolver):
     ) -> SolverResult:
         """Minimise P from ``state`` (initial weights, projected on the free coordinates) or
         from zero."""
+        refuse_hinge(self.name, problem)
         max_epochs = self.config.max_epochs
         budget = math.ceil(max_epochs - 1e-9) if math.isfinite(max_epochs) else math.inf
         objective = _Objective(problem, budget=budget)

@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sdca_epoch, trees
-from crfsdca.kernels.prox import make_prox, soft_threshold
+from crfsdca.kernels.solvers import hinge, sdca_epoch, trees
+from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
+from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
+from crfsdca.structures.hinge import exact as hinge_exact
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
     from crfsdca.solvers.monitor import Monitor
-    from crfsdca.solvers.sdca import SDCAConfig, SDCAState
 
-LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
 # trace counters of the steps' wall time per phase, from the kernel's cycle counts (its stats)
 PHASE_SECONDS = {"oracle_seconds": 5, "block_gap_seconds": 6, "line_search_seconds": 3}
 COUNTERS = ("newton_iterations", "line_searches", "line_search_failures", "exact_passes")
@@ -50,6 +50,7 @@ def shard_problem(problem: Problem, indices: NDArray[np.integer] | slice) -> Pro
         feature_map=problem.feature_map,
         regularization=lam_n / train.n_sequences,
         name=problem.name,
+        loss=problem.loss,
     )
 
 
@@ -72,6 +73,10 @@ class LocalSDCA(Runner):
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)
+        self.hinge = None  # the hinge loss's buffers (the structured SVM), else None
+        if problem.loss == "hinge":
+            step = hinge.PAIRWISE if cfg.hinge_step == "pairwise" else hinge.FW
+            self.hinge = hinge.make_hinge(self.structure.blocks, self.workspace[2], step)
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
@@ -126,6 +131,7 @@ class LocalSDCA(Runner):
             draws=draws,
             ws=self.workspace,
             prox=self.prox,
+            loss=self.hinge,
         )
 
     # -- steps -------------------------------------------------------------------------------
@@ -242,7 +248,11 @@ class LocalSDCA(Runner):
     def exact_pass(self, check: bool) -> None:
         """Recompute every g_i exactly (n oracle calls) and rebuild the sampler."""
         d = self.state.dual
-        gaps = sdca_epoch.exact_gaps(self.structure.blocks, d.log_edge, d.log_node, d.weights)
+        blocks = self.structure.blocks
+        if self.hinge is not None:
+            _, gaps = hinge_exact(blocks, d.log_edge, d.log_node, d.weights)
+        else:
+            gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
         d.gap_estimates[:] = gaps
         self.sampler.rebuild(gaps)
@@ -281,8 +291,9 @@ class LocalSDCA(Runner):
         With w = w_hat(mu): P(w) = lambda/2 |w|^2 + L / n, D(mu) = H / n - lambda/2 |w|^2.
         """
         d = self.state.dual
+        loss = self.problem.loss_sum(w) if self.hinge is not None else self.structure.loss(w)
         return {
-            "loss": self.structure.loss(w),
+            "loss": loss,
             "entropy": float(d.entropies.sum()),
             "gap_estimate": float(d.gap_estimates.sum()),
             "n": float(self.n),

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from crfsdca.errors import ConvergenceWarning
-from crfsdca.solvers.base import ConfiguredSolver, SolverConfig, SolverResult, refuse_l1
+from crfsdca.solvers.base import (
+    ConfiguredSolver,
+    SolverConfig,
+    SolverResult,
+    refuse_hinge,
+    refuse_l1,
+)
 from crfsdca.solvers.interrupts import deferred_interrupt
 
 if TYPE_CHECKING:
@@ -54,9 +60,11 @@ class Runner:
 
 class LoopSolver(ConfiguredSolver):
     """A solver that runs :func:`run_loop` over its runner, from a given state or its start;
-    one without an l1 term (``trains_l1`` false) refuses an elastic-net problem."""
+    one without an l1 term (``trains_l1`` false) refuses an elastic-net problem, one without
+    the hinge loss (``trains_hinge`` false) a structured-SVM problem."""
 
     trains_l1: ClassVar[bool] = False
+    trains_hinge: ClassVar[bool] = False
 
     def initial_state(self, problem: Problem) -> Any:
         raise NotImplementedError
@@ -74,6 +82,8 @@ class LoopSolver(ConfiguredSolver):
         then waits for it before the first evaluation."""
         if not self.trains_l1:
             refuse_l1(self.name, problem)
+        if not self.trains_hinge:
+            refuse_hinge(self.name, problem)
         state = state or self.initial_state(problem)
         runner = self.runner(problem, state)
         if compile_ahead is not None:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sparse_rows
+from crfsdca.kernels.solvers import sparse_rows
 
 #: a partition's message: (global ids of the sequences stepped on, int32; their tokens' rounded
 #: node-marginal changes, (tokens, K) float32; the increment of the rows after the attributes)

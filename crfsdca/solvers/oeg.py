@@ -10,10 +10,11 @@ halving the per-sequence learning rate eta_i after every rejected trial. The dua
 clique marginals, cached entropies, w = w_hat(mu) updated sparsely) is SDCA's
 :class:`crfsdca.structures.dual.DualState`, so OEG reports the dual value and the exact duality gap
 P(w_hat(mu)) - D(mu) at every evaluation. The stretch between two evaluations runs in one
-compiled kernel (``crfsdca.kernels.chain_eg``; on a :class:`~crfsdca.structures.tree.TreeProblem`,
-``crfsdca.kernels.tree_eg`` with tree SDCA's dual state and starts; on a
-:class:`~crfsdca.structures.junction.JunctionProblem`, ``crfsdca.kernels.junction_eg`` with
-junction
+compiled kernel (``crfsdca.kernels.structures.chain_eg``; on a
+:class:`~crfsdca.structures.tree.TreeProblem`,
+``crfsdca.kernels.structures.tree_eg`` with tree SDCA's dual state and starts; on a
+:class:`~crfsdca.structures.junction.JunctionProblem`, ``crfsdca.kernels.structures.junction_eg``
+with junction
 SDCA's clique and separator tables and its smoothed start).
 """
 
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import oeg, oeg_epoch
+from crfsdca.kernels.solvers import oeg, oeg_epoch
 from crfsdca.solvers.base import (
     RunState,
     SolverConfig,
@@ -154,7 +155,7 @@ class _Runner(Runner):
         self.workspace = self.structure.oeg_workspace()
 
     def run_kernel(self, dual: oeg.OEGDual, params: oeg.OEGParams, indices: np.ndarray) -> tuple:
-        """The compiled visits of ``indices`` (``kernels.oeg_epoch.run_steps``)."""
+        """The compiled visits of ``indices`` (``kernels.solvers.oeg_epoch.run_steps``)."""
         w = self.state.dual.weights
         blocks = self.structure.blocks
         return oeg_epoch.run_steps(blocks, dual, w, params, indices, self.workspace)

@@ -2,10 +2,11 @@
 
 All three share one loop (CRFsuite's ``train_averaged_perceptron.c``,
 ``train_passive_aggressive.c``, ``train_arow.c``): before every epoch the training sequences are
-shuffled as CRFsuite shuffles them (:mod:`crfsdca.kernels.crand`: glibc's ``rand()`` seeded with
+shuffled as CRFsuite shuffles them (:mod:`crfsdca.kernels.numerics.crand`: glibc's ``rand()`` seeded
+with
 ``seed``; seed 0 or 1 is the order of a fresh CRFsuite process); each sequence is tagged with the
 current weights and, if any tag is wrong, the weights move along F(x, y) - F(x, y_hat)
-(:mod:`crfsdca.kernels.online`). Only the weights of the model exist (``Problem.free``:
+(:mod:`crfsdca.kernels.solvers.online`). Only the weights of the model exist (``Problem.free``:
 CRFsuite's sparse model by default). An epoch's ``loss`` (recorded in the trace's ``extra``)
 is CRFsuite's: the summed error rates d / T (ap) or the summed costs (pa, arow); the run stops
 after ``max_epochs`` epochs, or when loss / n < ``epsilon`` (<= for arow), as CRFsuite.
@@ -24,9 +25,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels.crand import crfsuite_shuffle, new_state
-from crfsdca.kernels.online import ap_epoch, arow_epoch, pa_epoch
-from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_l1
+from crfsdca.kernels.numerics.crand import crfsuite_shuffle, new_state
+from crfsdca.kernels.solvers.online import ap_epoch, arow_epoch, pa_epoch
+from crfsdca.solvers.base import SolverConfig, SolverResult, option, refuse_hinge, refuse_l1
 from crfsdca.structures.chain import Workspace
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def free_mask(problem: Problem) -> np.ndarray:
 
 
 def path_buffers(problem: Problem) -> tuple:
-    """The ``bufs`` tuple of :mod:`crfsdca.kernels.online` for the training data."""
+    """The ``bufs`` tuple of :mod:`crfsdca.kernels.solvers.online` for the training data."""
     data, fm = problem.train, problem.feature_map
     T, K = max(data.max_length, 1), fm.n_labels
     per_sequence = np.diff(data.attr_offsets[data.seq_offsets])
@@ -141,6 +142,7 @@ class _Online:
     def solve(self, problem: Problem, monitor: Monitor, state: object | None = None) -> Any:
         """Run the epochs from zero weights (these algorithms do not continue a state)."""
         refuse_l1(self.name, problem)
+        refuse_hinge(self.name, problem)
         if state is not None:
             raise ValueError(f"{self.name} starts from zero weights; it does not continue a run")
         dims = chain_dims(problem, self.name)

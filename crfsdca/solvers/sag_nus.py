@@ -17,8 +17,8 @@ counterpart of the increases that line searches make. ``skipped_visit="decay"`` 
 rule, under which a skipped visit still decays L_max.
 
 The gradients are stored as marginals (§2) and w is updated just in time (§5); the whole stretch
-between two evaluations runs in one compiled kernel (``crfsdca.kernels.sag_epoch``), written once
-for every structure: each structure (``crfsdca.structures``) gives its oracle and the layout of
+between two evaluations runs in one compiled kernel (``crfsdca.kernels.solvers.sag_epoch``), written
+once for every structure: each structure (``crfsdca.structures``) gives its oracle and the layout of
 y_i (on trees, edge sums per edge type; on junction trees, factor marginals per factor type).
 
 SAG is a primal method; with ``certificate`` on, every evaluation also reports the dual value
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sag, sag_epoch
-from crfsdca.kernels.trees import build
+from crfsdca.kernels.solvers import sag, sag_epoch
+from crfsdca.kernels.solvers.trees import build
 from crfsdca.solvers.base import (
     RunState,
     SolverConfig,
@@ -259,7 +259,7 @@ class _Runner(Runner):
         return tuple(out)
 
     def run_kernel(self, memory: sag.SAGMemory, params: sag.SAGParams, draws: np.ndarray) -> tuple:
-        """The compiled iterations on ``draws`` (``kernels.sag_epoch.run_steps``)."""
+        """The compiled iterations on ``draws`` (``kernels.solvers.sag_epoch.run_steps``)."""
         weights = self.state.memory.weights
         return sag_epoch.run_steps(
             self.structure.blocks, memory, self.samplers(), weights, params, draws, self.workspace

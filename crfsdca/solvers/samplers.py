@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import trees
+from crfsdca.kernels.solvers import trees
 from crfsdca.structures.dual import INITIAL_GAP
 
 Sampling = Literal["uniform", "importance", "gap", "gap-importance", "max"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.kernels import sparse_rows
+from crfsdca.kernels.solvers import sparse_rows
 
 Update = tuple[Any, NDArray[np.float64], Any]
 

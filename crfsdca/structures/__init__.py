@@ -1,7 +1,7 @@
 """The structures SDCA trains: one object per structure kind, chosen in one place.
 
 A structure owns what depends on the graph of its examples, so that every solver is written
-once (``crfsdca.solvers``, ``crfsdca.kernels.sdca_epoch``):
+once (``crfsdca.solvers``, ``crfsdca.kernels.solvers.sdca_epoch``):
 
 - its packed arrays as one compiled type (:attr:`blocks`) whose primitives the kernels call
   (``crfsdca.kernels.primitives``: the block oracle, the primal direction and its scatter);

@@ -24,8 +24,11 @@ from crfsdca._dtypes import FLOAT, INDEX
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique, sequence_layout
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import batch, chain, chain_blocks, chain_eg, sag_epoch, sdca_epoch
+from crfsdca.kernels.numerics import threads
 from crfsdca.kernels.primitives import RunTable
+from crfsdca.kernels.solvers import sag_epoch, sdca_epoch
+from crfsdca.kernels.structures import chain, chain_blocks, chain_eg
+from crfsdca.kernels.structures import chain_batch as batch
 from crfsdca.structures.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
 
@@ -39,7 +42,7 @@ class Workspace:
     ``unary``, ``exp_unary``, ``alpha``, ``beta``, ``log_node``: (max_length, K) float64;
     ``inv_scale``, ``log_scale``: (max_length,) float64; ``exp_trans``: (K, K) float64;
     ``log_edge``: (max_length - 1, K, K) float64. ``kernel_tuple`` is the ``ws`` argument of
-    :func:`crfsdca.kernels.chain.sequence_marginals`, ``outputs`` its ``out`` argument.
+    :func:`crfsdca.kernels.structures.chain.sequence_marginals`, ``outputs`` its ``out`` argument.
     """
 
     max_length: int
@@ -102,8 +105,8 @@ class Oracle:
         Sizes of the model; ``feature_map.n_labels`` must equal ``data.n_labels``.
     n_threads : int or None
         Threads of the batch methods (``predict``, ``value_and_gradient``, ...), set with
-        :func:`crfsdca.kernels.batch.set_threads` for the calling thread before each batch call;
-        None keeps numba's current setting.
+        :func:`crfsdca.kernels.numerics.threads.set_threads` for the calling thread before
+        each batch call; None keeps numba's current setting.
 
     Notes
     -----
@@ -123,8 +126,8 @@ class Oracle:
                 f"attribute id {int(data.attr_ids.max())} out of range for a feature map of "
                 f"{feature_map.n_attributes} attributes"
             )
-        if n_threads is not None and not 1 <= n_threads <= batch.max_threads():
-            raise ValueError(f"n_threads must lie in [1, {batch.max_threads()}]; got {n_threads}")
+        if n_threads is not None and not 1 <= n_threads <= threads.max_threads():
+            raise ValueError(f"n_threads must lie in [1, {threads.max_threads()}]; got {n_threads}")
         self.data = data
         self.feature_map = feature_map
         self.n_threads = n_threads
@@ -163,8 +166,8 @@ class Oracle:
 
     def _batch_args(self, w: NDArray[np.float64]) -> tuple:
         if self.n_threads is not None:
-            batch.set_threads(self.n_threads)
-        return (self._arrays, self._weights(w), self._batch_dims, batch.get_threads())
+            threads.set_threads(self.n_threads)
+        return (self._arrays, self._weights(w), self._batch_dims, threads.get_threads())
 
     def marginals(
         self, i: int, w: NDArray[np.float64]

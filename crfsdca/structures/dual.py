@@ -11,20 +11,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
-from crfsdca.features.layout import sequence_layout
-from crfsdca.kernels import chain_eg, junction_batch, tree_eg
-from crfsdca.kernels.batch import get_threads
+from crfsdca.kernels.numerics.threads import get_threads
+from crfsdca.kernels.structures import chain_eg
 
 INITIAL_GAP = 100.0  # the paper's initial gap estimate, so that a first pass visits everything
-
-if TYPE_CHECKING:
-    from crfsdca.structures.junction import JunctionData, JunctionProblem
-    from crfsdca.structures.tree import TreeProblem
 
 
 @dataclass
@@ -133,8 +127,8 @@ def _smoothed_entropies(lengths, K: int, node_logs, edge_logs, dtype) -> NDArray
     """H~(mu_i) of the smoothed empirical start in closed form: every node carries one entry
     ``on`` and K - 1 entries ``off``, every edge one ``on2`` and K^2 - 1 ``off2`` (as stored, in
     ``dtype``), so a chain of T positions has (T - 1) H(edge) + c_T H(node), with c_T = 1 for
-    T = 1 and 2 - T otherwise (``crfsdca.kernels.sdca.node_coefficient`` summed). Equal to the
-    kernel's sum over the stored entries up to rounding (a few ulps of each block's entropy)."""
+    T = 1 and 2 - T otherwise (``crfsdca.kernels.solvers.sdca.node_coefficient`` summed). Equal to
+    the kernel's sum over the stored entries up to rounding (a few ulps of each block's entropy)."""
 
     def h(logs, size):
         off, on = (float(np.asarray(v, dtype)) for v in logs)
@@ -188,90 +182,3 @@ def finish_state(
 def weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
     """w_hat(mu) = (F_gold_sum - sum_i E_{mu_i} F) / (lambda n) of chain marginals."""
     return problem.structure.weights_from_dual(log_node, log_edge)
-
-
-# -- trees and junction trees ---------------------------------------------------------------------
-def tree_smoothed_empirical(problem: TreeProblem, epsilon: float) -> DualState:
-    """mu_c = epsilon / K^|c| + (1 - epsilon) 1[y_c = gold] on every node and edge."""
-    if not 0.0 < epsilon <= 1.0:
-        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
-    data, K = problem.train, problem.feature_map.n_labels
-    N, labels = data.n_items, data.labels
-    parents = data.packed[0]
-    starts = np.repeat(data.seq_offsets[:-1], data.lengths)  # first node of each node's example
-    log_node = np.full((N, K), np.log(epsilon / K) if epsilon < 1 else -np.log(K))
-    log_node[np.arange(N), labels] = np.log(epsilon / K + 1.0 - epsilon)
-    log_edge = filled((N, K, K), np.log(epsilon / K**2))
-    child = np.flatnonzero(parents >= 0)
-    parent_labels = labels[starts[child] + parents[child]]
-    log_edge[child, parent_labels, labels[child]] = np.log(epsilon / K**2 + 1.0 - epsilon)
-    return tree_finish_state(problem, log_node, log_edge)
-
-
-def tree_gibbs_start(problem: TreeProblem, score: float) -> DualState:
-    """The authors' start on trees: the marginals of exp(score (#gold labels + #gold edges))."""
-    if not np.isfinite(score):
-        raise ValueError(f"gibbs_score must be finite; got {score}")
-    data, K = problem.train, problem.feature_map.n_labels
-    log_node, log_edge = np.empty((data.n_items, K)), np.zeros((data.n_items, K, K))
-    layout = sequence_layout(data.nodes)
-    tree_eg.gibbs_marginals(layout, data.packed, K, score, log_node, log_edge,
-                             data.max_length)  # fmt: skip
-    return tree_finish_state(problem, log_node, log_edge)
-
-
-def tree_finish_state(problem: TreeProblem, log_node, log_edge) -> DualState:
-    data, structure = problem.train, problem.structure
-    entropies = structure.entropies(log_node, log_edge)
-    return DualState(
-        log_node=log_node,
-        log_edge=log_edge,
-        entropies=entropies,
-        gap_estimates=np.full(data.n_sequences, INITIAL_GAP),
-        weights=structure.weights_from_dual(log_node, log_edge),
-        step_sizes=np.full(data.n_sequences, 0.5),
-    )
-
-
-def tree_weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
-    """w_hat(mu) of tree marginals stored like the dual state."""
-    return problem.structure.weights_from_dual(log_node, log_edge)
-
-
-def junction_dual_bytes(data: JunctionData, n_features: int, dtype=np.float64) -> int:
-    """Bytes of the junction dual state: the tables, three per-example arrays and w."""
-    return np.dtype(dtype).itemsize * data.n_table_entries + 8 * (3 * data.n_sequences + n_features)
-
-
-def junction_smoothed_empirical(problem: JunctionProblem, epsilon: float, dtype) -> DualState:
-    """mu_t = epsilon / K^|t| + (1 - epsilon) 1[y_t = gold] on every clique and separator
-    table t (consistent: a clique's projection is its separator's table)."""
-    if not 0.0 < epsilon <= 1.0:
-        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
-    from crfsdca.structures.junction import check_labels
-
-    data, oracle = problem.train, problem.oracle
-    check_labels(data)
-    tables = np.empty(data.n_table_entries, dtype)
-    junction_batch.empirical_tables(
-        oracle._data, oracle._jt, problem.feature_map.n_labels, epsilon, tables
-    )
-    return junction_finish_state(problem, tables)
-
-
-def junction_finish_state(problem: JunctionProblem, tables) -> DualState:
-    n, structure = problem.n_sequences, problem.structure
-    empty = np.empty(0, tables.dtype)
-    return DualState(
-        log_node=np.empty((0, problem.feature_map.n_labels), tables.dtype),
-        log_edge=tables,
-        entropies=structure.entropies(empty, tables),
-        gap_estimates=np.full(n, INITIAL_GAP),
-        weights=structure.weights_from_dual(empty, tables),
-        step_sizes=np.full(n, 0.5),
-    )
-
-
-def junction_weights_from_dual(problem, tables) -> NDArray[np.float64]:
-    """w_hat(mu) of clique and separator tables packed like the dual state."""
-    return problem.structure.weights_from_dual(np.empty(0), tables)

@@ -8,9 +8,9 @@ its items: per-node sparse attributes, one label per node) with one
 factor type (``factor_arities``), bias rows read as (count, first node, last node).
 
 :class:`JunctionOracle` computes log Z, clique and separator marginals, the batch value and
-gradient and MAP labels with :mod:`crfsdca.kernels.junction_batch`; :class:`JunctionProblem` is a
-:class:`~crfsdca.structures.problem.Problem` whose oracle is a JunctionOracle, so L-BFGS and the
-monitor
+gradient and MAP labels with :mod:`crfsdca.kernels.structures.junction_batch`;
+:class:`JunctionProblem` is a :class:`~crfsdca.structures.problem.Problem` whose oracle is a
+JunctionOracle, so L-BFGS and the monitor
 run unchanged (SDCA, SAG-NUS, SAG-NUS* and OEG run their junction kernels on its packed
 structure). :func:`second_order_data` and :func:`junction_problem` build the usual cases.
 
@@ -49,11 +49,12 @@ from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import junction_batch as kernels
-from crfsdca.kernels import junction_blocks, junction_eg, junction_scaled, sag_epoch
 from crfsdca.kernels.primitives import RunTable
+from crfsdca.kernels.solvers import sag_epoch
+from crfsdca.kernels.structures import junction_batch as kernels
+from crfsdca.kernels.structures import junction_blocks, junction_eg, junction_scaled
 from crfsdca.structures.chain import ChainStructure
-from crfsdca.structures.dual import DualState, junction_dual_bytes, junction_smoothed_empirical
+from crfsdca.structures.dual import INITIAL_GAP, DualState
 from crfsdca.structures.junction_pack import pack, region
 from crfsdca.structures.junction_tree import (
     JunctionTree,
@@ -138,8 +139,8 @@ class JunctionData:
 
     @cached_property
     def packed(self) -> tuple[tuple, tuple, tuple]:
-        """(jt, assign, runs): see kernels.junction, kernels.junction_batch and
-        kernels.segments; ``runs = (seg_start, seg_off, seg_len, seg_coef)``."""
+        """(jt, assign, runs): see kernels.structures.junction, kernels.structures.junction_batch
+        and kernels.numerics.segments; ``runs = (seg_start, seg_off, seg_len, seg_coef)``."""
         return pack(self.graphs, self.nodes.n_labels, self.region_sizes)
 
     @cached_property
@@ -286,7 +287,7 @@ def check_labels(data: JunctionData) -> None:
 
 
 def exp_workspace(fm: FeatureMap) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(exponentiated factor blocks, their log scales) for kernels.junction_scaled."""
+    """(exponentiated factor blocks, their log scales) for kernels.structures.junction_scaled."""
     n = fm.n_features - fm.factor_offset(0) if fm.factor_arities else 0
     return np.empty(n), np.empty(len(fm.factor_arities))
 
@@ -452,3 +453,41 @@ class JunctionStructure(ChainStructure):
         raise ValueError(
             "junction trees start from init='smoothed' (or OEG's 'uniform'); got 'gibbs'"
         )
+
+
+# -- dual starts ----------------------------------------------------------------------------------
+def junction_dual_bytes(data: JunctionData, n_features: int, dtype=np.float64) -> int:
+    """Bytes of the junction dual state: the tables, three per-example arrays and w."""
+    return np.dtype(dtype).itemsize * data.n_table_entries + 8 * (3 * data.n_sequences + n_features)
+
+
+def junction_smoothed_empirical(problem: JunctionProblem, epsilon: float, dtype) -> DualState:
+    """mu_t = epsilon / K^|t| + (1 - epsilon) 1[y_t = gold] on every clique and separator
+    table t (consistent: a clique's projection is its separator's table)."""
+    if not 0.0 < epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    data, oracle = problem.train, problem.oracle
+    check_labels(data)
+    tables = np.empty(data.n_table_entries, dtype)
+    kernels.empirical_tables(
+        oracle._data, oracle._jt, problem.feature_map.n_labels, epsilon, tables
+    )
+    return junction_finish_state(problem, tables)
+
+
+def junction_finish_state(problem: JunctionProblem, tables) -> DualState:
+    n, structure = problem.n_sequences, problem.structure
+    empty = np.empty(0, tables.dtype)
+    return DualState(
+        log_node=np.empty((0, problem.feature_map.n_labels), tables.dtype),
+        log_edge=tables,
+        entropies=structure.entropies(empty, tables),
+        gap_estimates=np.full(n, INITIAL_GAP),
+        weights=structure.weights_from_dual(empty, tables),
+        step_sizes=np.full(n, 0.5),
+    )
+
+
+def junction_weights_from_dual(problem, tables) -> NDArray[np.float64]:
+    """w_hat(mu) of clique and separator tables packed like the dual state."""
+    return problem.structure.weights_from_dual(np.empty(0), tables)

@@ -1,9 +1,9 @@
 """Packing the junction trees of a data set into the flat arrays of the kernels.
 
 :func:`pack` concatenates every example's clique tree, separators, node and factor assignments
-(``jt``, ``assign``; see :mod:`crfsdca.kernels.junction` and
-:mod:`crfsdca.kernels.junction_batch`) and its segment table (``runs``), and builds the cache of
-projection arrays: one array of K^m entries per distinct (clique size m, positions) pattern
+(``jt``, ``assign``; see :mod:`crfsdca.kernels.structures.junction` and
+:mod:`crfsdca.kernels.structures.junction_batch`) and its segment table (``runs``), and builds the
+cache of projection arrays: one array of K^m entries per distinct (clique size m, positions) pattern
 used by a separator, a node or a factor scope (for second-order chains six patterns of K^3
 entries), up to :data:`PATTERN_BUDGET` bytes; patterns beyond it (id -1) are computed per table
 by the kernels.

@@ -229,7 +229,7 @@ def _check_running_intersection(cliques, parents: NDArray[np.int64], n: int, whe
 
 
 def _pack(cliques, parents, factors, home, where: str) -> dict[str, NDArray[np.int64]]:
-    """CSR arrays of one example, indices local to it (see kernels.junction)."""
+    """CSR arrays of one example, indices local to it (see kernels.structures.junction)."""
     sizes = [len(c) for c in cliques]
     var_start = np.concatenate([[0], np.cumsum(sizes)]).astype(INDEX)
     sep_child, sep_parent, sep_sizes = [], [], []

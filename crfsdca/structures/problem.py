@@ -1,7 +1,9 @@
 """The training problem shared by every solver: data, feature map, oracle and regularization.
 
 P(w) = (lambda/2) ||w||^2 + sigma ||w||_1 + (1/n) sum_i [log Z_i(w) - w^T F(x_i, y_i)]
-(Le Priol et al. 2018, eqs. 1-2; sigma = ``l1``, the elastic net, is 0 unless set).
+(Le Priol et al. 2018, eqs. 1-2; sigma = ``l1``, the elastic net, is 0 unless set); with
+``loss="hinge"`` the structured hinge loss max_y [Hamming(y, y_i) + w^T F(x_i, y)] - w^T F(x_i,
+y_i) replaces the log-loss (the structured SVM, ``crfsdca.kernels.solvers.hinge``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.structures.chain import ChainStructure, Oracle
 from crfsdca.structures.objectives import primal_value
+
+LOSSES = ("log", "hinge")  # the CRF's log-loss, the structured SVM's hinge loss
 
 
 @dataclass(eq=False)
@@ -41,6 +45,8 @@ class Problem:
         and the gradient is restricted to these coordinates. None: every weight is free.
     l1 : float
         sigma >= 0, the weight of the l1 term (the elastic net; CRFsuite's c1 / n).
+    loss : str
+        ``"log"`` (the CRF) or ``"hinge"`` (the structured SVM with the Hamming loss).
     zero_ok : bool
         Accept ``regularization == 0`` (the unregularised loss; L-BFGS only, as CRFsuite with
         ``c2 = 0``: P is then not strongly convex and no duality gap certifies it).
@@ -55,8 +61,11 @@ class Problem:
     free: NDArray[np.int64] | None = None
     zero_ok: bool = False
     l1: float = 0.0
+    loss: str = "log"
 
     def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}")
         if self.regularization is None:
             self.regularization = 1.0 / self.train.n_sequences
         lam = float(self.regularization)
@@ -108,9 +117,18 @@ class Problem:
 
     def primal(self, w: NDArray[np.float64]) -> float:
         """P(w), with its l1 term (no gradient: forward passes only where the oracle has them)."""
-        loss_sum = self.oracle.loss_sum(w)
+        loss_sum = self.loss_sum(w)
         value = primal_value(self.regularization, float(w @ w), loss_sum, self.n_sequences)
         return value + self.l1_term(w)
+
+    def loss_sum(self, w: NDArray[np.float64]) -> float:
+        """sum_i loss_i(w): the log-loss (forward passes), or the hinge loss (one
+        loss-augmented MAP per example)."""
+        if self.loss == "hinge":
+            from crfsdca.structures.hinge import hinge_sum
+
+            return hinge_sum(self, w)
+        return self.oracle.loss_sum(w)
 
     def l1_term(self, w: NDArray[np.float64]) -> float:
         """sigma ||w||_1 (0.0 without an l1 term)."""
@@ -123,6 +141,8 @@ class Problem:
         With ``free`` set, ``w`` must be zero off the free coordinates and the gradient is the
         one of P restricted to them (zero elsewhere).
         """
+        if self.loss == "hinge":
+            raise ValueError("the hinge loss has no gradient; train it with the sdca solver")
         loss_sum, grad_sum = self.oracle.value_and_gradient(w)
         n, lam = self.n_sequences, self.regularization
         value = primal_value(lam, float(w @ w), loss_sum, n) + self.l1_term(w)

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.features.layout import max_unique, sequence_layout
-from crfsdca.kernels import chain_blocks
+from crfsdca.kernels.structures import chain_blocks
 from crfsdca.structures.objectives import lambda_n
 
 

@@ -9,7 +9,7 @@ weights follow :class:`~crfsdca.features.FeatureMap` with one K x K transition b
 type, tied across examples, and bias rows read as (count, root, leaf).
 
 :class:`TreeOracle` computes log Z, clique marginals (nodes and parent-child edges), the batch
-value and gradient and MAP labels with the kernels of :mod:`crfsdca.kernels.tree`;
+value and gradient and MAP labels with the kernels of :mod:`crfsdca.kernels.structures.tree`;
 :class:`TreeProblem` is a :class:`~crfsdca.structures.problem.Problem` whose oracle is a
 TreeOracle, so
 the primal solvers (L-BFGS) and the monitor run on trees unchanged.
@@ -29,13 +29,14 @@ from numpy.typing import NDArray
 from crfsdca._dtypes import FLOAT, INDEX
 from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
-from crfsdca.features.layout import max_unique
+from crfsdca.features.layout import max_unique, sequence_layout
 from crfsdca.features.sequences import SequenceData
-from crfsdca.kernels import sag_epoch, tree_blocks, tree_eg, tree_scaled
-from crfsdca.kernels import tree as kernels
 from crfsdca.kernels.primitives import RunTable
+from crfsdca.kernels.solvers import sag_epoch
+from crfsdca.kernels.structures import tree as kernels
+from crfsdca.kernels.structures import tree_blocks, tree_eg, tree_scaled
 from crfsdca.structures.chain import ChainStructure
-from crfsdca.structures.dual import DualState, tree_gibbs_start, tree_smoothed_empirical
+from crfsdca.structures.dual import INITIAL_GAP, DualState, filled
 from crfsdca.structures.graphs import Tree
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
 from crfsdca.structures.problem import Problem
@@ -64,7 +65,8 @@ class TreeData:
 
     @cached_property
     def packed(self) -> tuple[np.ndarray, ...]:
-        """(parents, types, order, child_start, children) over all nodes (see kernels.tree)."""
+        """(parents, types, order, child_start, children) over all nodes (see
+        kernels.structures.tree)."""
         g = self.graphs
         parents = np.concatenate([t.parents for t in g]).astype(INDEX)
         types = np.concatenate([np.where(t.parents >= 0, t.edge_types, 0) for t in g])
@@ -156,7 +158,7 @@ class TreeOracle:
     def gold_features(self) -> NDArray[np.float64]:
         """Read-only sum_i F(x_i, y_i): the expected features of the gold labelling."""
         if getattr(self, "_gold", None) is None:
-            from crfsdca.kernels.tree_blocks import expected_features
+            from crfsdca.kernels.structures.tree_blocks import expected_features
 
             N, K = self.data.n_items, self.feature_map.n_labels
             labels = self.data.labels
@@ -309,3 +311,51 @@ class TreeStructure(ChainStructure):
 def _float64_only(dtype) -> None:
     if np.dtype(dtype) != np.float64:
         raise ValueError(f"tree duals are kept in float64; got dual_dtype={np.dtype(dtype).name}")
+
+
+# -- dual starts ----------------------------------------------------------------------------------
+def tree_smoothed_empirical(problem: TreeProblem, epsilon: float) -> DualState:
+    """mu_c = epsilon / K^|c| + (1 - epsilon) 1[y_c = gold] on every node and edge."""
+    if not 0.0 < epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {epsilon}")
+    data, K = problem.train, problem.feature_map.n_labels
+    N, labels = data.n_items, data.labels
+    parents = data.packed[0]
+    starts = np.repeat(data.seq_offsets[:-1], data.lengths)  # first node of each node's example
+    log_node = np.full((N, K), np.log(epsilon / K) if epsilon < 1 else -np.log(K))
+    log_node[np.arange(N), labels] = np.log(epsilon / K + 1.0 - epsilon)
+    log_edge = filled((N, K, K), np.log(epsilon / K**2))
+    child = np.flatnonzero(parents >= 0)
+    parent_labels = labels[starts[child] + parents[child]]
+    log_edge[child, parent_labels, labels[child]] = np.log(epsilon / K**2 + 1.0 - epsilon)
+    return tree_finish_state(problem, log_node, log_edge)
+
+
+def tree_gibbs_start(problem: TreeProblem, score: float) -> DualState:
+    """The authors' start on trees: the marginals of exp(score (#gold labels + #gold edges))."""
+    if not np.isfinite(score):
+        raise ValueError(f"gibbs_score must be finite; got {score}")
+    data, K = problem.train, problem.feature_map.n_labels
+    log_node, log_edge = np.empty((data.n_items, K)), np.zeros((data.n_items, K, K))
+    layout = sequence_layout(data.nodes)
+    tree_eg.gibbs_marginals(layout, data.packed, K, score, log_node, log_edge,
+                             data.max_length)  # fmt: skip
+    return tree_finish_state(problem, log_node, log_edge)
+
+
+def tree_finish_state(problem: TreeProblem, log_node, log_edge) -> DualState:
+    data, structure = problem.train, problem.structure
+    entropies = structure.entropies(log_node, log_edge)
+    return DualState(
+        log_node=log_node,
+        log_edge=log_edge,
+        entropies=entropies,
+        gap_estimates=np.full(data.n_sequences, INITIAL_GAP),
+        weights=structure.weights_from_dual(log_node, log_edge),
+        step_sizes=np.full(data.n_sequences, 0.5),
+    )
+
+
+def tree_weights_from_dual(problem, log_node, log_edge) -> NDArray[np.float64]:
+    """w_hat(mu) of tree marginals stored like the dual state."""
+    return problem.structure.weights_from_dual(log_node, log_edge)

@@ -1,0 +1,279 @@
+"""The structured hinge loss (structured SVM) as a loss of the SDCA engine: its block step,
+exact block gaps and losses, written once for every structure.
+
+Shalev-Shwartz & Zhang's "Prox-SDCA for structured output learning" (section 3.3) and
+block-coordinate Frank-Wolfe (Lacoste-Julien et al. 2013) are one dual ascent. The loss of
+example i is H_i(w) = max_y [Delta(y, y_i) - w . (F(x_i, y_i) - F(x_i, y))], Delta the Hamming
+loss. Its dual variable is a law alpha_i over labellings; the dual
+
+    D(alpha) = (1/n) sum_i E_alpha_i[Delta(., y_i)] - (lambda / 2) |w_hat(alpha)|^2,
+    w_hat(alpha) = (1 / (lambda n)) sum_i [F(x_i, y_i) - E_alpha_i F(x_i, .)],
+
+depends on alpha_i only through its clique marginals mu_i (Delta and F decompose over nodes
+and cliques), which are exactly the CRF's dual variables. So the hinge loss keeps the CRF's
+dual state (the log-marginals of every block, where the structure's runs point: w_i =
+(1 / (lambda n)) B_i mu_i is kept implicitly, on the example's support only, never as a dense
+vector) and replaces the entropy H~(mu_i) by the linear term l_i = E_mu_i[Delta(., y_i)], held
+in the state's per-example ``entropies``: the dual value D = mean(l_i) - (lambda/2)|w|^2 keeps
+its form. The start is the gold corner (mu_i = the gold labelling: l_i = 0, w = 0).
+
+A step on block i: the oracle is the loss-augmented MAP y* (``primitives.loss_augmented_map``,
+a corner nu_i of the marginal polytope), delta = nu_i - mu_i, u_i = E_delta F (the CRF's
+``block_direction``), and along gamma in [0, 1]
+
+    f(gamma) = l_i + gamma (Delta* - l_i) - (lambda n / 2s) |w - gamma (s / (lambda n)) u_i|^2,
+    f'(0) = Delta* - l_i + <w, u_i> = g_i,   f'(gamma) = g_i - gamma (lambda n / s) |(s/(lambda
+    n)) u_i|^2,
+
+with s the DisDCA scale (1 serial). g_i is the block's Frank-Wolfe gap, which is its exact share
+of the duality gap P(w) - D (at scale 1); the maximiser gamma* = clip(g_i / (c |v_i|^2), 0, 1)
+is BCFW's exact line search and the seed's closed-form step. With an l1 term (Prox-SDCA,
+``crfsdca.kernels.solvers.prox``) the quadratic becomes the exact (lambda n / s) g*(v + gamma a),
+piecewise quadratic, whose stationary point :func:`prox_step` finds exactly.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from crfsdca.kernels.jit import njit
+from crfsdca.kernels.numerics.cycles import cycles
+from crfsdca.kernels.numerics.fastmath import fast_exp, fast_log
+from crfsdca.kernels.primitives import (
+    add_block_direction,
+    block_direction,
+    block_direction_entries,
+    block_runs,
+    direction_capacity,
+    loss_augmented_map,
+)
+from crfsdca.kernels.solvers.prox import apply_step, prepare, quad_term
+from crfsdca.kernels.structures.hamming import MAP_ONLY, WITH_AWAY, WITH_LINEAR  # noqa: F401
+
+FW, PAIRWISE = 0, 1  # the block step (``HingeArrays.mode[1]``)
+
+
+VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+class HingeArrays(NamedTuple):
+    """Buffers of the loss-augmented MAP and of the step: the decoded labelling ``path``,
+    ``backptr`` and ``chosen`` (int64, the decoders' back pointers), ``ids`` (0, 1, 2, ...),
+    ``scores`` and ``pair`` (float64, the decoders' tables), ``mu`` (a copy of mu_i), the
+    direction's flat entries ``idx``, ``val``, ``out`` = (Hamming loss of y-, H of y-,
+    <mu_i, augmented scores> - gold score) of the last call, and ``mode`` = (what the MAP
+    computes: MAP_ONLY, WITH_LINEAR or WITH_AWAY; the step: FW or PAIRWISE)."""
+
+    path: np.ndarray
+    backptr: np.ndarray
+    chosen: np.ndarray
+    ids: np.ndarray
+    scores: np.ndarray
+    pair: np.ndarray
+    mu: np.ndarray
+    idx: np.ndarray
+    val: np.ndarray
+    out: np.ndarray
+    mode: np.ndarray
+
+
+def make_hinge(structure, sws, step: int = FW, what: int = WITH_LINEAR) -> HingeArrays:
+    """HingeArrays for ``structure`` (a structure's kernel type; ``sws`` its step workspace):
+    every decoder buffer has the largest block's size, which bounds its nodes times labels,
+    cliques and tables. ``step``: FW or PAIRWISE (which computes the away corner too)."""
+    size = max(int(structure.max_block), 1)
+    capacity = max(int(_capacity(structure, sws)), 1)
+    ints = (np.zeros(size, np.int64) for _ in range(3))
+    K = int(structure.dims[1])  # pair: a chain's T K^2 edge tables (as a tree's, one a node)
+    floats = (np.zeros(size), np.zeros(size + K * K), np.zeros(size))
+    what = WITH_AWAY if step == PAIRWISE else what
+    mode = np.array([what, step], np.int64)
+    entries = (np.zeros(capacity, np.int64), np.zeros(capacity))
+    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode)
+
+
+@njit(cache=True, nogil=True)
+def _capacity(structure, sws):
+    return direction_capacity(structure, sws)
+
+
+@njit(**VEC)
+def _exp_segment(src, dst, n):
+    """dst[:n] = exp(src[:n]) (vectorized; exp(-inf) = 0)."""
+    for p in range(n):
+        dst[p] = fast_exp(np.float64(src[p]))
+
+
+@njit(cache=True, nogil=True)
+def fill_mu(mu_arrays, runs, bufs):
+    """bufs.mu = mu_i from the stored logs on every run of the block."""
+    for r in range(runs.lo.shape[0]):
+        lo, hi, o = runs.lo[r], runs.hi[r], runs.off[r]
+        _exp_segment(mu_arrays[runs.dst[r]][o : o + hi - lo], bufs.mu[lo:hi], hi - lo)
+
+
+@njit(cache=True, nogil=True)
+def closed_form_step(gap, cb, top, fixed):
+    """argmax over [0, top] of gap gamma - cb gamma^2 / 2 (``fixed`` > 0: min(fixed, top))."""
+    if fixed > 0.0:
+        return min(fixed, top)
+    if gap <= 0.0:
+        return 0.0
+    if cb * top <= gap:
+        return top
+    return gap / cb
+
+
+@njit(cache=True, nogil=True)
+def prox_step(gap, pw, top, fixed):
+    """The root in [0, top] of gap - q(gamma) (top if positive there), q the elastic net's
+    non-decreasing, continuous, piecewise linear quad term (``prox.quad_term``, q(0) = 0):
+    Newton inside the bracket, which is exact on the root's linear piece, bisection when
+    Newton leaves it."""
+    if fixed > 0.0:
+        return min(fixed, top)
+    if gap <= 0.0:
+        return 0.0
+    if gap >= quad_term(top, 0.0, pw)[0]:
+        return top
+    lo, hi = 0.0, top
+    g = 0.5 * top
+    for _ in range(200):
+        q, dq = quad_term(g, 0.0, pw)
+        r = gap - q
+        if r == 0.0:
+            return g
+        if r > 0.0:
+            lo = g
+        else:
+            hi = g
+        nxt = g + r / dq if dq > 0.0 else 0.5 * (lo + hi)
+        if not lo < nxt < hi:
+            nxt = 0.5 * (lo + hi)
+        if hi - lo <= 1e-15 * top or nxt == g:
+            return nxt
+        g = nxt
+    return g
+
+
+@njit(cache=True, nogil=True)
+def _gamma_max(runs, bufs):
+    """The largest pairwise step: min mu_i over the entries of the away corner nu- (held in
+    bufs.log_mix) that nu+ leaves (gamma_max of pairwise Frank-Wolfe)."""
+    mu, away, nu = bufs.mu, bufs.log_mix, bufs.nu
+    top = 1.0
+    for r in range(runs.lo.shape[0]):
+        for p in range(runs.lo[r], runs.hi[r]):
+            if away[p] > 0.0 and nu[p] == 0.0:
+                top = min(top, mu[p])
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _swap_in_away(runs, bufs, hws):
+    """Keep mu_i in hws.mu and put nu- in bufs.mu: ``block_direction`` then gives the
+    pairwise direction E_{nu+ - nu-} F."""
+    mu, away, keep = bufs.mu, bufs.log_mix, hws.mu
+    for r in range(runs.lo.shape[0]):
+        for p in range(runs.lo[r], runs.hi[r]):
+            keep[p] = mu[p]
+            mu[p] = away[p]
+
+
+@njit(**VEC)
+def _mix_segment(gamma, dst, keep, nu, away, n):
+    """dst[p] = log(keep + gamma (nu - away)) where nu != away (log 0 = -inf; a value that
+    rounds below 0 is 0), dst[p] kept elsewhere (vectorized)."""
+    for p in range(n):
+        m = max(keep[p] + gamma * (nu[p] - away[p]), 0.0)
+        new = fast_log(m)
+        dst[p] = new if nu[p] != away[p] else dst[p]
+
+
+@njit(cache=True, nogil=True)
+def _mix_update(gamma, mu_arrays, runs, keep, nu, away):
+    """mu_i <- keep + gamma (nu - away) as logs in the dual state, where nu and away differ:
+    the Frank-Wolfe step (keep = away = mu_i, nu = nu+) and the pairwise one (keep = mu_i,
+    nu = nu+, away = nu-). Entries that reach 0, or round below it, are dropped (log 0 =
+    -inf); entries where nu = away keep their stored logs."""
+    for r in range(runs.lo.shape[0]):
+        lo, hi, o = runs.lo[r], runs.hi[r], runs.off[r]
+        dst = mu_arrays[runs.dst[r]][o : o + hi - lo]
+        _mix_segment(gamma, dst, keep[lo:hi], nu[lo:hi], away[lo:hi], hi - lo)
+
+
+@njit(cache=True, nogil=True)
+def _block(i, structure, mu_arrays, w, ws, hws):
+    """mu_i into bufs and the loss-augmented MAP of block i (with the linear value and, in
+    WITH_AWAY mode, the away corner); returns (Delta*, H_i, g_i), g_i = H_i - (<mu_i,
+    augmented scores> - gold score) the block's Frank-Wolfe gap."""
+    bufs, _, sws = ws
+    fill_mu(mu_arrays, block_runs(structure.runs, i), bufs)
+    loss, h = loss_augmented_map(structure, i, w, sws, bufs, hws)
+    return loss, h, max(h - hws.out[2], 0.0)
+
+
+@njit(cache=True, nogil=True)
+def hinge_step(i, structure, dual, w, params, ws, prox, hws):
+    """One SDCA step of the hinge loss on example i, with the return values of the SDCA step
+    (``sdca_epoch._step``: gap before the step, gamma, 0 Newton iterations, status, cycles,
+    0): the exact step of the module docstring along the Frank-Wolfe direction nu+ - mu_i or,
+    in PAIRWISE mode, along nu+ - nu- (nu- the away corner: the worst labelling of mu_i's
+    support, gamma <= gamma_max), then mu_i, l_i and w (or v and w = S_tau(v) on the step's
+    support, with the elastic net's ``prox``) move."""
+    bufs, _, sws = ws
+    lam_n, scale = params.lam_n, params.scale
+    mu_arrays = (dual.log_edge, dual.log_node)
+    runs = block_runs(structure.runs, i)
+    kappa = -scale / lam_n
+    c0 = cycles()
+    loss, h, gap = _block(i, structure, mu_arrays, w, ws, hws)
+    c1 = cycles()
+    if not np.isfinite(h):
+        return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
+    top, slope, gain = 1.0, gap, loss - dual.entropies[i]
+    pairwise = hws.mode[1] == PAIRWISE and np.isfinite(hws.out[1])
+    if pairwise:  # no away corner, or a zero step (underflow): a Frank-Wolfe step instead
+        top = _gamma_max(runs, bufs)
+        pairwise = top > 0.0
+    if pairwise:  # nu- replaces mu_i in the direction
+        _swap_in_away(runs, bufs, hws)
+        slope, gain = h - hws.out[1], loss - hws.out[0]
+    else:
+        top = 1.0
+    b = block_direction(structure, i, bufs, sws, kappa)
+    if prox is None:
+        gamma = closed_form_step(slope, lam_n / scale * b, top, params.fixed_step)
+        m = 0
+    else:
+        m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
+        pw, _ = prepare(prox, m, kappa, w, lam_n / scale)
+        gamma = prox_step(slope, pw, top, params.fixed_step)
+    c2 = cycles()
+    if gamma > 0.0:
+        if pairwise:
+            _mix_update(gamma, mu_arrays, runs, hws.mu, bufs.nu, bufs.mu)
+        else:
+            _mix_update(gamma, mu_arrays, runs, bufs.mu, bufs.nu, bufs.mu)
+        dual.entropies[i] += gamma * gain
+        if prox is None:
+            add_block_direction(structure, i, gamma * kappa, sws, w)
+        else:
+            apply_step(gamma, prox, m, w)
+    dual.step_sizes[i] = gamma
+    return gap, gamma, 0, 0, (c1 - c0, 0, c2 - c1), 0
+
+
+@njit(cache=True, nogil=True)
+def exact_blocks(structure, mu_arrays, w, lo, hi, gaps, losses, ws, hws):
+    """losses[i] = H_i(w) and, unless gaps is empty, gaps[i] = the exact block gap of mu_i at
+    w, for examples lo..hi-1; nan where the oracle is non-finite."""
+    for i in range(lo, hi):
+        if gaps.shape[0] == 0:
+            _, h = loss_augmented_map(structure, i, w, ws[2], ws[0], hws)
+            losses[i] = h if np.isfinite(h) else np.nan
+            continue
+        _, h, gap = _block(i, structure, mu_arrays, w, ws, hws)
+        ok = np.isfinite(h)
+        losses[i] = h if ok else np.nan
+        gaps[i] = gap if ok else np.nan
