@@ -66,7 +66,7 @@ def test_one_partition_is_serial_sdca_with_the_same_draws():
         np.random.SeedSequence(7).spawn(1)[0]
     ).bit_generator.state
     serial = SDCA(config).solve(problem, Monitor(problem, "sdca", config), state)
-    np.testing.assert_allclose(local.weights, serial.weights, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(local.weights, serial.weights)  # bit for bit
     assert local.trace.records[-1].oracle_calls == serial.trace.records[-1].oracle_calls == 5 * n
     assert local.trace.records[-1].gap == pytest.approx(serial.trace.records[-1].gap, rel=1e-9)
 

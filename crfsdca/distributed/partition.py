@@ -234,12 +234,15 @@ class PartitionSolver:
         self._rows = np.zeros(0, np.int64)  # the attribute rows the last round moved
         self._mark = np.zeros(fm.n_attributes, np.bool_)  # scratch of touched_rows
         self.ledger: MarginalLedger | None = None
+        # one partition: its replica of w takes the steps' w on the rows they moved, so the run
+        # is serial SDCA bit for bit (with the same draws); nothing is sent anywhere
+        self.alone = n_partitions == 1 and variant in MARGINAL_VARIANTS
         marginal = variant in MARGINAL_VARIANTS and _kind(problem) in MARGINAL_KINDS
-        if table is not None and marginal and getattr(problem, "loss", "log") == "log":
+        log_loss = getattr(problem, "loss", "log") == "log"
+        if table is not None and marginal and log_loss and not self.alone:
             seqs = sequences_of(problem.train)
-            dtype = np.float32 if n_partitions > 1 else np.float64  # one partition sends nothing
             self.ledger = MarginalLedger(
-                table, first, seqs, state.dual.log_node, self.shape, self.local.lam_n, dtype
+                table, first, seqs, state.dual.log_node, self.shape, self.local.lam_n
             )
         self._held: Update | None = None  # rows form: the summed update not yet committed
         self._message: Any = None  # this partition's last message (the driver sends None)
@@ -259,9 +262,12 @@ class PartitionSolver:
         }
 
     def set_weights(self, w: NDArray[np.float64]) -> None:
-        """Start this partition's replica of the global w (a copy; ``w`` is never written)."""
-        self.w = np.array(w, dtype=np.float64, copy=True)
+        """Start this partition's replica of the global w (a copy; ``w`` is never written).
+        One partition keeps the w of its dual state (serial SDCA's, bit for bit)."""
         d = self.local.state.dual
+        if self.alone:
+            w = d.weights
+        self.w = np.array(w, dtype=np.float64, copy=True)
         d.weights = self.w.copy() if self.coords is None else self.w / self.coords
 
     def weights(self) -> NDArray[np.float64]:
@@ -306,9 +312,12 @@ class PartitionSolver:
         A, K = self.shape
         scale = self.local.scale if sigma is None else float(sigma)
         dual = self.local.state.dual
+        trial = False  # a round at the safe sigma' = P is never checked: nothing to save
         if self.variant == "adaptive":
             examples = self.local.draw_examples(n_steps)
-            self._saved = Snapshot(dual, self.problem.structure.blocks.runs, examples)
+            trial = scale < self.local.scale
+            runs = self.problem.structure.blocks.runs
+            self._saved = Snapshot(dual, runs, examples) if trial else None
             self.local.take_steps(n_steps, scale=scale, examples=examples)
         else:
             self.local.take_steps(n_steps, scale=scale)
@@ -319,7 +328,10 @@ class PartitionSolver:
         else:
             rows = touched_rows(sequences_of(self.problem.train), self.local.visited, self._mark)
             self._rows = rows
-            if self.coords is None:
+            values = None  # alone: the rows w takes from u (_commit)
+            if self.alone:
+                tail = None
+            elif self.coords is None:
                 values = sparse_rows.row_increments(u, w, rows, K, scale)
             else:
                 u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
@@ -328,8 +340,8 @@ class PartitionSolver:
             message = (rows, values, tail)
         self._message = message
         seconds = _clock() - start
-        if self._saved is not None:
-            return message, seconds, self._saved.entropy_change(dual)
+        if self.variant == "adaptive":  # the entropy change matters to a trial only
+            return message, seconds, self._saved.entropy_change(dual) if trial else 0.0
         return message, seconds
 
     # -- settling a round: apply the messages, keep or reject ---------------------------------
@@ -355,12 +367,12 @@ class PartitionSolver:
         messages = [self._message if m is None else m for m in messages]  # None: our own
         if self.ledger is not None:
             self.ledger.accumulate(self.w, messages)
-        else:
+        elif not self.alone:
             self._held = aggregate(messages)
 
     def _dot_and_square(self) -> tuple[float, float]:
         if self.ledger is not None:
-            return self.ledger.dot_and_square(self.w)
+            return self.ledger.dot_and_square(self.w, self.local.state.dual.weights)
         A, K = self.shape
         return dot_and_square(self.w, self._held, A, K)
 
@@ -373,6 +385,15 @@ class PartitionSolver:
                 self.ledger.take_back(t)
             return
         held, self._held = self._held, None
+        if self.alone:  # w = u on the rows moved (t = 0: u = w), bit for bit
+            A, K = self.shape
+            u, w = self.local.state.dual.weights, self.w
+            if t not in (0.0, 1.0):
+                raise RuntimeError("one partition keeps or drops its round, never mixes it")
+            src, dst = (u, w) if t == 1.0 else (w, u)
+            sparse_rows.copy_rows(dst, src, self._rows, K)
+            dst[A * K :] = src[A * K :]
+            return
         if t != 1.0 and held is not None:
             rows, values, tail = held
             held = (rows, values * t, None if tail is None else tail * t)

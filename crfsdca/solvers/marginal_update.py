@@ -88,18 +88,16 @@ class MarginalLedger:
         log_node: NDArray[Any],
         shape: tuple[int, int],
         lam_n: float,
-        dtype: Any = np.float32,
     ) -> None:
         self.table, self.first, self.seqs = table, int(first), seqs
         self.n_attributes, self.K = int(shape[0]), int(shape[1])
         self.lam_n = float(lam_n)
-        self.dtype = dtype  # of the sent changes (float64: nothing is rounded)
         self.committed = np.exp(np.asarray(log_node, np.float64))
         self.slot = np.full(self.n_attributes, -1, np.int64)  # a moved row's position
         self.buffer = np.empty(self.n_attributes, np.int64)  # the rows the messages move
         self.saved = np.empty((self.n_attributes, self.K))  # their values before (by slot)
-        self.acc = np.empty((self.n_attributes, self.K))  # their summed change (by slot)
         self.n_rows = 0
+        self.copied = False  # u = w on the rows already (dot_and_square)
         self.tail: NDArray[np.float64] | None = None  # the messages' summed tail
         self.sent: tuple[NDArray[np.int64], NDArray[np.float32]] | None = None
 
@@ -113,21 +111,21 @@ class MarginalLedger:
         """The message of a round that stepped on ``examples`` (local ids); commits it."""
         examples = np.unique(np.asarray(examples, np.int64))
         offsets = self.seqs.seq_offsets
-        out = np.empty((int(np.sum(offsets[examples + 1] - offsets[examples])), self.K), self.dtype)
+        out = np.empty((int(np.sum(offsets[examples + 1] - offsets[examples])), self.K), np.float32)
         deltas = sparse_rows.node_deltas(offsets, examples, log_node, self.committed, out)
         self.sent = (examples, deltas)
         return (examples + self.first).astype(np.int32), deltas, tail
 
     def accumulate(self, w: NDArray[np.float64], messages: list[Message]) -> None:
-        """Sum the messages (in their order: every replica sums alike) by attribute row;
-        :meth:`commit` adds the sum to w (or t times it)."""
+        """Add the messages to w (in their order: every replica adds alike), the rows they
+        move saved first; :meth:`commit` keeps the change (or t times it)."""
         coef = -1.0 / self.lam_n
         table = self.table.arrays()
         tail = np.zeros_like(messages[0][2])
         for examples, deltas, t in messages:
             self.n_rows = sparse_rows.add_tokens(
-                w, self.slot, self.buffer, self.n_rows, self.saved, self.acc, table, examples,
-                deltas, coef,
+                w, self.slot, self.buffer, self.n_rows, self.saved, table, examples, deltas,
+                coef,
             )  # fmt: skip
             tail += t
         self.tail = tail
@@ -136,18 +134,19 @@ class MarginalLedger:
     def rows(self) -> NDArray[np.int64]:
         return self.buffer[: self.n_rows]
 
-    def dot_and_square(self, w: NDArray[np.float64]) -> tuple[float, float]:
+    def dot_and_square(self, w: NDArray[np.float64], u: NDArray[np.float64]) -> tuple[float, float]:
         """(w . Delta w, |Delta w|^2) of the accumulated update (attribute rows and tail; w
-        before it)."""
-        dot, sq = sparse_rows.row_changes(self.saved, self.acc, self.n_rows)
+        before it: the saved rows); sets u = w on the rows, as :meth:`commit` would."""
+        dot, sq = sparse_rows.row_changes(w, u, self.saved, self.rows)
+        self.copied = True
         w_tail = w[self.n_attributes * self.K :]
         return dot + float(w_tail @ self.tail), sq + float(self.tail @ self.tail)
 
     def commit(self, w: NDArray[np.float64], u: NDArray[np.float64], t: float = 1.0) -> None:
         """Keep t times the accumulated update (t = 0: w as before it, bit for bit), and set
         u = w where it moved (which covers the rows this partition stepped on)."""
-        sparse_rows.settle_rows(w, u, self.saved, self.acc, self.slot, self.rows, float(t))
-        self.n_rows = 0
+        sparse_rows.settle_rows(w, u, self.saved, self.slot, self.rows, float(t), self.copied)
+        self.n_rows, self.copied = 0, False
         start = self.n_attributes * self.K
         w[start:] += t * self.tail
         u[start:] = w[start:]

@@ -153,63 +153,79 @@ def node_deltas(seq_offsets, examples, log_node, committed, out):
 
 
 @njit(cache=True, nogil=True)
-def add_tokens(w, slot, rows, n_rows, saved, acc, table, examples, deltas, coef):
-    """acc[slot[a]] += coef * v * delta_t for every attribute (a, v) of every token of the
-    sequences ``examples`` (ids into ``table`` = (seq_offsets, attr_offsets, attr_ids,
-    attr_values); no values: all 1), tokens in the order of ``deltas``. A row first reached
-    gets the next slot (``slot[a]`` was -1): it is appended to ``rows`` after ``n_rows``, its
-    values in w kept in ``saved`` and its sum started at 0 in ``acc``. Returns the new count.
-    The sums go to a compact buffer, not to w: w is read once per row, not per occurrence."""
+def add_tokens(w, slot, rows, n_rows, saved, table, examples, deltas, coef):
+    """w[a] += coef * v * delta_t for every attribute (a, v) of every token of the sequences
+    ``examples`` (ids into ``table`` = (seq_offsets, attr_offsets, attr_ids, attr_values); no
+    values: all 1), tokens in the order of ``deltas``. A row first reached gets the next slot
+    (``slot[a]`` was -1): it is appended to ``rows`` after ``n_rows`` and its values before
+    kept in ``saved`` (for the adaptive check and a rejected round). Returns the new count.
+    A token's change is converted and scaled once, not per attribute occurrence."""
     seq_offsets, attr_offsets, attr_ids, attr_values = table
     K = deltas.shape[1]
     ones = attr_values.size == 0
+    d = np.empty(K)
     q = 0
     for e in examples:
         for t in range(seq_offsets[e], seq_offsets[e + 1]):
+            for k in range(K):
+                d[k] = coef * np.float64(deltas[q, k])
             for p in range(attr_offsets[t], attr_offsets[t + 1]):
                 a = attr_ids[p]
-                j = slot[a]
-                if j < 0:
-                    j = n_rows
-                    slot[a] = j
-                    rows[j] = a
-                    b = a * K
+                b = a * K
+                if slot[a] < 0:
+                    slot[a] = n_rows
+                    rows[n_rows] = a
                     for k in range(K):
-                        saved[j, k] = w[b + k]
-                        acc[j, k] = 0.0
+                        saved[n_rows, k] = w[b + k]
                     n_rows += 1
-                c = coef if ones else coef * attr_values[p]
-                for k in range(K):
-                    acc[j, k] += c * np.float64(deltas[q, k])
+                if ones:
+                    for k in range(K):
+                        w[b + k] += d[k]
+                else:
+                    v = attr_values[p]
+                    for k in range(K):
+                        w[b + k] += v * d[k]
             q += 1
     return n_rows
 
 
 @njit(cache=True, nogil=True)
-def row_changes(saved, acc, n_rows):
-    """(w_before . Delta, |Delta|^2) over the first ``n_rows`` slots."""
+def row_changes(w, u, saved, rows):
+    """(w_before . Delta, |Delta|^2) over ``rows``, Delta = w - saved (row j saved in slot j),
+    and u = w there (what :func:`settle_rows` sets when the change is kept: one pass)."""
+    K = saved.shape[1]
     dot = 0.0
     sq = 0.0
-    for j in range(n_rows):
-        for k in range(acc.shape[1]):
-            d = acc[j, k]
+    for j in range(rows.size):
+        b = rows[j] * K
+        for k in range(K):
+            v = w[b + k]
+            d = v - saved[j, k]
             dot += saved[j, k] * d
             sq += d * d
+            u[b + k] = v
     return dot, sq
 
 
 @njit(cache=True, nogil=True)
-def settle_rows(w, u, saved, acc, slot, rows, t):
-    """w = saved + t * acc on the ``rows`` (t = 0: w as saved), u = w there, slots freed."""
-    K = acc.shape[1]
+def settle_rows(w, u, saved, slot, rows, t, copied):
+    """Keep t times the change of the ``rows`` since saved (t = 1: w as it is; t = 0: w as
+    saved, bit for bit; else saved + t (w - saved)), u = w there (already done when
+    ``copied``, by :func:`row_changes`), slots freed."""
+    K = saved.shape[1]
     for j in range(rows.size):
         a = rows[j]
-        b = a * K
-        for k in range(K):
-            v = saved[j, k] if t == 0.0 else saved[j, k] + t * acc[j, k]
-            w[b + k] = v
-            u[b + k] = v
         slot[a] = -1
+        b = a * K
+        if t == 1.0:
+            if not copied:
+                for k in range(K):
+                    u[b + k] = w[b + k]
+        else:
+            for k in range(K):
+                v = saved[j, k] if t == 0.0 else saved[j, k] + t * (w[b + k] - saved[j, k])
+                w[b + k] = v
+                u[b + k] = v
 
 
 @njit(cache=True, nogil=True)
