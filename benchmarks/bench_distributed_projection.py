@@ -5,12 +5,15 @@
 
 For every P, ``crfsdca.distributed.simulate`` (bit for bit what a cluster computes) counts the
 rounds and epochs to the exact gap ``--tol`` and the bytes that each round's messages move
-(up: every partition's message; down: every partition receives the others'). Seconds per
-round are then modelled, not measured: m steps at the serial seconds per step (measured here
-on one epoch), plus ``--latency`` seconds per round trip, plus the bytes (up and down) over
-``--bandwidth`` bytes per second through the driver. The serial reference is P = 1 with m = n
-(serial SDCA itself). ``--calibrate`` first measures an actor round trip and the loopback
-bandwidth of a 2-worker local Dask cluster on this machine.
+(up: every partition's message; down: every partition receives the others'), and times how
+long a partition takes to apply a round's messages to its replica of w (per sequence applied:
+every partition applies all P messages, P m sequences a round). Seconds per round are then
+modelled, not measured: m steps at the serial seconds per step (measured here on one epoch),
+plus P m sequences applied at the measured seconds per sequence, plus ``--latency`` seconds
+per round trip, plus the bytes (up and down) over ``--bandwidth`` bytes per second through
+the driver. The serial reference is P = 1 with m = n (serial SDCA itself). ``--calibrate``
+first measures an actor round trip and the loopback bandwidth of a 2-worker local Dask
+cluster on this machine.
 """
 
 from __future__ import annotations
@@ -51,14 +54,28 @@ def seconds_per_step(problem, seed: int) -> float:
 
 
 def simulate_counting_bytes(problem, P, m, args, variant=None):
-    """(result, mean bytes per round up, mean bytes per round down): up, every partition's
-    message to the driver; down, every partition receives the others' messages."""
+    """(result, mean bytes per round up, mean bytes per round down, seconds per sequence
+    applied): up, every partition's message to the driver; down, every partition receives the
+    others' messages; the last, a partition's time to apply marginal messages to its replica
+    of w (None: none applied)."""
     from crfsdca import distributed
     from crfsdca.distributed.partition import PartitionSolver
     from crfsdca.solvers.marginal_update import message_bytes
 
     sent = []
+    applied = [0.0, 0]  # seconds, sequences
     original = {name: getattr(PartitionSolver, name) for name in ("local_round", "redo")}
+    settle = PartitionSolver._settle
+
+    def timed_settle(self, pending):
+        if pending is None or self.ledger is None:
+            return settle(self, pending)
+        start = time.perf_counter()
+        out = settle(self, pending)
+        applied[0] += time.perf_counter() - start
+        own = self._message
+        applied[1] += sum(len(own[0] if x is None else x[0]) for x in pending["messages"])
+        return out
 
     def counting(name):
         def call(self, *a, **k):
@@ -72,6 +89,7 @@ def simulate_counting_bytes(problem, P, m, args, variant=None):
     n = problem.n_sequences
     for name in original:
         setattr(PartitionSolver, name, counting(name))
+    PartitionSolver._settle = timed_settle
     try:
         result = distributed.simulate(
             problem,
@@ -86,8 +104,10 @@ def simulate_counting_bytes(problem, P, m, args, variant=None):
     finally:
         for name, f in original.items():
             setattr(PartitionSolver, name, f)
+        PartitionSolver._settle = settle
     up = sum(sent) / max(result.rounds, 1)
-    return result, up, (P - 1) * up
+    apply = applied[0] / applied[1] if applied[1] else None
+    return result, up, (P - 1) * up, apply
 
 
 def calibrate(sizes=(0, 1 << 20, 8 << 20), reps=30):
@@ -154,6 +174,12 @@ def main() -> None:
         "--step-seconds", type=float, default=None, help="serial seconds per step [measured]"
     )
     parser.add_argument(
+        "--apply-seconds",
+        type=float,
+        default=None,
+        help="seconds to apply one sequence's message to a replica [measured in each run]",
+    )
+    parser.add_argument(
         "--calibrate", action="store_true", help="measure a local cluster's round trip first"
     )
     args = parser.parse_args()
@@ -177,25 +203,26 @@ def main() -> None:
         f" {args.variant}, serial {1e6 * step:.0f} us / step, latency {1e3 * args.latency:g} ms,"
         f" bandwidth {args.bandwidth / 1e6:g} MB/s"
     )
-    serial, _, _ = simulate_counting_bytes(problem, 1, n, args, "practical")  # serial SDCA
+    serial, _, _, _ = simulate_counting_bytes(problem, 1, n, args, "practical")  # serial SDCA
     serial_epochs = serial.trace.records[-1].epoch
     serial_seconds = serial_epochs * n * step
     print(f"serial: {serial_epochs:.1f} epochs, {serial_seconds:.1f} s modelled")
     print(
         "| P | m | rounds | epochs | × serial epochs | kB / round (up + down)"
-        " | modelled s / round | modelled s | × serial time |"
+        " | apply µs / sequence | modelled s / round | modelled s | × serial time |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for P in args.partitions:
         m = args.local_updates
-        result, up, down = simulate_counting_bytes(problem, P, m, args)
+        result, up, down, apply = simulate_counting_bytes(problem, P, m, args)
+        apply = args.apply_seconds if args.apply_seconds is not None else apply or 0.0
         last = result.trace.records[-1]
-        per_round = m * step + args.latency + (up + down) / args.bandwidth
+        per_round = m * step + P * m * apply + args.latency + (up + down) / args.bandwidth
         total = result.rounds * per_round
         mark = "" if result.stop_reason == "tol" else f" (stopped: gap {last.gap:.1e})"
         print(
             f"| {P} | {m} | {result.rounds}{mark} | {last.epoch:.1f}"
-            f" | {last.epoch / serial_epochs:.2f} | {(up + down) / 1e3:.0f}"
+            f" | {last.epoch / serial_epochs:.2f} | {(up + down) / 1e3:.0f} | {1e6 * apply:.0f}"
             f" | {1e3 * per_round:.1f} ms | {total:.1f} | {total / serial_seconds:.2f} |"
         )
 
