@@ -28,13 +28,22 @@ WARMUP_SENTENCES = TINY_SENTENCES
 def _train_once(solver: str, inputs) -> None:
     from crfsdca.errors import ConvergenceWarning
     from crfsdca.estimators.model import SequenceCRF
+    from crfsdca.kernels.numerics.threads import get_threads
 
-    model = SequenceCRF(
-        solver=solver, n_bias_rows=inputs.encoder.default_bias_rows, max_epochs=2.0, seed=0
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(inputs.train, inputs.test, encoder=inputs.encoder.to_dict(), name="warmup")
+    # SDCA steps on several threads too where the machine has them (a large training set)
+    teams = [1, 2] if solver == "sdca" and get_threads() > 1 else [None]
+    for threads in teams:
+        options = {} if threads is None else {"threads": threads}
+        model = SequenceCRF(
+            solver=solver,
+            n_bias_rows=inputs.encoder.default_bias_rows,
+            max_epochs=2.0,
+            seed=0,
+            **options,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(inputs.train, inputs.test, encoder=inputs.encoder.to_dict(), name="warmup")
     model.score(inputs.test)
     model.predict_marginals(inputs.test, 0)
 

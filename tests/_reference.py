@@ -156,3 +156,19 @@ def loss(data: SequenceData, w: np.ndarray, fm: FeatureMap) -> float:
         total += logsumexp(scores(u, fm.transition(w)))
         total -= w @ features(data, i, data.sequence_labels(i), fm)
     return float(total)
+
+
+def lbfgs_optimum(problem, tol: float = 1e-13) -> float:
+    """P* by crfsdca's L-BFGS, which must have stopped on its certificate: the gap
+    ||grad P||^2 / (2 lambda) <= ``tol`` (not a budget, not a failed line search), so that P*
+    is within ``tol`` of the optimum."""
+    from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
+    from crfsdca.solvers.monitor import Monitor
+
+    config = LBFGSConfig(tol=tol, max_epochs=5000)
+    result = LBFGS(config).solve(problem, Monitor(problem, "lbfgs", config))
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol" and 0 <= last.gap <= tol, (result.stop_reason, last.gap)
+    primal = problem.primal(result.weights)
+    assert primal == last.primal
+    return primal

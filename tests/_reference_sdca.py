@@ -111,3 +111,20 @@ def reference_step(problem, node_mu, edge_mu, w, i):
     new_node = node_mu + gamma * (node_nu - node_mu)
     new_edge = edge_mu + gamma * (edge_nu - edge_mu)
     return new_node, new_edge, w + gamma * v, gap, gamma
+
+
+def assert_same_sdca_steps(a, b, n_sequences):
+    """Runs ``a`` and ``b`` (5 epochs with line_search_tol 1e-10, about two Newton iterations
+    a step, so that their count is not the step count) took the same SDCA steps: weights,
+    counters, each block's last step size and gap estimate, the dual at every evaluation."""
+    np.testing.assert_allclose(b.weights, a.weights, rtol=1e-9, atol=1e-12)
+    steps = ("newton_iterations", "line_searches", "predictor_evaluations", "exact_passes")
+    assert {k: b.counters[k] for k in steps} == {k: a.counters[k] for k in steps}
+    assert a.counters["line_searches"] == 5 * n_sequences
+    assert a.counters["newton_iterations"] > 1.5 * a.counters["line_searches"]
+    for field in ("step_sizes", "gap_estimates"):
+        np.testing.assert_allclose(
+            getattr(b.state.dual, field), getattr(a.state.dual, field), rtol=1e-8, atol=1e-14
+        )
+    duals = [[r.dual for r in x.trace.records] for x in (a, b)]
+    np.testing.assert_allclose(duals[1], duals[0], rtol=1e-12)

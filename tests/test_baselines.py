@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _reference import lbfgs_optimum
 from _reference_baselines import ChainOracle, EnumerationOracle, OegReference, SagNusReference
 from _reference_sdca import expected_features
 from _synthetic import random_problem
@@ -16,7 +17,6 @@ from crfsdca.cli.main import main
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.kernels.structures import chain_eg as oeg_kernels
 from crfsdca.solvers import SOLVERS
-from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.oeg import OEG, OEGConfig
 from crfsdca.solvers.oeg import _Runner as OEGRunner
@@ -178,12 +178,6 @@ def test_gibbs_start_is_the_gold_gibbs_distribution():
         for y, py in zip(ys, p, strict=True):
             node[np.arange(T), list(y)] += py
         np.testing.assert_allclose(np.exp(dual.log_node[so[i] : so[i + 1]]), node, atol=1e-12)
-
-
-def lbfgs_optimum(problem):
-    config = LBFGSConfig(tol=1e-13, max_epochs=5000)
-    result = LBFGS(config).solve(problem, Monitor(problem, "lbfgs", config))
-    return problem.primal(result.weights)
 
 
 def check_trace(result, p_star):

@@ -172,26 +172,22 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
     proc.wait()
     assert killed_mid_write, proc.stderr.read().decode()[-2000:]
     arrays, header = load_checkpoint(ck)  # the previous checkpoint is intact
-    epochs_saved = header["state"]["oracle_calls"] / 400
-    assert 1 <= epochs_saved < 6
+    saved_calls = header["state"]["oracle_calls"]
+    assert 1 <= saved_calls / 400 < 6
+    trace = tmp_path / "resumed.jsonl"
     resumed = subprocess.run(
-        [
-            *base[:4],
-            "--resume",
-            str(ck),
-            "--epochs",
-            "6",
-            "-q",
-            "--json",
-            "--model",
-            str(tmp_path / "resumed.npz"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+        [*base[:4], "--resume", str(ck), "--epochs", "6", "-q", "--json",
+         "--model", str(tmp_path / "resumed.npz"), "--trace", str(trace)],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
     assert json.loads(resumed.stdout.splitlines()[-1])["epochs"] == 6
+    # it went on from the checkpoint: the saved records, then one per epoch after them
+    records = [r.to_json() for r in read_trace(trace).records]
+    saved = header["records"]
+    assert records[: len(saved)] == saved and saved[-1]["oracle_calls"] == saved_calls
+    assert [r["oracle_calls"] for r in records[len(saved) :]] == list(
+        range(saved_calls + 400, 6 * 400 + 1, 400)
+    )
     straight = subprocess.run(
         [*base, "--epochs", "6", "--model", str(tmp_path / "straight.npz")],
         env=env,
@@ -389,6 +385,7 @@ def test_sigkill_after_a_wall_time_checkpoint_then_resume_certifies_the_same_gap
     records = [r.to_json() for r in read_trace(trace).records]
     assert records[: len(header["records"])] == header["records"]  # went on from the checkpoint
     assert records[len(header["records"]) - 1]["oracle_calls"] == saved
+    assert records[len(header["records"])]["oracle_calls"] > saved  # after it, not from 0
     np.testing.assert_array_equal(
         load_model(tmp_path / "resumed.npz")[0]["weights"],
         load_model(tmp_path / "straight.npz")[0]["weights"],

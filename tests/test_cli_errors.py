@@ -7,6 +7,7 @@ only where the command fails before reading any data.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -380,6 +381,14 @@ def test_stopping_at_epochs_above_tol_is_one_plain_line(work):
     assert "Warning" not in result.stderr and "solver.solve" not in result.stderr
     quiet = cli("train", work / "items.attr", "--epochs", "2", "--tol", "1e-12", "-q")
     assert quiet.exit_code == 0 and quiet.stderr == ""
+    threads = cli("train", work / "items.attr", "--epochs", "2", "--tol", "1e-12", "--workers",
+                  "2", "--worker-threads")  # fmt: skip
+    assert threads.exit_code == 0, threads.output
+    assert re.match(
+        r"crfsdca: stopped at --epochs 2 \(\d+ rounds\) before reaching --tol 1e-12 \(duality"
+        r" gap [0-9.e+-]+\); train longer or raise --tol$",
+        threads.stderr,
+    ), threads.stderr
 
 
 # ----------------------------------------------------------------------------- resume

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,44 @@ def test_train_tree_on_two_workers_reaches_the_serial_optimum(tmp_path):
     assert (dask["partitions"], dask["graph"], dask["stop_reason"]) == (2, "tree", "tol")
     assert dask["gap"] <= 1e-6 and serial["gap"] <= 1e-6
     assert abs(dask["primal"] - serial["primal"]) <= 2e-6  # both certified within 1e-6
+
+
+STOPPED = (
+    r"crfsdca: stopped at --epochs 1{} before reaching --tol 1e-12 \(duality gap {}\);"
+    " train longer or raise --tol"
+)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "rounds"),
+    [
+        ([], ""),
+        (["--workers", "2", "--worker-threads", "--local-updates", "2"], r" \(3 rounds\)"),
+        pytest.param(
+            ["--workers", "2", "--local-updates", "2"],
+            r" \(3 rounds\)",
+            marks=[pytest.mark.slow, pytest.mark.timeout(300)],
+        ),
+    ],  # fmt: skip
+    ids=["serial", "worker-threads", "processes"],
+)
+def test_a_tree_run_stopped_above_tol_says_so_in_the_users_flags(tmp_path, cluster, rounds):
+    """Serial or distributed (threads or Dask processes), a tree run that --epochs stops above
+    --tol says so on stderr in one line naming the flags (and the rounds of a distributed
+    run); --quiet silences it."""
+    if cluster and "--worker-threads" not in cluster:
+        pytest.importorskip("distributed")
+    data = conllu(tmp_path / "train.conllu", SENTENCES)
+    args = ["train", str(data), "--graph", "tree", "--label", "upos", "--epochs", "1",
+            "--tol", "1e-12", *cluster, "--json"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.splitlines()[-1])
+    assert out["stop_reason"] != "tol" and out["gap"] > 1e-12
+    gap = re.escape(f"{out['gap']:.3g}")
+    assert re.fullmatch(STOPPED.format(rounds, gap), result.stderr.strip()), result.stderr
+    quiet = CliRunner().invoke(main, [*args, "-q"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
 
 
 def test_graph_misuse_is_one_line(tmp_path):

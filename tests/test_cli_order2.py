@@ -104,10 +104,17 @@ def test_order2_progress_summary_and_plot(tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("sdca on train.txt: n=12,") and "test F1" in lines[-1]
-    assert "stopped by max_epochs before reaching --tol" in result.stderr
+    assert result.stderr.startswith("crfsdca: stopped at --epochs 2 before reaching --tol 0 (")
+    assert len(result.stderr.splitlines()) == 1
     assert plot.stat().st_size > 0
     quiet = CliRunner().invoke(main, [*args, "--epochs", "2", "--tol", "0", "-q"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
+    threads = ["--workers", "2", "--worker-threads", "--local-updates", "3"]  # 1/2 epoch a round
+    result = CliRunner().invoke(main, [*args, "--epochs", "2", "--tol", "0", *threads])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(
+        "crfsdca: stopped at --epochs 2 (4 rounds) before reaching --tol 0 (duality gap"
+    )
 
 
 @pytest.mark.slow  # a local Dask cluster

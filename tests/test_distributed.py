@@ -120,7 +120,7 @@ def test_cluster_run_equals_the_simulation_bit_for_bit(dask_client, variant):
 
 @pytest.mark.slow  # a local Dask cluster
 def test_trees_on_two_workers_equal_the_simulation_and_reach_the_serial_optimum(dask_client):
-    from test_distributed_math import lbfgs_optimum
+    from _reference import lbfgs_optimum
     from test_tree_oracle import tree_data
 
     from crfsdca.structures.tree import tree_problem

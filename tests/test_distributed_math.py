@@ -5,21 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reference import lbfgs_optimum
 from _synthetic import random_problem
 from test_tree_oracle import tree_data
 
 from crfsdca.distributed import simulate
 from crfsdca.solvers import adaptive as adaptive_rule
 from crfsdca.solvers.cocoa import attribute_counts, coordinate_scale
-from crfsdca.solvers.lbfgs import LBFGS, LBFGSConfig
-from crfsdca.solvers.monitor import Monitor
 from crfsdca.structures.tree import tree_problem
-
-
-def lbfgs_optimum(problem):
-    config = LBFGSConfig(tol=1e-13, max_epochs=5000)
-    result = LBFGS(config).solve(problem, Monitor(problem, "lbfgs", config))
-    return problem.primal(result.weights)
 
 
 def check_run(result, p_star):

@@ -298,6 +298,11 @@ def test_an_l1_state_resumes_from_a_checkpoint(tmp_path):
     arrays, header = load_checkpoint(saved[0].parent)
     assert "dual_average" in arrays
     resumed = run(SDCAState.from_checkpoint(arrays, header["state"]))
+    # continued after the saved state (3 epochs), not run again from the start
+    saved_calls = header["state"]["oracle_calls"]
+    assert saved_calls == 3 * problem.n_sequences
+    assert resumed.trace.records[0].oracle_calls > saved_calls
+    assert resumed.state.oracle_calls == whole.state.oracle_calls == 6 * problem.n_sequences
     np.testing.assert_array_equal(resumed.weights, whole.weights)
     np.testing.assert_array_equal(resumed.state.dual.dual_average, whole.state.dual.dual_average)
 
@@ -373,6 +378,9 @@ def test_partial_fit_continues_the_elastic_net():
     whole = CRF(**kw).fit(X1 + X2, y1 + y2)
     a, b = grown.training_log_[-1], whole.training_log_[-1]
     assert a.gap <= 1e-9 and a.primal == pytest.approx(b.primal, abs=2e-9)
+    # continued, not refitted: the grown state's gap (30 of 50 sequences optimised, 0.16) is a
+    # small part of a fresh start's (6.6)
+    assert grown.training_log_[0].gap < 0.1 * whole.training_log_[0].gap
     assert grown._fitted()[0].l1_ == pytest.approx(0.4 / 50)
 
 

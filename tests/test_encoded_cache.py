@@ -226,3 +226,40 @@ def test_a_bad_switch_value_is_one_clear_error(monkeypatch, value):
         load_encoded("conll2000", max_sequences=10)
     monkeypatch.setenv("CRFSDCA_ENCODED_CACHE", " OFF ")
     assert not encoded_cache.enabled()
+
+
+def test_conllu_trees_are_cached_with_their_heads(cache, tmp_path, monkeypatch):
+    """``--graph tree`` caches the encoded sentences and their heads: a second run reads no file
+    and builds the same trees; a file edited afterwards is read again."""
+    from crfsdca.cli import graph
+    from crfsdca.io import readers
+
+    train = tmp_path / "train.conllu"
+    sentences = [
+        [
+            "1\tdogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_",
+            "2\tbark\tbark\tVERB\tVBP\t_\t0\troot\t_\t_",
+        ],
+        [
+            "1\tthe\tthe\tDET\tDT\t_\t2\tdet\t_\t_",
+            "2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_",
+            "3\tsleeps\tsleep\tVERB\tVBZ\t_\t0\troot\t_\t_",
+        ],
+    ]
+    train.write_text("\n\n".join("\n".join(s) for s in sentences) + "\n\n")
+    run = {"template": None, "max_sequences": None}
+    first = graph.encoded_graph_inputs(run, "tree", "upos", str(train), None)
+    assert np.array_equal(first[3], [1, -1, 1, 2, -1]) and first[2] is None
+    assert len(list(cache.glob("*.npz"))) == 1
+    reads = []
+    real = readers.read_conllu
+    monkeypatch.setattr(readers, "read_conllu", lambda *a, **k: reads.append(a) or real(*a, **k))
+    second = graph.encoded_graph_inputs(run, "tree", "upos", str(train), None)
+    assert reads == []
+    assert_same(second[:3], first[:3])
+    assert np.array_equal(second[3], first[3])
+    trees = graph.tree_data(second[3], second[1]).graphs
+    assert [t.parents.tolist() for t in trees] == [[1, -1], [1, 2, -1]]
+    train.write_text(train.read_text().replace("\t2\tdet\t", "\t3\tdet\t"))
+    third = graph.encoded_graph_inputs(run, "tree", "upos", str(train), None)
+    assert len(reads) == 1 and np.array_equal(third[3], [1, -1, 2, 2, -1])

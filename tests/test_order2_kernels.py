@@ -52,6 +52,50 @@ def _fast_path_taken(s, w, ws):
     return True
 
 
+@njit
+def _block_oracle(s, i, w, ws):
+    bufs, _, sws = ws
+    return P.block_oracle(s, i, w, sws, bufs)
+
+
+@njit
+def _block_direction(s, i, ws):
+    bufs, _, sws = ws
+    return P.block_direction(s, i, bufs, sws, 1.0)
+
+
+def _poison(fast):
+    """NaN in ``kernels.order2``'s messages and scratch rows (``JunctionStepWorkspace.fast``),
+    which the generic kernels never touch."""
+    for array in (*fast[1], *fast[2]):
+        array[...] = np.nan
+
+
+@pytest.mark.parametrize("order2", [True, False])
+def test_the_primitives_run_the_fast_path_on_second_order_chains(order2):
+    """The structure primitives (what the solvers call) take the fast path on a block of >= 3
+    nodes: its oracle writes the forward messages of ``kernels.order2``'s workspace and its
+    direction the column sums there; with the flag off, that workspace stays untouched."""
+    data = second_order_data(random_sequences(7, n=6, max_T=6, K=3))
+    problem = junction_problem(data, n_bias_rows=3)
+    blocks = problem.structure.blocks._replace(order2=order2)
+    assert problem.structure.blocks.order2
+    w = np.random.default_rng(7).standard_normal(problem.feature_map.n_features)
+    i = int(np.argmax(np.diff(blocks.data[0])))  # the longest block
+    assert blocks.data[0][i + 1] - blocks.data[0][i] >= 3
+    ws = sdca_epoch.make_workspace(blocks)
+    fast = ws[2].fast
+    _poison(fast)
+    assert np.isfinite(_block_oracle(blocks, i, w, ws))
+    messages = fast[1][0][0]  # fin[0]: the first forward message
+    assert np.all(np.isfinite(messages)) == order2 and np.all(np.isnan(messages)) != order2
+    ws[0].mu[:] = 0.0
+    _poison(fast)
+    assert _block_direction(blocks, i, ws) > 0
+    sums = fast[2][0]  # S: a clique difference's column sums
+    assert np.all(np.isfinite(sums)) == order2 and np.all(np.isnan(sums)) != order2
+
+
 def both(problem, w, mu):
     fast = problem.structure.blocks
     assert fast.order2

@@ -1,19 +1,28 @@
 """sklearn-crfsuite's own tests (``tests/test_crf.py``, ``tests/test_metrics.py`` and their
 ``conftest.py``) run against crfsdca, with only the imports changed.
 
-Their code is not part of crfsdca: this test locates it at run time, copies it to a temporary
-folder, rewrites the imports and runs it with pytest in a subprocess. Sources, in order:
+Their code is not part of crfsdca and is not copied into it: the test reads it from
+``SKLEARN_CRFSUITE_SRC``, copies it to a temporary folder, rewrites the imports and runs it with
+pytest in a subprocess. The test itself never goes to the network. ``SKLEARN_CRFSUITE_SRC`` is
 
-1. ``SKLEARN_CRFSUITE_SRC``: a checkout of https://github.com/TeamHG-Memex/sklearn-crfsuite
-   (or an unpacked sdist), or its bare git directory (read with ``git show HEAD:tests/...``);
-2. the sdist of sklearn-crfsuite 0.3.6 from PyPI (``pip download --no-deps --no-binary``): its
-   tests are the repository's, except that they import ``cross_val_score`` from
-   ``sklearn.cross_validation``, which scikit-learn removed (the repository's own 2019 commit
-   "Update test_crf.py" imports it from ``sklearn.model_selection``, as the rewrite does).
-   Later releases (0.5) return NumPy object arrays from ``predict`` and test that; crfsdca
-   returns lists of lists, as the repository's tests and sklearn-crfsuite's documentation say.
+1. the sdist of sklearn-crfsuite 0.3.6 (the ``.tar.gz``), which ships the repository's tests:
+   ``.ci/run`` downloads it before the slow set, checked against the sha256 pinned in
+   ``.ci/sklearn-crfsuite-tests.txt``::
 
-Without either (no checkout given, PyPI unreachable) the test is skipped, saying so.
+       pip download --no-deps --no-binary :all: --require-hashes \
+           -r .ci/sklearn-crfsuite-tests.txt -d /tmp/skc
+       SKLEARN_CRFSUITE_SRC=/tmp/skc/sklearn-crfsuite-0.3.6.tar.gz pytest -m slow -k own_tests
+
+   Its tests import ``cross_val_score`` from ``sklearn.cross_validation``, which scikit-learn
+   removed (the repository's own 2019 commit "Update test_crf.py" imports it from
+   ``sklearn.model_selection``, as the rewrite does). Later releases (0.5) return NumPy object
+   arrays from ``predict`` and test that; crfsdca returns lists of lists, as the repository's
+   tests and sklearn-crfsuite's documentation say;
+2. or a checkout of https://github.com/TeamHG-Memex/sklearn-crfsuite (or an unpacked sdist), or
+   its bare git directory (read with ``git show HEAD:tests/...``).
+
+Without it the test fails under CI (``CI`` set: ``.ci/run`` must have fetched the sources) and is
+skipped elsewhere, saying how to get them.
 """
 
 from __future__ import annotations
@@ -54,17 +63,9 @@ def _from_checkout(source: Path) -> dict[str, str] | None:
     return None
 
 
-def _from_sdist(folder: Path) -> dict[str, str] | None:
-    got = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         "--disable-pip-version-check", "--timeout", "20", "-d", str(folder), SDIST],
-        capture_output=True, text=True, check=False, timeout=180,
-    )  # fmt: skip
-    archives = list(folder.glob("*.tar.gz"))
-    if got.returncode != 0 or not archives:
-        return None
+def _from_sdist(archive: Path) -> dict[str, str] | None:
     out = {}
-    with tarfile.open(archives[0]) as tar:
+    with tarfile.open(archive) as tar:
         for member in tar.getmembers():
             parts = Path(member.name).parts
             if len(parts) == 3 and parts[1] == "tests" and parts[2] in FILES:
@@ -72,20 +73,22 @@ def _from_sdist(folder: Path) -> dict[str, str] | None:
     return out if set(out) == set(FILES) else None
 
 
-def _sources(tmp: Path) -> tuple[dict[str, str], str]:
+def _sources() -> tuple[dict[str, str], str]:
     given = os.environ.get("SKLEARN_CRFSUITE_SRC")
-    if given:
-        found = _from_checkout(Path(given))
-        if found is None:
-            pytest.fail(f"SKLEARN_CRFSUITE_SRC={given}: no tests/{FILES[1]} there")
-        return found, given
-    found = _from_sdist(tmp / "sdist")
-    if found is None:
-        pytest.skip(
-            f"sklearn-crfsuite's tests are not available: set SKLEARN_CRFSUITE_SRC to a checkout"
-            f" of its repository, or allow pip to download the {SDIST} sdist"
+    if not given:
+        message = (
+            "sklearn-crfsuite's tests are not available: set SKLEARN_CRFSUITE_SRC to the"
+            f" {SDIST} sdist (pip download --no-deps --no-binary :all: --require-hashes -r"
+            " .ci/sklearn-crfsuite-tests.txt) or a checkout of its repository"
         )
-    return found, SDIST
+        if os.environ.get("CI"):
+            pytest.fail(message + "; .ci/run fetches the sdist")
+        pytest.skip(message)
+    source = Path(given)
+    found = _from_sdist(source) if source.is_file() else _from_checkout(source)
+    if found is None:
+        pytest.fail(f"SKLEARN_CRFSUITE_SRC={given}: no tests/{FILES[1]} there")
+    return found, given
 
 
 def _rewrite(text: str) -> str:
@@ -95,7 +98,7 @@ def _rewrite(text: str) -> str:
 
 
 def test_sklearn_crfsuites_own_tests_pass(tmp_path):
-    sources, origin = _sources(tmp_path)
+    sources, origin = _sources()
     suite = tmp_path / "suite"
     suite.mkdir()
     for name, text in sources.items():

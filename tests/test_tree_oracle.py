@@ -196,3 +196,24 @@ def test_scaled_batch_equals_the_log_space_batch(scale):
     assert bad == -1
     assert value == pytest.approx(ref_value, rel=1e-12)
     np.testing.assert_allclose(grad, ref, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1.0, 300.0])
+def test_the_loss_alone_equals_brute_force_on_any_number_of_threads(scale):
+    """loss_sum (upward passes only, in chunks of examples on threads) is the enumerated loss;
+    with potentials of hundreds the scaled pass underflows and the log-space pass takes over."""
+    from crfsdca.kernels.numerics.threads import get_threads, max_threads, set_threads
+
+    data = tree_data(seed=11, n=12, max_T=6)
+    fm = FeatureMap(data.n_attributes, data.n_labels, 3, 2)
+    w = scale * np.random.default_rng(5).normal(size=fm.n_features)
+    oracle = TreeOracle(data, fm)
+    expected = brute_loss(data, fm, w)
+    before = get_threads()
+    try:
+        for threads in sorted({1, min(2, max_threads()), max_threads()}):
+            set_threads(threads)
+            assert oracle.loss_sum(w) == pytest.approx(expected, rel=1e-11)
+    finally:
+        set_threads(before)
+    assert oracle.loss_sum(w) == pytest.approx(oracle.value_and_gradient(w)[0], rel=1e-12)

@@ -231,6 +231,16 @@ def test_train_after_warmup_compiles_nothing(tmp_path):
     )
     assert train.returncode == 0, train.stderr
     assert "COMPILED 0 " in train.stderr, train.stderr
+    threaded = subprocess.run(  # SDCA on two threads (--threads 2 asks for them on any data)
+        [sys.executable, "-c", COUNT_COMPILES, "train", str(corpus), "--format", "conll"]
+        + ["--template", "conll", "--epochs", "3", "--threads", "2", "-q", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert threaded.returncode == 0, threaded.stderr
+    assert "COMPILED 0 " in threaded.stderr, threaded.stderr
 
 
 COUNT_SPECIALISATIONS = """

@@ -147,34 +147,14 @@ def check_output_path(
 ) -> None:
     """BadParameter (naming ``flag``) unless ``path`` can be written (missing folders are made).
 
-    Checked before any work, so that a long run does not end on an unwritable path: the target
-    is a regular file or absent, and its nearest existing folder takes new files, tried for real
-    (:func:`crfsdca.io.atomicfile.check_writable`). A device or pipe is refused unless
-    ``special_ok`` (``tag --output``, which writes into it in place).
+    Checked before any work (:func:`crfsdca.io.atomicfile.check_writable`), so that a long run
+    does not end on an unwritable path. A device or pipe is refused unless ``special_ok``
+    (``tag --output``, which writes into it in place).
     """
     from crfsdca.io.atomicfile import check_writable
 
-    if path is None:
+    if path is None or (special_ok and is_special(path)):
         return
-    target = Path(path)
-    if is_special(target):
-        if special_ok:
-            return
-        expected = "a directory" if folder else "a file name"
-        raise click.BadParameter(
-            f"{path} is a device or pipe; expected {expected}", param_hint=flag
-        )
-    if not folder and target.is_dir():
-        raise click.BadParameter(f"{path} is a directory; expected a file name", param_hint=flag)
-    if folder and target.exists() and not target.is_dir():
-        raise click.BadParameter(f"{path} is a file; expected a directory", param_hint=flag)
-    existing = Path(os.path.abspath(target if folder else target.parent))
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise click.BadParameter(
-            f"cannot create {path}: {existing} is a file, not a directory", param_hint=flag
-        )
     try:
         check_writable(path, folder=folder)
     except OSError as err:

@@ -257,7 +257,13 @@ def train_on_cluster(
 ) -> None:
     """``train --workers K`` / ``--scheduler ADDR``: DisDCA on Dask (crfsdca.distributed)."""
     from crfsdca.cli.inputs import bias_rows, load_run_inputs
-    from crfsdca.cli.report import print_summary, summary, write_outputs
+    from crfsdca.cli.report import (
+        print_summary,
+        run_config,
+        summary,
+        warn_stopped_early,
+        write_outputs,
+    )
     from crfsdca.estimators.model import SequenceCRF
     from crfsdca.features.feature_map import FeatureMap
 
@@ -309,9 +315,4 @@ def train_on_cluster(
         f" rounds of {extra['local_updates']} steps, {extra['seconds_communication']:.1f} s"
         f" communicating, worker peak memory {extra['worker_peak_rss_mib']:.0f} MiB"
     )
-    if result.stop_reason != "tol" and not quiet:
-        click.echo(
-            f"crfsdca: stopped after {result.rounds} rounds ({report['epochs']:.1f} epochs) before"
-            f" reaching --tol (duality gap {report['gap']:.3g}); train longer or raise --tol",
-            err=True,
-        )
+    warn_stopped_early(result, run_config(run), quiet, result.rounds)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 
 def conllu_paths(
@@ -75,12 +76,57 @@ def require_heads(corpus, who: str) -> None:
     raise DataFormatError(corpus.path, line, f"{message}; {who} reads the trees of HEAD")
 
 
-def tree_data(corpus, nodes):
-    """TreeData of an encoded corpus: heads as parents, edge types by direction."""
+def tree_data(heads, nodes):
+    """TreeData of encoded sentences whose parents (-1 at roots) are ``heads``, all sentences'
+    one after the other (as ``flat_heads`` gives them): edge types by direction."""
     from crfsdca.structures.tree import TreeData, trees_from_parents
 
-    types = [[0 if h < t else 1 for t, h in enumerate(heads)] for heads in corpus.heads]
-    return TreeData(nodes, trees_from_parents(corpus.heads, types))
+    cuts = nodes.seq_offsets[1:-1]
+    parents = np.split(np.asarray(heads, np.int64), cuts)
+    types = [(p > np.arange(p.size)).astype(np.int64) for p in parents]
+    return TreeData(nodes, trees_from_parents(parents, types))
+
+
+def flat_heads(corpus) -> np.ndarray:
+    """Every sentence's parents (-1 at roots) of a corpus read with its trees, one after the
+    other."""
+    return np.fromiter((h for heads in corpus.heads for h in heads), np.int64)
+
+
+def encoded_graph_inputs(run: dict[str, Any], graph: str, label: str, train_path, test_path):
+    """(encoder, train nodes, test nodes or None, their heads or None): the CoNLL-U files read
+    and encoded, or loaded from the encoded-corpus cache (``features.encoded_cache``, keyed on
+    the files' bytes, the template, label, graph and ``max_sequences``)."""
+    import data_loaders
+    from crfsdca.features import encoded_cache
+    from crfsdca.features.attributes import make_encoder
+
+    trees = graph == "tree"
+    template = run["template"] or "pos"
+
+    def encode():
+        corpus = read_examples(train_path, label, run["max_sequences"], trees=trees)
+        encoder = make_encoder(template)
+        nodes = encoder.fit_transform(corpus)
+        test_nodes = test_corpus = None
+        if test_path is not None:
+            test_corpus = read_examples(test_path, label, trees=trees)
+            test_nodes = encoder.transform(test_corpus)
+        extras = {}
+        if trees:
+            extras["train_heads"] = flat_heads(corpus)
+            if test_corpus is not None:
+                extras["test_heads"] = flat_heads(test_corpus)
+        return encoder, nodes, test_nodes, extras
+
+    files = [p for p in (train_path, test_path) if p is not None]
+    inputs = {"files": files, "template": template, "label": label, "graph": graph,
+              "max_sequences": run["max_sequences"]}  # fmt: skip
+    key = None if "-" in files else encoded_cache.key(inputs, [Path(f) for f in files])
+    encoder, nodes, test_nodes, extras = encoded_cache.cached(
+        data_loaders.default_cache_dir(), key, encode
+    )
+    return encoder, nodes, test_nodes, extras.get("train_heads"), extras.get("test_heads")
 
 
 def train_graph(
@@ -88,9 +134,8 @@ def train_graph(
 ):
     """Train on CoNLL-U data as trees or chains; print the summary (as ``train`` does).
     ``cluster``: the options of ``cli_distributed.fit_on_cluster`` (SDCA on Dask)."""
-    from crfsdca.cli.report import problem_summary
+    from crfsdca.cli.report import problem_summary, run_config
     from crfsdca.evaluation import evaluate_data
-    from crfsdca.features.attributes import make_encoder
     from crfsdca.features.feature_map import FeatureMap
     from crfsdca.io.modelfile import save_model
     from crfsdca.solvers import SOLVERS
@@ -101,17 +146,13 @@ def train_graph(
     solver_name = run["solver"]
     label = run.get("label") or "xpos"
     train_path, test_path = conllu_paths(run["dataset"], run["test"], run["data_dir"], run["fmt"])
-    corpus = read_examples(train_path, label, run["max_sequences"], trees=graph == "tree")
-    encoder = make_encoder(run["template"] or "pos")
-    nodes = encoder.fit_transform(corpus)
-    test_nodes = test_corpus = None
-    if test_path is not None:
-        test_corpus = read_examples(test_path, label, trees=graph == "tree")
-        test_nodes = encoder.transform(test_corpus)
+    encoder, nodes, test_nodes, train_heads, test_heads = encoded_graph_inputs(
+        run, graph, label, train_path, test_path
+    )
     bias = 3 if run["bias"] in (None, True) else 0
     if graph == "tree":
-        train = tree_data(corpus, nodes)
-        test = tree_data(test_corpus, test_nodes) if test_nodes is not None else None
+        train = tree_data(train_heads, nodes)
+        test = tree_data(test_heads, test_nodes) if test_nodes is not None else None
         problem = tree_problem(train, n_bias_rows=bias, regularization=run["regularization"],
                                test=test, name=Path(train_path).name)  # fmt: skip
         problem.l1 = run.get("l1", 0.0)
@@ -122,22 +163,27 @@ def train_graph(
                           test=test_nodes, name=Path(train_path).name,
                           l1=run.get("l1", 0.0))  # fmt: skip
     cls = SOLVERS[solver_name]
-    config = cls.config_class(seed=run["seed"], **run["options"])
+    config = run_config(run)
     extra: dict[str, Any] = {}
+    scores = None
     if cluster:
         from crfsdca.cli.distributed import fit_on_cluster
 
         result, extra = fit_on_cluster(problem, run, **cluster, callback_factory=bar)
     else:
         progress, callback = bar(config.max_epochs)
-        monitor = Monitor(problem, solver_name, config, callback=callback, header={"graph": graph})
+        # the test set scored at every evaluation only for the trace; else once, at the end
+        monitor = Monitor(problem, solver_name, config, callback=callback, header={"graph": graph},
+                          score_test="every" if trace_path else "end")  # fmt: skip
         try:
             result = cls(config).solve(problem, monitor)
         finally:
             progress.close()
-    scores = {}
-    if problem.test is not None:
-        scores = evaluate_data(problem.test, problem.test_oracle.predict(result.weights))
+        scores = monitor.final_test_scores()
+    if scores is None:
+        scores = {}
+        if problem.test is not None:
+            scores = evaluate_data(problem.test, problem.test_oracle.predict(result.weights))
     if trace_path:
         Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
         result.trace.to_jsonl(trace_path)
@@ -183,7 +229,13 @@ def dumps(summary: dict[str, Any]) -> str:
 
 def train_on_graph(run, graph, model_path, trace_path, as_json, quiet, cluster=None) -> None:
     """``train --graph tree|chain`` (crfsdca.cli.graph), on Dask with ``cluster``."""
-    from crfsdca.cli.report import draw_plot, print_summary, progress
+    from crfsdca.cli.report import (
+        draw_plot,
+        print_summary,
+        progress,
+        run_config,
+        warn_stopped_early,
+    )
 
     result, summary = train_graph(
         run,
@@ -200,9 +252,4 @@ def train_on_graph(run, graph, model_path, trace_path, as_json, quiet, cluster=N
         click.echo(dumps(summary))
     else:
         print_summary(summary)
-    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
-        click.echo(
-            f"crfsdca: stopped by {result.stop_reason} before reaching --tol (duality gap"
-            f" {summary['gap']:.3g}); train longer or raise --tol",
-            err=True,
-        )
+    warn_stopped_early(result, run_config(run), quiet, summary.get("rounds"))

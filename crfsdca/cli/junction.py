@@ -17,7 +17,6 @@ guard refuses before allocating and names the fixes (``--dual-dtype float32``,
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +76,9 @@ def train_second_order(
 ) -> None:
     """``train --order 2``: load, train, save, print the summary as the chain path does;
     ``cluster``: the options of ``crfsdca.cli.distributed.fit_on_cluster`` (DisDCA on Dask)."""
+    from crfsdca.cli import report as out
     from crfsdca.cli.common import json_value
     from crfsdca.cli.inputs import load_run_inputs
-    from crfsdca.cli.report import print_summary, problem_summary, progress, write_outputs
 
     inputs = load_run_inputs(run, quiet)
     problem = second_order_problem(inputs, run)
@@ -87,15 +86,15 @@ def train_second_order(
     if cluster:
         result, extra, scores = _solve_on_cluster(problem, run, cluster, quiet)
     else:
-        bar, callback = progress(_max_epochs(run), quiet)
+        bar, callback = out.progress(out.run_config(run).max_epochs, quiet)
         try:
             result, scores = _solve(problem, run, callback)
         finally:
             bar.close()
-    write_outputs(result.trace, trace_path)
+    out.write_outputs(result.trace, trace_path)
     if model_path:
         save_second_order(model_path, problem, result, inputs, run)
-    report = problem_summary(
+    report = out.problem_summary(
         problem, result, solver=run["solver"], dataset=inputs.name, scores=scores,
         model_path=model_path, order=2,
     )  # fmt: skip
@@ -103,31 +102,19 @@ def train_second_order(
     if as_json:
         click.echo(json.dumps({k: json_value(v) for k, v in report.items()}))
     else:
-        print_summary(report)
-    if result.stop_reason in ("max_epochs", "time_limit", "max_rounds") and not quiet:
-        gap = report["gap"]
-        measure = f" (duality gap {gap:.3g})" if gap is not None and math.isfinite(gap) else ""
-        click.echo(
-            f"crfsdca: stopped by {result.stop_reason} before reaching --tol{measure};"
-            " train longer or raise --tol",
-            err=True,
-        )
-
-
-def _max_epochs(run: dict[str, Any]) -> float:
-    from crfsdca.solvers import SOLVERS
-
-    return SOLVERS[run["solver"]].config_class(seed=run["seed"], **run["options"]).max_epochs
+        out.print_summary(report)
+    out.warn_stopped_early(result, out.run_config(run), quiet, extra.get("rounds"))
 
 
 def _solve(problem, run: dict[str, Any], callback):
     """(result, test scores of the returned weights): the monitor's scores of its last record,
     the returned state, are reused (a second-order Viterbi pass is costly)."""
+    from crfsdca.cli.report import run_config
     from crfsdca.solvers import SOLVERS
     from crfsdca.solvers.monitor import Monitor
 
     cls = SOLVERS[run["solver"]]
-    config = cls.config_class(seed=run["seed"], **run["options"])
+    config = run_config(run)
     monitor = Monitor(problem, run["solver"], config, callback=callback, header={"order": 2})
     result = cls(config).solve(problem, monitor)
     return result, monitor.final_test_scores() or {}

@@ -21,9 +21,9 @@ from crfsdca.solvers import SOLVERS
 #: CLI spellings that differ from the field name (the issue's and users' vocabulary).
 RENAMED = {"max_epochs": "epochs"}
 #: Fields set by the command itself, not by an option.
-HIDDEN = {"seed"}
+HIDDEN = {"seed", "threads"}
 #: Names in the library's messages for values the train command's own options set.
-OWN_FLAGS = {"regularization": "--lambda", "seed": "--seed"}
+OWN_FLAGS = {"regularization": "--lambda", "seed": "--seed", "threads": "--threads"}
 
 
 def _option_name(field_name: str) -> str:
@@ -56,6 +56,11 @@ def _defaults_text(field_name: str, solvers: list[str]) -> str:
     return "; ".join(parts)
 
 
+def config_fields(solver: str) -> set[str]:
+    """The names of the fields of ``solver``'s config."""
+    return {f.name for f in dataclasses.fields(SOLVERS[solver].config_class)}
+
+
 def config_default(solver: str, field_name: str) -> Any:
     """The default of ``field_name`` in ``solver``'s config; None for a field it has not."""
     fields = dataclasses.fields(SOLVERS[solver].config_class)
@@ -79,7 +84,7 @@ def solver_options(func: Callable) -> Callable:
 
 def config_options(solver: str, given: dict[str, Any]) -> dict[str, Any]:
     """The typed options that apply to ``solver``; UsageError for one that does not."""
-    fields = {f.name for f in dataclasses.fields(SOLVERS[solver].config_class)}
+    fields = config_fields(solver)
     options: dict[str, Any] = {}
     for name, value in given.items():
         if value is None:

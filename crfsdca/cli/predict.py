@@ -154,7 +154,7 @@ def check_columns(source, model, model_path: str, label: str | None = None) -> N
 def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str):
     """TreeData (gold labels, unknown ones counted) of a CoNLL-U file or of a registered
     CoNLL-U dataset's test split, for a tree model: heads as parents, edge types by direction."""
-    from crfsdca.cli.graph import conllu_paths, require_heads
+    from crfsdca.cli.graph import conllu_paths, flat_heads, require_heads
     from crfsdca.cli.graph import tree_data as trees_of
     from crfsdca.features.sources import STDIN, STDIN_NAME, encode_labelled, local_path
     from crfsdca.io.readers import read_conllu
@@ -173,7 +173,7 @@ def tree_data(model_path: str, encoder, source, data_dir: str | None, label: str
     require_heads(corpus, f"the tree model {model_path}")
     nodes = encode_labelled(corpus, encoder)
     try:
-        return trees_of(corpus, nodes)
+        return trees_of(flat_heads(corpus), nodes)
     except GraphError as err:
         raise _tree_error(name, corpus, err) from None
 

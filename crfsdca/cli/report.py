@@ -129,3 +129,40 @@ def draw_plot(trace) -> None:
         from crfsdca.plotting import plot_trace_file
 
         plot_trace_file(trace, path)
+
+
+def run_config(run: dict[str, Any]) -> Any:
+    """The solver config of a run (``--solver``, its options and ``--seed``)."""
+    from crfsdca.solvers import SOLVERS
+
+    return SOLVERS[run["solver"]].config_class(seed=run["seed"], **run["options"])
+
+
+#: the stop reasons of a budget (``--epochs``, ``--time-limit``; rounds of a distributed run)
+BUDGET_STOPS = ("max_epochs", "time_limit", "max_rounds")
+
+
+def stopped_early(reason: str, config: Any, last: Any, rounds: int | None = None) -> str | None:
+    """The line for a run that a budget stopped above ``--tol``, in the user's flags (None for
+    any other end): ``reason`` of the result, its solver ``config``, its ``last`` trace record,
+    the ``rounds`` of a distributed run."""
+    if reason not in BUDGET_STOPS:
+        return None
+    if reason == "time_limit":
+        where = f"--time-limit {config.time_limit:g} s ({last.epoch:.1f} epochs)"
+    else:
+        where = f"--epochs {config.max_epochs:g}"
+        where += f" ({rounds} rounds)" if rounds is not None else ""
+    gap = last.gap if math.isfinite(last.gap) else last.gap_estimate
+    measure = f" (duality gap {gap:.3g})" if math.isfinite(gap) else ""
+    return (
+        f"stopped at {where} before reaching --tol {config.tol:g}{measure};"
+        " train longer or raise --tol"
+    )
+
+
+def warn_stopped_early(result: Any, config: Any, quiet: bool, rounds: int | None = None) -> None:
+    """:func:`stopped_early`'s line on stderr, unless ``quiet``."""
+    line = stopped_early(result.stop_reason, config, result.trace.records[-1], rounds)
+    if line is not None and not quiet:
+        click.echo(f"crfsdca: {line}", err=True)

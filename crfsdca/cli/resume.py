@@ -15,7 +15,7 @@ import click
 from crfsdca.cli.options import config_default, flag_text
 
 #: solver options a resumed run may change
-RESUME_OVERRIDES = ("max_epochs", "time_limit", "tol", "eval_every")
+RESUME_OVERRIDES = ("max_epochs", "time_limit", "tol", "eval_every", "threads")
 _RUN_FLAGS = {
     "dataset": "DATASET",
     "fmt": "--format",
@@ -69,7 +69,7 @@ def load_resume(resume_dir: str, run: dict[str, Any], typed: set[str]) -> dict[s
         raise click.UsageError(
             f"{flag}: the run saved in {resume_dir} has {_shown(old)}, this command"
             f" {_shown(new)}; --resume continues the saved run: only --epochs, --time-limit,"
-            " --tol and --eval-every may change"
+            " --tol, --eval-every and --threads may change"
         )
     overrides = {k: v for k, v in run["options"].items() if k in RESUME_OVERRIDES}
     saved["options"] = {**saved["options"], **overrides}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import warnings
@@ -21,8 +20,21 @@ from crfsdca.cli.common import (
 from crfsdca.cli.distributed import train_on_cluster
 from crfsdca.cli.graph import train_on_graph
 from crfsdca.cli.junction import check_order, train_second_order
-from crfsdca.cli.options import config_default, config_options, flag_text, solver_options
-from crfsdca.cli.report import print_summary, problem_summary, progress, write_outputs
+from crfsdca.cli.options import (
+    config_default,
+    config_fields,
+    config_options,
+    flag_text,
+    solver_options,
+)
+from crfsdca.cli.report import (
+    print_summary,
+    problem_summary,
+    progress,
+    run_config,
+    warn_stopped_early,
+    write_outputs,
+)
 from crfsdca.cli.resume import load_resume, typed_keys
 from crfsdca.cli.train_options import train_options
 from crfsdca.errors import ConvergenceWarning
@@ -91,6 +103,10 @@ def train(
     }
     if resume_dir is None and dataset is None:
         raise click.UsageError("missing argument DATASET (or give --resume DIR)")
+    if threads:
+        _set_threads(threads)
+        if "threads" in config_fields(solver) and not (workers or scheduler):
+            run["options"]["threads"] = threads  # SDCA's stepping threads
     from crfsdca.estimators.model import HINGE_SOLVERS, L1_SOLVERS
 
     if loss == "hinge" and solver not in HINGE_SOLVERS:
@@ -98,7 +114,6 @@ def train(
             f"--loss hinge: --solver {solver} has no hinge loss; the structured SVM is trained"
             f" by --solver {' and --solver '.join(HINGE_SOLVERS)}"
         )
-
     if l1 > 0 and solver not in L1_SOLVERS:
         raise click.UsageError(
             f"--l1: --solver {solver} has no l1 term; the elastic net is trained by"
@@ -184,8 +199,6 @@ def train(
         if cluster[name]:
             flag = "--" + name.replace("_", "-")
             raise click.UsageError(f"{flag} applies to distributed runs (--workers or --scheduler)")
-    if threads:
-        _set_threads(threads)
     if order == 2:
         with errors_to_exit(verbose, flag_text):
             _check_config(run)
@@ -248,7 +261,7 @@ def _set_threads(threads: int) -> None:
 def _check_config(run: dict[str, Any]) -> None:
     """Build the solver config now, so that a bad value fails before any data is read."""
     try:
-        SOLVERS[run["solver"]].config_class(seed=run["seed"], **run["options"])
+        run_config(run)
     except (TypeError, ValueError) as err:
         raise click.UsageError(flag_text(str(err))) from None
 
@@ -324,8 +337,7 @@ def _train(
         click.echo(json.dumps({k: json_value(v) for k, v in summary.items()}))
     else:
         print_summary(summary)
-    if result.stop_reason in ("max_epochs", "time_limit") and not quiet:
-        click.echo(f"crfsdca: {_stopped_early(model)}", err=True)
+    warn_stopped_early(result, _config(model), quiet)
     if result.stop_reason == "interrupted":
         saved = [f"checkpoint in {checkpoint_dir}"] if checkpointer is not None else []
         saved += [f"model in {model_path}"] if model_path else []
@@ -336,23 +348,6 @@ def _train(
 
 def _is_file(text: str | None) -> bool:
     return text is not None and text != "-" and os.path.isfile(text)
-
-
-def _stopped_early(model) -> str:
-    """One line: the run ended at --epochs or --time-limit, above --tol."""
-    result = model.result_
-    last = result.trace.records[-1]
-    config = _config(model)
-    if result.stop_reason == "max_epochs":
-        where = f"--epochs {config.max_epochs:g}"
-    else:
-        where = f"--time-limit {config.time_limit:g} s ({last.epoch:.1f} epochs)"
-    gap = last.gap if math.isfinite(last.gap) else last.gap_estimate
-    measure = f" (duality gap {gap:.3g})" if math.isfinite(gap) else ""
-    return (
-        f"stopped at {where} before reaching --tol {config.tol:g}{measure};"
-        " train longer or raise --tol"
-    )
 
 
 def _config(model):

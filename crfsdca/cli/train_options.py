@@ -92,7 +92,12 @@ TRAIN_OPTIONS: tuple[Callable, ...] = (
     click.option(
         "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="random seed"
     ),
-    count_option("--threads", help="numba threads [all]"),
+    count_option(
+        "--threads",
+        help="cores: SDCA's threads stepping at once on one shared w (1: serial, reproducible"
+        " bit for bit), and the threads of the full-batch passes [all; SDCA steps on one"
+        " thread when the threads would get fewer than 1000 sequences each]",
+    ),
     DATA_DIR_OPTION,
     click.option("--model", "model_path", default=None, help="write the trained model here (.npz)"),
     click.option("--trace", "trace_path", default=None, help="write the trace here (.jsonl)"),

@@ -41,6 +41,7 @@ from crfsdca.estimators.checks import check_training_data
 from crfsdca.estimators.fitted import FittedAttributes
 from crfsdca.estimators.graphs import fit_graphs, fit_order
 from crfsdca.estimators.model import SequenceCRF
+from crfsdca.estimators.model_file import check_model_filename, load_model_file, save_model_file
 from crfsdca.estimators.params import (
     PARAM_NAMES,
     fit_threads,
@@ -58,7 +59,6 @@ from crfsdca.features.encoders import AttributeEncoder
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.featuredicts import FeatureDictEncoder
 from crfsdca.features.min_freq import check_min_freq
-from crfsdca.io.writable import check_writable
 from crfsdca.solvers import SOLVERS
 
 __all__ = ["CRF", "solver_name"]
@@ -121,12 +121,18 @@ class CRF(FittedAttributes, Predictions, _Base):
         CRFsuite's algorithms shuffle with glibc's ``rand()`` seeded by it (0 and 1: the order
         of a fresh CRFsuite process).
     model_filename : str, optional
-        ``fit`` saves the model there (crfsdca's ``.npz`` + JSON format, no pickle), after
-        checking before training that it can be written; an unfitted CRF given
-        ``model_filename`` loads it on first use (as sklearn-crfsuite does).
+        ``fit`` saves the model there: CRFsuite's format for a name ending in ``.crfsuite``
+        (as sklearn-crfsuite writes there; chain models), else crfsdca's ``.npz`` + JSON (no
+        pickle). Checked before training: the file can be written, and an existing file there
+        is a crfsdca or CRFsuite model (another program's file is never replaced). An unfitted
+        CRF given ``model_filename`` loads it on first use, either format (as sklearn-crfsuite
+        does; :mod:`crfsdca.estimators.model_file`).
     n_jobs : int, optional
-        Cores of the full-batch passes during ``fit`` (every L-BFGS evaluation; the monitor's
-        exact objective and dev scores for the others); -1 for all, None for numba's default.
+        Cores of a fit: SDCA's threads stepping at once on one shared w (the certificate stays
+        exact; a run on more than one thread is not reproducible bit for bit), and the
+        full-batch passes (every L-BFGS evaluation; the monitor's exact objective and dev scores
+        for the others); -1 for all. None: numba's thread count for the passes, and for SDCA's
+        steps all of them when each thread gets at least 1000 sequences, else one.
     order : int
         1 (default): linear chains (or trees, with ``graphs``); 2: second-order chains, a
         K x K x K weight block on every three consecutive labels besides the K x K one (the
@@ -306,7 +312,7 @@ calibration_max_trials : optional
         sigma = l1_weight(self.c1, len(X), solver)
         min_freq = check_min_freq(self.min_freq)
         if self.model_filename is not None:
-            check_writable(self.model_filename, "model_filename")
+            check_model_filename(self.model_filename, kind)
         encoder = FeatureDictEncoder()
         train = encoder.fit_transform(X, y)
         dev = None if X_dev is None else encoder.transform(X_dev, y_dev, "X_dev")
@@ -342,11 +348,7 @@ calibration_max_trials : optional
         self._size = None
         self._tagger = None
         if self.model_filename is not None:
-            try:
-                model.save(self.model_filename)
-            except OSError as err:
-                reason = err.strerror or str(err)
-                raise OSError(f"model_filename {self.model_filename!r}: {reason}") from None
+            save_model_file(model, self.model_filename, encoder.attribute_names)
 
     def partial_fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
         """Add the sequences ``(X, y)`` to a fitted model and continue SDCA from its dual state.
@@ -435,7 +437,7 @@ calibration_max_trials : optional
         return self._model, self._encoder
 
     def _load(self, path: str) -> None:
-        model = SequenceCRF.load(path)
+        model = load_model_file(path)
         if model.feature_map_.n_bias_rows != 0 or not model.encoder:
             raise ValueError(f"{path}: not a model of feature dicts (trained by crfsdca.CRF)")
         encoder = encoder_from_dict(model.encoder)

@@ -16,7 +16,7 @@ import numpy as np
 
 from crfsdca.estimators.crfsuite_tagger import Tagger
 from crfsdca.estimators.graphs import transition_blocks
-from crfsdca.io.writable import check_writable
+from crfsdca.estimators.model_file import check_output_file
 
 if TYPE_CHECKING:
     from crfsdca.estimators.model import SequenceCRF
@@ -140,7 +140,7 @@ class FittedAttributes:
         from crfsdca.estimators.crfsuite_format import export_crfsuite
 
         model, encoder = self._fitted()
-        check_writable(path, "path")
+        check_output_file(path, "path")
         try:
             export_crfsuite(model, path, encoder.attribute_names)
         except OSError as err:

@@ -150,6 +150,8 @@ def solver_options(est) -> dict[str, Any]:
         options[field_name] = value
     if name == "sdca" and est.tol is None:
         options["tol"] = ESTIMATOR_SDCA_TOL
+    if name == "sdca" and getattr(est, "n_jobs", None) is not None:
+        options["threads"] = check_n_jobs(est.n_jobs)
     options["seed"] = check_random_state(est.random_state)
     return options
 
@@ -212,19 +214,27 @@ def model_flags(est, dense: str | None = None) -> dict[str, bool]:
     return flags
 
 
+def check_n_jobs(n_jobs: int) -> int:
+    """The number of cores ``n_jobs`` asks for (-1: all of numba's), capped at numba's."""
+    from crfsdca.kernels.numerics.threads import max_threads
+
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be a positive int, -1 (all cores) or None; got {n_jobs!r}")
+    return max_threads() if n_jobs < 0 else min(int(n_jobs), max_threads())
+
+
 @contextlib.contextmanager
 def fit_threads(n_jobs: int | None):
     """Threads of the parallel kernels during a fit: the full-batch passes (every L-BFGS
     evaluation; the exact primal and test scores of the other solvers) run on ``n_jobs`` cores,
-    -1 for all; None leaves numba's setting. SDCA's steps are sequential by nature."""
+    -1 for all; None leaves numba's setting. (SDCA's steps take ``n_jobs`` threads through
+    :func:`solver_options`.)"""
     if n_jobs is None:
         yield
         return
-    from crfsdca.kernels.numerics.threads import get_threads, max_threads, set_threads
+    from crfsdca.kernels.numerics.threads import get_threads, set_threads
 
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be a positive int, -1 (all cores) or None; got {n_jobs!r}")
-    wanted = max_threads() if n_jobs < 0 else min(int(n_jobs), max_threads())
+    wanted = check_n_jobs(n_jobs)
     before = get_threads()
     set_threads(wanted)
     try:

@@ -5,7 +5,8 @@ Reading and encoding CoNLL-2000 with its default template takes about 1.8 s of e
 (``data_loaders.load_encoded``) and training files given by path (``crfsdca train FILE
 [--test FILE]``, ``crfsdca.features.sources.load_inputs``) are cached; standard input is not.
 An entry holds the fitted encoder (its ``to_dict``, as JSON) and the encoded train and test
-splits (their arrays, with ``allow_pickle=False``), in ``<cache>/encoded/<key>.npz``
+splits (their arrays, with ``allow_pickle=False``; and what a caller stores beside them, e.g.
+the heads of CoNLL-U sentences for ``--graph tree``), in ``<cache>/encoded/<key>.npz``
 (``$CRFSDCA_CACHE_DIR``, else ``~/.cache/crfsdca``). The key is a SHA-256 of everything the
 encoding depends on:
 
@@ -106,11 +107,12 @@ def _code_digest() -> bytes:
 def cached(
     cache_dir: Path,
     entry_key: str | None,
-    encode: Callable[[], tuple[Any, SequenceData, SequenceData | None]],
-) -> tuple[Any, SequenceData, SequenceData | None]:
+    encode: Callable[[], tuple],
+) -> tuple:
     """The entry ``entry_key`` of ``cache_dir/encoded`` if it is there and readable, else
-    ``encode()`` (an (encoder, train, test or None) triple), stored there for the next run (a
-    folder that does not take it is skipped). ``entry_key`` None: ``encode()``, not cached."""
+    ``encode()`` (an (encoder, train, test or None) triple, or a quadruple with a dict of more
+    arrays, e.g. the heads of dependency trees), stored there for the next run (a folder that
+    does not take it is skipped). ``entry_key`` None: ``encode()``, not cached."""
     if entry_key is None:
         return encode()
     path = Path(cache_dir) / "encoded" / f"{entry_key}.npz"
@@ -132,10 +134,19 @@ def cached(
     return result
 
 
-def entry_bytes(encoder: Any, train: SequenceData, test: SequenceData | None) -> bytes:
-    """An entry's ``.npz`` content."""
+def entry_bytes(
+    encoder: Any,
+    train: SequenceData,
+    test: SequenceData | None,
+    extras: dict[str, np.ndarray] | None = None,
+) -> bytes:
+    """An entry's ``.npz`` content (``extras``: more arrays, given back by :func:`read_entry`
+    as a fourth item)."""
     header: dict[str, Any] = {"format": FORMAT, "encoder": encoder.to_dict()}
     arrays: dict[str, np.ndarray] = {}
+    if extras is not None:
+        header["extras"] = sorted(extras)
+        arrays.update({f"extra.{name}": _compact(a) for name, a in extras.items()})
     for split, data in zip(_SPLITS, (train, test), strict=True):
         if data is None:
             continue
@@ -152,9 +163,9 @@ def entry_bytes(encoder: Any, train: SequenceData, test: SequenceData | None) ->
     return buffer.getvalue()
 
 
-def read_entry(path: Path) -> tuple[Any, SequenceData, SequenceData | None]:
-    """The (encoder, train, test or None) stored in ``path``; ValueError if it is not a valid
-    entry."""
+def read_entry(path: Path) -> tuple:
+    """The (encoder, train, test or None) stored in ``path``, and the dict of extra arrays when
+    it was stored with one; ValueError if it is not a valid entry."""
     with np.load(path, allow_pickle=False) as npz:
         header = json.loads(str(npz["header"]))
         if header.get("format") != FORMAT:
@@ -168,7 +179,10 @@ def read_entry(path: Path) -> tuple[Any, SequenceData, SequenceData | None]:
                 k.split(".", 1)[1]: _expand(npz[k]) for k in npz.files if k.startswith(f"{split}.")
             }
             splits.append(SequenceData(**arrays, **header[split]))
-    return (encoder_from_dict(header["encoder"]), *splits)
+        entry = (encoder_from_dict(header["encoder"]), *splits)
+        if "extras" in header:
+            entry += ({name: _expand(npz[f"extra.{name}"]) for name in header["extras"]},)
+    return entry
 
 
 def _compact(a: np.ndarray) -> np.ndarray:

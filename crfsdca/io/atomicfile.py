@@ -207,35 +207,51 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
     atomic_write_bytes(path, text.encode(encoding))
 
 
-def check_writable(path: str | os.PathLike, *, folder: bool = False) -> None:
-    """OutputPathError unless a write to ``path`` (a file, or a ``folder``) would succeed.
+def check_writable(
+    path: str | os.PathLike, *, folder: bool = False, make_folders: bool = True
+) -> None:
+    """OutputPathError naming ``path`` as given unless a write to it would succeed: the one
+    check before long work (the command line's output flags, ``CRF(model_filename=...)``,
+    :meth:`crfsdca.CRF.export_crfsuite`), so that a run does not end on an unwritable path.
 
-    For checks before long work: the target is a regular file or absent (a folder, with
-    ``folder``), and the nearest existing folder takes a new entry, tried for real (creating and
-    removing a probe) rather than asked of :func:`os.access`, which says yes to root everywhere
-    (``/proc``). Missing folders are not created.
+    The target is a regular file or absent (a folder, with ``folder``): a device, a pipe or a
+    folder is never replaced by a regular file. The nearest existing folder must take a new
+    entry, tried for real (creating and removing a probe) rather than asked of
+    :func:`os.access`, which says yes to root everywhere (``/proc``). Missing folders are
+    not created here; with ``make_folders`` false they are refused (the writer will not make
+    them).
     """
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"expected a path (str); got {type(path).__name__} {path!r}")
     user = os.fspath(path)
     target = _target(path)
-    if folder:
-        if target.exists() and not target.is_dir():
-            raise OutputPathError(f"{user}: is a file; expected a folder")
-        place = target
-    else:
-        _refuse_special(user, target)
-        place = target.parent
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # absent, or a file in its path (below)
+        mode = None
+    except OSError as err:
+        raise _unwritable(user, err) from None
+    expected = "a directory" if folder else "a file name"
+    if mode is not None and not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise OutputPathError(f"{user} is a device or pipe; expected {expected}")
+    if mode is not None and stat.S_ISDIR(mode) != folder:
+        kind = "a directory" if stat.S_ISDIR(mode) else "a file"
+        raise OutputPathError(f"{user} is {kind}; expected {expected}")
+    place = Path(os.path.abspath(user)) if folder else Path(os.path.abspath(user)).parent
     existing = place
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise OutputPathError(f"cannot create {user}: {existing} is a file, not a folder")
+        raise OutputPathError(f"cannot create {user}: {existing} is a file, not a directory")
+    if existing != place and not make_folders:
+        raise OutputPathError(f"cannot write {user}: the folder {place} does not exist")
     probe = _tmp_name(target) if existing == place and not folder else None
     try:
         if probe is not None:
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             os.unlink(probe)
         else:
-            os.rmdir(_mkdtemp(existing))
+            os.rmdir(_mkdtemp(Path(os.path.realpath(existing))))
     except OSError as err:
         if existing != place and err.errno == errno.ENOENT:
             err = OSError(errno.EACCES, f"cannot create folders in {existing}")

@@ -34,8 +34,8 @@ from numpy.typing import NDArray
 
 from crfsdca._dtypes import FLOAT
 from crfsdca.errors import ModelFormatError
+from crfsdca.io.atomicfile import atomic_write_bytes
 from crfsdca.io.cqdb import CQDBError, build_cqdb, read_cqdb
-from crfsdca.io.modelfile import atomic_write_bytes
 
 __all__ = [
     "CRFsuiteModel",
@@ -146,7 +146,7 @@ def crfsuite_model_bytes(cm: CRFsuiteModel) -> bytes:
 def write_crfsuite_model(cm: CRFsuiteModel, path: str | os.PathLike) -> None:
     """Write ``cm`` to ``path`` as a CRFsuite model file, atomically."""
     data = crfsuite_model_bytes(cm)
-    atomic_write_bytes(path, lambda f: f.write(data))
+    atomic_write_bytes(path, data)
 
 
 # ------------------------------------------------------------------------------- reader

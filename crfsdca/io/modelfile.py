@@ -32,12 +32,14 @@ from numpy.typing import NDArray
 
 from crfsdca.errors import ModelFormatError
 from crfsdca.io.atomicfile import atomic_open, atomic_write_text
+from crfsdca.io.crfsuite_file import MAGIC as CRFSUITE_MAGIC
 
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "atomic_write_bytes",
     "atomic_write_text",
+    "file_format",
     "load_model",
     "save_json_atomic",
     "save_model",
@@ -48,6 +50,7 @@ FORMAT_VERSION = 1
 _RESERVED_HEADER = ("format", "format_version", "crfsdca_version")
 # "file" and "allow_pickle" are parameters of np.savez and cannot be member names
 _RESERVED_ARRAYS = ("header", "file", "allow_pickle")
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _ARRAY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # what numpy and zipfile raise on truncated, corrupted or foreign bytes
 _READ_ERRORS = (
@@ -160,7 +163,12 @@ def _check_magic(path: str | os.PathLike, f: IO[bytes]) -> None:
         raise ModelFormatError(f"{path}: empty file; not a crfsdca model")
     if magic == b"\x93NUMPY":
         raise ModelFormatError(f"{path}: holds a single .npy array, not a crfsdca model (.npz)")
-    if magic[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):
+    if magic[:4] == CRFSUITE_MAGIC:
+        raise ModelFormatError(
+            f"{path}: a CRFsuite model, not a crfsdca model (.npz); convert it first:"
+            f" crfsdca import-crfsuite {path} MODEL.npz"
+        )
+    if magic[:4] not in _ZIP_MAGIC:
         raise ModelFormatError(f"{path}: not an .npz (zip) archive; not a crfsdca model")
 
 
@@ -237,3 +245,29 @@ def load_model(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str
         raise ModelFormatError(f"{path}: missing 'header'; not a crfsdca model")
     header = _parse_header(path, members.pop("header"))
     return members, header
+
+
+def file_format(path: str | os.PathLike) -> str:
+    """What the existing file ``path`` holds, read no further than needed: ``"crfsdca"`` (an
+    .npz whose header names crfsdca's format, any version), ``"crfsuite"`` (CRFsuite's magic
+    bytes), ``"empty"`` or ``"other"``; OSError when it cannot be read."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+        if not magic:
+            return "empty"
+        if magic == CRFSUITE_MAGIC:
+            return "crfsuite"
+        if magic not in _ZIP_MAGIC:
+            return "other"
+        f.seek(0)
+        try:
+            with np.load(f, allow_pickle=False) as npz:  # members load on access only
+                raw = npz["header"] if "header" in npz.files else None
+        except _READ_ERRORS:
+            return "other"
+    try:
+        header = json.loads(raw.tobytes().decode("utf-8")) if raw is not None else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "other"
+    is_ours = isinstance(header, dict) and header.get("format") == FORMAT_NAME
+    return "crfsdca" if is_ours else "other"

@@ -66,17 +66,27 @@ class SolverResult:
 
 def record_summary(last: Any, stop_reason: str) -> dict[str, Any]:
     """The fields of a run's final trace record that summaries report, and the stop reason."""
-    return {
-        "epochs": last.epoch,
-        "oracle_calls": last.oracle_calls,
-        "updates": last.updates,
-        "seconds": last.seconds,
-        "primal": last.primal,
-        "dual": last.dual,
-        "gap": last.gap,
-        "gap_estimate": last.gap_estimate,
-        "stop_reason": stop_reason,
-    } | _nonzeros(last)
+    return (
+        {
+            "epochs": last.epoch,
+            "oracle_calls": last.oracle_calls,
+            "updates": last.updates,
+            "seconds": last.seconds,
+            "primal": last.primal,
+            "dual": last.dual,
+            "gap": last.gap,
+            "gap_estimate": last.gap_estimate,
+            "stop_reason": stop_reason,
+        }
+        | _nonzeros(last)
+        | _step_seconds(last)
+    )
+
+
+def _step_seconds(last: Any) -> dict[str, float]:
+    """The seconds the record's solver spent in its steps, where it counts them."""
+    seconds = last.extra.get("step_seconds")
+    return {} if seconds is None else {"step_seconds": float(seconds)}
 
 
 def _nonzeros(last: Any) -> dict[str, int]:

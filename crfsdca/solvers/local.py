@@ -73,15 +73,20 @@ class LocalSDCA(Runner):
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)
-        self.hinge = None  # the hinge loss's buffers (the structured SVM), else None
-        if problem.loss == "hinge":
-            step = hinge.PAIRWISE if cfg.hinge_step == "pairwise" else hinge.FW
-            self.hinge = hinge.make_hinge(self.structure.blocks, self.workspace[2], step)
+        self.hinge = self.hinge_arrays(self.workspace)
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
         self.certified = False
         self.visited = np.zeros(0, np.int64)
         self._epochs_done = state.oracle_calls / self.n
+
+    def hinge_arrays(self, workspace: tuple) -> Any:
+        """The hinge loss's buffers of a step in ``workspace`` (the structured SVM), else
+        None."""
+        if self.problem.loss != "hinge":
+            return None
+        step = hinge.PAIRWISE if self.cfg.hinge_step == "pairwise" else hinge.FW
+        return hinge.make_hinge(self.structure.blocks, workspace[2], step)
 
     def _elastic_net(self, dual) -> Any:
         """Prox-SDCA's arrays when the problem has an l1 term (else None), with dual.weights

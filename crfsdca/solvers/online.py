@@ -14,6 +14,14 @@ after ``max_epochs`` epochs, or when loss / n < ``epsilon`` (<= for arow), as CR
 These algorithms do not minimise the CRF objective: the trace's ``primal`` is the regularised
 log-loss of the returned weights (for reference; no gap). The returned weights are the
 averaged ones for ``ap`` (and ``pa`` with ``averaging``): w - ws / c.
+
+They (and ``l2sgd``) are the one exception to the one-engine rule (``kernels.primitives``):
+their kernels read first-order chains directly. What they promise is CRFsuite's run, bit for
+bit (``tests/test_crfsuite_algorithms.py``: its visiting order, its sparse model, its
+floating-point order), and CRFsuite has linear chains only: on trees or junction trees there is
+no CRFsuite run to reproduce, nor a CRFsuite sparse model to restrict them to, so they refuse
+other structures (:func:`chain_dims`), whose solvers (sdca, sag-nus, sag-nus-skip, oeg, lbfgs)
+all go through the primitives.
 """
 
 from __future__ import annotations

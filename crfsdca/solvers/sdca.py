@@ -21,6 +21,7 @@ from crfsdca.solvers.base import SolverConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import LoopSolver
 from crfsdca.solvers.sdca_config import SDCAConfig, SDCAState
+from crfsdca.solvers.threads import TeamSDCA, step_threads
 from crfsdca.structures.dual import DualState
 from crfsdca.structures.problem import Problem
 
@@ -49,6 +50,10 @@ class SDCA(LoopSolver):
     trains_hinge = True
 
     def runner(self, problem: Problem, state: SDCAState) -> LocalSDCA:
+        """The serial runner, or a team of threads (``config.threads``, ``step_threads``)."""
+        threads = step_threads(self.config.threads, problem.train.n_sequences)
+        if threads > 1:
+            return TeamSDCA(problem, self.config, state, threads)
         return LocalSDCA(problem, self.config, state)
 
 

@@ -47,6 +47,11 @@ class SDCAConfig(SolverConfig):
     init_epsilon: float = option(1e-3, "weight of the uniform law in the smoothed start")
     refresh_every: int = option(0, "recompute every gap exactly every k epochs (0 = never)")
     dual_dtype: str = option("float64", "storage of the dual log-marginals: float64 | float32")
+    threads: int = option(
+        0,
+        "threads that step at once on one shared w (0: numba's thread count when each thread"
+        " gets at least 1000 sequences, else 1; 1: serial, reproducible bit for bit)",
+    )
     hinge_step: str = option(
         "fw",
         "block step of the hinge loss (--loss hinge): fw (Frank-Wolfe toward the loss-augmented"
@@ -88,6 +93,10 @@ class SDCAConfig(SolverConfig):
             )
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, (int, np.integer)):
+            raise TypeError(f"threads must be an int; got {self.threads!r}")
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0 (0 = automatic); got {self.threads}")
 
 
 @dataclass(kw_only=True)

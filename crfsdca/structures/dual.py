@@ -89,7 +89,7 @@ def smoothed_empirical(problem, epsilon: float, dtype=np.float64) -> DualState:
     is_edge = np.ones(N, bool)
     is_edge[data.seq_offsets[1:] - 1] = False  # last token of a sequence starts no edge
     src = np.flatnonzero(is_edge)
-    entropies = _smoothed_entropies(data.lengths, K, (off, on), (off2, on2), log_node.dtype)
+    entropies = smoothed_entropies(data.lengths, K, (off, on), (off2, on2), log_node.dtype)
     weights = None
     # the edge block's first write (mostly page faults) runs beside w_hat(mu), which does not
     # read it in float64
@@ -123,11 +123,14 @@ def filled(shape: tuple[int, ...], value: float, dtype=np.float64) -> NDArray:
     return out
 
 
-def _smoothed_entropies(lengths, K: int, node_logs, edge_logs, dtype) -> NDArray[np.float64]:
+def smoothed_entropies(
+    lengths, K: int, node_logs, edge_logs, dtype, edges=None
+) -> NDArray[np.float64]:
     """H~(mu_i) of the smoothed empirical start in closed form: every node carries one entry
     ``on`` and K - 1 entries ``off``, every edge one ``on2`` and K^2 - 1 ``off2`` (as stored, in
-    ``dtype``), so a chain of T positions has (T - 1) H(edge) + c_T H(node), with c_T = 1 for
-    T = 1 and 2 - T otherwise (``crfsdca.kernels.solvers.sdca.node_coefficient`` summed). Equal to
+    ``dtype``), so a tree of T nodes and E edges (``edges``; a chain's T - 1 when None) has
+    E H(edge) + (T - 2 E) H(node), the nodes' coefficients 1 - degree summed (a chain: c_T = 1
+    for T = 1 and 2 - T otherwise, ``crfsdca.kernels.solvers.sdca.node_coefficient``). Equal to
     the kernel's sum over the stored entries up to rounding (a few ulps of each block's entropy)."""
 
     def h(logs, size):
@@ -136,7 +139,8 @@ def _smoothed_entropies(lengths, K: int, node_logs, edge_logs, dtype) -> NDArray
 
     h_node, h_edge = h(node_logs, K), h(edge_logs, K * K)
     T = np.asarray(lengths, np.float64)
-    return np.where(T == 1, h_node, (T - 1) * h_edge + (2 - T) * h_node)
+    E = np.maximum(T - 1, 0) if edges is None else np.asarray(edges, np.float64)
+    return E * h_edge + (T - 2 * E) * h_node
 
 
 def gibbs_start(problem, score: float, dtype=np.float64) -> DualState:

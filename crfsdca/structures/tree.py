@@ -31,12 +31,13 @@ from crfsdca.errors import GraphError
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.layout import max_unique, sequence_layout
 from crfsdca.features.sequences import SequenceData
+from crfsdca.kernels.numerics.threads import get_threads
 from crfsdca.kernels.primitives import RunTable
 from crfsdca.kernels.solvers import sag_epoch
 from crfsdca.kernels.structures import tree as kernels
 from crfsdca.kernels.structures import tree_blocks, tree_eg, tree_scaled
 from crfsdca.structures.chain import ChainStructure
-from crfsdca.structures.dual import INITIAL_GAP, DualState, filled
+from crfsdca.structures.dual import INITIAL_GAP, DualState, filled, smoothed_entropies
 from crfsdca.structures.graphs import Tree
 from crfsdca.structures.objectives import lambda_n, weights_from_expectations
 from crfsdca.structures.problem import Problem
@@ -140,8 +141,12 @@ class TreeOracle:
         return self.marginals(i, w)[0]
 
     def loss_sum(self, w: NDArray[np.float64]) -> float:
-        """sum_i log Z_i - w^T F_i."""
-        return self.value_and_gradient(w)[0]
+        """sum_i log Z_i - w^T F_i (upward passes only, on numba's number of threads)."""
+        w = self._weights(w)
+        loss, bad = tree_scaled.batch_loss(self._data, self._graph, w, self._dims, get_threads())
+        if bad >= 0 or not math.isfinite(loss):
+            raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
+        return float(loss)
 
     def value_and_gradient(self, w: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
         """sum_i log Z_i - w^T F_i and its gradient sum_i E_nu_i F - F_i."""
@@ -161,16 +166,12 @@ class TreeOracle:
             from crfsdca.kernels.structures.tree_blocks import expected_features
 
             N, K = self.data.n_items, self.feature_map.n_labels
-            labels = self.data.labels
-            parents = self._graph[0]
-            starts = np.repeat(self.data.seq_offsets[:-1], self.data.lengths)
             log_node = np.full((N, K), -np.inf)
-            log_node[np.arange(N), labels] = 0.0
-            log_edge = np.full((N, K, K), -np.inf)
-            child = np.flatnonzero(parents >= 0)
-            log_edge[child, labels[starts[child] + parents[child]], labels[child]] = 0.0
+            log_node[np.arange(N), self.data.labels] = 0.0
             gold = self.feature_map.zeros()
-            expected_features(self._data, self._graph, log_node, log_edge, self._dims, gold)
+            no_edges = np.empty((0, K, K))
+            expected_features(self._data, self._graph, log_node, no_edges, self._dims, gold)
+            add_edge_sums(gold, self._dims, gold_edge_counts(self.data, self._graph, K))
             gold.setflags(write=False)
             self._gold = gold
         return self._gold
@@ -266,13 +267,19 @@ class TreeStructure(ChainStructure):
             max_block=int(self.runs.hi.max(initial=1)),
         )
 
-    def weights_from_dual(self, log_node, log_edge) -> NDArray[np.float64]:
+    def weights_from_dual(self, log_node, log_edge, edge_sums=None) -> NDArray[np.float64]:
+        """w_hat(mu); ``edge_sums``: (edge types, K, K), sum_e mu_e over the edges of each type
+        when known in closed form (the smoothed start), which spares the pass over
+        ``log_edge`` (not read then)."""
         problem = self.problem
         expected = problem.feature_map.zeros()
         data = problem.train
+        edges = log_edge if edge_sums is None else log_edge[:0]
         tree_blocks.expected_features(
-            data.nodes.arrays(), data.packed, log_node, log_edge, self.dims, expected
+            data.nodes.arrays(), data.packed, log_node, edges, self.dims, expected
         )
+        if edge_sums is not None:
+            add_edge_sums(expected, self.dims, edge_sums)
         gold = problem.oracle.gold_features()
         return weights_from_expectations(gold, expected, lambda_n(problem))
 
@@ -313,6 +320,26 @@ def _float64_only(dtype) -> None:
         raise ValueError(f"tree duals are kept in float64; got dual_dtype={np.dtype(dtype).name}")
 
 
+def gold_edge_counts(data, graph, K: int) -> NDArray[np.float64]:
+    """(edge types, K, K): how many edges of each type carry each (parent label, child label)
+    pair in the gold labelling."""
+    parents, types = graph[0], graph[1]
+    n_types = int(types.max(initial=0)) + 1
+    starts = np.repeat(data.seq_offsets[:-1], data.lengths)
+    child = np.flatnonzero(parents >= 0)
+    pairs = data.labels[starts[child] + parents[child]] * K + data.labels[child]
+    flat = np.bincount(types[child] * K * K + pairs, minlength=n_types * K * K)
+    return flat.reshape(n_types, K, K).astype(np.float64)
+
+
+def add_edge_sums(expected: NDArray[np.float64], dims, edge_sums) -> None:
+    """expected += the edge types' rows ``edge_sums`` (edge types, K, K), laid out as
+    ``tree_blocks.expected_features`` lays them."""
+    A, K, n_bias, _ = dims
+    off = (A + n_bias) * K
+    expected[off : off + edge_sums.size] += edge_sums.reshape(-1)
+
+
 # -- dual starts ----------------------------------------------------------------------------------
 def tree_smoothed_empirical(problem: TreeProblem, epsilon: float) -> DualState:
     """mu_c = epsilon / K^|c| + (1 - epsilon) 1[y_c = gold] on every node and edge."""
@@ -322,13 +349,23 @@ def tree_smoothed_empirical(problem: TreeProblem, epsilon: float) -> DualState:
     N, labels = data.n_items, data.labels
     parents = data.packed[0]
     starts = np.repeat(data.seq_offsets[:-1], data.lengths)  # first node of each node's example
-    log_node = np.full((N, K), np.log(epsilon / K) if epsilon < 1 else -np.log(K))
-    log_node[np.arange(N), labels] = np.log(epsilon / K + 1.0 - epsilon)
-    log_edge = filled((N, K, K), np.log(epsilon / K**2))
+    off, on = np.log(epsilon / K) if epsilon < 1 else -np.log(K), np.log(epsilon / K + 1 - epsilon)
+    log_node = np.full((N, K), off)
+    log_node[np.arange(N), labels] = on
+    off2, on2 = np.log(epsilon / K**2), np.log(epsilon / K**2 + 1.0 - epsilon)
+    log_edge = filled((N, K, K), off2)
     child = np.flatnonzero(parents >= 0)
     parent_labels = labels[starts[child] + parents[child]]
-    log_edge[child, parent_labels, labels[child]] = np.log(epsilon / K**2 + 1.0 - epsilon)
-    return tree_finish_state(problem, log_node, log_edge)
+    log_edge[child, parent_labels, labels[child]] = on2
+    # the entropies and sum_e mu_e in closed form (every edge carries off2, its gold pair on2)
+    edges = np.add.reduceat((parents >= 0).astype(np.int64), data.seq_offsets[:-1])
+    entropies = smoothed_entropies(data.lengths, K, (off, on), (off2, on2), np.float64, edges)
+    gold = gold_edge_counts(data, data.packed, K)
+    counts = np.bincount(data.packed[1][child], minlength=gold.shape[0])[:, None, None]
+    p_off2, p_on2 = np.exp(off2), np.exp(on2)
+    edge_sums = counts * p_off2 + gold * (p_on2 - p_off2)
+    weights = problem.structure.weights_from_dual(log_node, log_edge, edge_sums=edge_sums)
+    return tree_finish_state(problem, log_node, log_edge, entropies, weights)
 
 
 def tree_gibbs_start(problem: TreeProblem, score: float) -> DualState:
@@ -343,15 +380,19 @@ def tree_gibbs_start(problem: TreeProblem, score: float) -> DualState:
     return tree_finish_state(problem, log_node, log_edge)
 
 
-def tree_finish_state(problem: TreeProblem, log_node, log_edge) -> DualState:
+def tree_finish_state(
+    problem: TreeProblem, log_node, log_edge, entropies=None, weights=None
+) -> DualState:
+    """The dual state of these marginals (``entropies`` and ``weights``: when known)."""
     data, structure = problem.train, problem.structure
-    entropies = structure.entropies(log_node, log_edge)
+    if entropies is None:
+        entropies = structure.entropies(log_node, log_edge)
     return DualState(
         log_node=log_node,
         log_edge=log_edge,
         entropies=entropies,
         gap_estimates=np.full(data.n_sequences, INITIAL_GAP),
-        weights=structure.weights_from_dual(log_node, log_edge),
+        weights=structure.weights_from_dual(log_node, log_edge) if weights is None else weights,
         step_sizes=np.full(data.n_sequences, 0.5),
     )
 

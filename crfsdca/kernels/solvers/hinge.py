@@ -40,14 +40,14 @@ from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics.cycles import cycles
 from crfsdca.kernels.numerics.fastmath import fast_exp, fast_log
 from crfsdca.kernels.primitives import (
-    add_block_direction,
     block_direction,
     block_direction_entries,
     block_runs,
     direction_capacity,
     loss_augmented_map,
 )
-from crfsdca.kernels.solvers.prox import apply_step, prepare, quad_term
+from crfsdca.kernels.solvers.prox import prepare, quad_term
+from crfsdca.kernels.solvers.team import move
 from crfsdca.kernels.structures.hamming import MAP_ONLY, WITH_AWAY, WITH_LINEAR  # noqa: F401
 
 FW, PAIRWISE = 0, 1  # the block step (``HingeArrays.mode[1]``)
@@ -214,7 +214,7 @@ def _block(i, structure, mu_arrays, w, ws, hws):
 
 
 @njit(cache=True, nogil=True)
-def hinge_step(i, structure, dual, w, params, ws, prox, hws):
+def hinge_step(i, structure, dual, w, params, ws, prox, hws, team, s):
     """One SDCA step of the hinge loss on example i, with the return values of the SDCA step
     (``sdca_epoch._step``: gap before the step, gamma, 0 Newton iterations, status, cycles,
     0): the exact step of the module docstring along the Frank-Wolfe direction nu+ - mu_i or,
@@ -256,10 +256,7 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws):
         else:
             _mix_update(gamma, mu_arrays, runs, bufs.mu, bufs.nu, bufs.mu)
         dual.entropies[i] += gamma * gain
-        if prox is None:
-            add_block_direction(structure, i, gamma * kappa, sws, w)
-        else:
-            apply_step(gamma, prox, m, w)
+        move(structure, i, gamma, kappa, sws, w, prox, m, team, s)
     dual.step_sizes[i] = gamma
     return gap, gamma, 0, 0, (c1 - c0, 0, c2 - c1), 0
 

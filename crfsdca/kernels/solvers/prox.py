@@ -118,3 +118,12 @@ def apply_step(gamma, prox, m, w):
         z = vv[p] + gamma * a[p]
         v[j] = z
         w[j] = soft(z, tau)
+
+
+@njit(cache=True, nogil=True)
+def record_step(gamma, prox, m, delta):
+    """delta <- delta + gamma a on the support of the step: the change of v that
+    ``apply_step`` made (a thread's own record of it, ``sdca_epoch.Team``)."""
+    idx, a = prox.idx, prox.a
+    for p in range(m):
+        delta[idx[p]] += gamma * a[p]

@@ -33,8 +33,9 @@ from crfsdca.kernels.primitives import (
 from crfsdca.kernels.solvers import trees
 from crfsdca.kernels.solvers.hinge import hinge_step
 from crfsdca.kernels.solvers.line_search import line_search, model_start
-from crfsdca.kernels.solvers.prox import apply_step, prepare
+from crfsdca.kernels.solvers.prox import prepare
 from crfsdca.kernels.solvers.sdca import _update_range, block_gap_given_nu, update_block
+from crfsdca.kernels.solvers.team import move
 from crfsdca.kernels.structures import chain_blocks, junction_blocks, tree_blocks  # noqa: F401
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
@@ -87,6 +88,7 @@ class EpochArgs(NamedTuple):
     ws: tuple
     prox: object = None  # ``kernels.solvers.prox.ProxArrays`` for the elastic net, else None
     loss: object = None  # ``kernels.solvers.hinge.HingeArrays`` for the hinge loss, else None
+    team: object = None  # a ``team.Team`` for one thread of a multi-threaded stretch, else None
 
 
 @njit(cache=True, nogil=True)
@@ -143,7 +145,7 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _step(i, structure, dual, w, params, ws, prox, loss):
+def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
     """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
@@ -151,10 +153,12 @@ def _step(i, structure, dual, w, params, ws, prox, loss):
     plain SDCA (w = v); for the elastic net the ``ProxArrays`` of v (Prox-SDCA: the line search
     on the exact g* term, then v moves and w = S_tau(v) on the block's support). ``loss``: None
     for the log-loss (the CRF), a ``hinge.HingeArrays`` for the structured hinge loss, whose
-    step (``hinge.hinge_step``) replaces this one (decided at compile time).
+    step (``hinge.hinge_step``) replaces this one (decided at compile time). ``team``: None, or
+    a ``team.Team`` whose row of ``deltas`` records the step's change of w (of v with the
+    elastic net) as well; ``s``: the step's number in the stretch.
     """
     if loss is not None:
-        return hinge_step(i, structure, dual, w, params, ws, prox, loss)
+        return hinge_step(i, structure, dual, w, params, ws, prox, loss, team, s)
     bufs, b32, sws = ws
     lam_n, scale = params.lam_n, params.scale
     runs = block_runs(structure.runs, i)
@@ -175,7 +179,7 @@ def _step(i, structure, dual, w, params, ws, prox, loss):
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
-            add_block_direction(structure, i, gamma * kappa, sws, w)
+            move(structure, i, gamma, kappa, sws, w, None, 0, team, s)
     else:
         m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
         pw, cb = prepare(prox, m, kappa, w, lam_n / scale)
@@ -184,13 +188,13 @@ def _step(i, structure, dual, w, params, ws, prox, loss):
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
-            apply_step(gamma, prox, m, w)
+            move(structure, i, gamma, kappa, sws, w, prox, m, team, s)
     dual.step_sizes[i] = gamma
     return gap, gamma, its, 2 * status, (c1 - c0, c2 - c1, ls_cycles), n32
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=None):
+def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=None, team=None):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
@@ -199,6 +203,10 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=N
     single-precision predictor evaluations]. The cycle counts let the caller split its wall time.
     On return ``draws[s, 0]`` holds the example of step s (s < steps done): the rows of w that
     the steps moved, for a distributed round's sparse Delta w.
+
+    ``team`` (a ``team.Team``; None: every example, alone): draw from the team member's own
+    examples, stop at the member's quota once the team's steps reach its target, and test the
+    stop gap on the whole team's gap sums.
     """
     code, tree, mult = sampler.code, sampler.tree, sampler.multipliers
     gaps = dual.gaps
@@ -206,12 +214,22 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=N
     p_nu, stop_gap = params.non_uniformity, params.stop_gap
     stats = np.zeros(8)
     start = cycles()
-    gap_sum = gaps.sum()
+    if team is None:
+        m = n
+        gap_sum = gaps.sum()
+    else:
+        m = team.examples.shape[0]
+        gap_sum = _gap_sum(gaps, team.examples)
+        team.gap_sums[team.rank] = gap_sum
     for s in range(draws.shape[0]):
-        i = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], n)
+        if team is not None:  # noqa: SIM102 (numba prunes the branch on None at compile time)
+            if s >= team.quota and team.done.sum() >= team.target:
+                return s, 0, stats
+        j = _choose(code, p_nu, tree, draws[s, 0], draws[s, 1], m)
+        i = j if team is None else team.examples[j]
         draws[s, 0] = i  # the draw is used: record the example stepped on
         g, gamma, its, status, phase_cycles, n32 = _step(
-            i, structure, dual, w, params, ws, prox, loss
+            i, structure, dual, w, params, ws, prox, loss, team, s
         )
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
@@ -226,10 +244,25 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=N
         gap_sum += g - gaps[i]
         gaps[i] = g
         if code in (GAP, MAX, GAP_IMPORTANCE):
-            trees.update(tree, i, g * mult[i] if code == GAP_IMPORTANCE else g, code == MAX)
-        if gap_sum <= stop_gap * n:
-            return s + 1, 0, stats
+            trees.update(tree, j, g * mult[j] if code == GAP_IMPORTANCE else g, code == MAX)
+        if team is None:
+            if gap_sum <= stop_gap * n:
+                return s + 1, 0, stats
+        else:
+            team.done[team.rank] = s + 1
+            team.gap_sums[team.rank] = gap_sum
+            if team.gap_sums.sum() <= stop_gap * n:
+                return s + 1, 0, stats
     return draws.shape[0], 0, stats
+
+
+@njit(cache=True, nogil=True)
+def _gap_sum(gaps, examples):
+    """The sum of the gap estimates of ``examples``."""
+    total = 0.0
+    for j in range(examples.shape[0]):
+        total += gaps[examples[j]]
+    return total
 
 
 @njit(cache=True, nogil=True)

@@ -14,11 +14,10 @@ thread count, capped at the number of sequences).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from crfsdca.kernels.jit import njit
+from crfsdca.kernels.numerics.threads import chunk_bounds, map_chunks
 from crfsdca.kernels.structures.chain import (
     exp_marginals,
     forward_backward,
@@ -35,43 +34,15 @@ from crfsdca.kernels.structures.chain import (
 )
 
 
-def chunk_bounds(seq_offsets: np.ndarray, n_chunks: int) -> np.ndarray:
-    """(n_chunks + 1,) int64 sequence boundaries with about equal token counts per chunk."""
-    n = seq_offsets.shape[0] - 1
-    n_items = int(seq_offsets[n])
-    bounds = np.empty(n_chunks + 1, np.int64)
-    bounds[0] = 0
-    for c in range(1, n_chunks):
-        bounds[c] = max(int(np.searchsorted(seq_offsets, c * n_items // n_chunks)), bounds[c - 1])
-    bounds[n_chunks] = n
-    return bounds
-
-
-def _bounds(seq_offsets: np.ndarray, n_chunks: int) -> np.ndarray:
-    """:func:`chunk_bounds` for at most ``n_chunks`` chunks (one per sequence) and at least
-    one."""
-    return chunk_bounds(seq_offsets, max(min(n_chunks, seq_offsets.shape[0] - 1), 1))
-
-
-def _map_chunks(kernel, calls: list[tuple]) -> list:
-    """[kernel(*args) for args in calls], one call per chunk, on threads (the kernels release
-    the GIL); the results in chunk order."""
-    if len(calls) == 1:
-        return [kernel(*calls[0])]
-    with ThreadPoolExecutor(len(calls)) as pool:
-        jobs = [pool.submit(kernel, *args) for args in calls]
-        return [job.result() for job in jobs]
-
-
 def _over_chunks(kernel, data, w, dims, n_chunks, *rest) -> list:
     """``kernel(data, lo, hi, w, dims, *rest)`` on every chunk of sequences lo..hi-1 (at most
-    ``n_chunks``, :func:`_map_chunks`); the results in chunk order."""
-    bounds = _bounds(data[0], n_chunks)
+    ``n_chunks``, :func:`map_chunks`); the results in chunk order."""
+    bounds = chunk_bounds(data[0], n_chunks)
     calls = [
         (data, int(bounds[c]), int(bounds[c + 1]), w, dims, *rest)
         for c in range(bounds.shape[0] - 1)
     ]
-    return _map_chunks(kernel, calls)
+    return map_chunks(kernel, calls)
 
 
 def _sum_losses(parts) -> tuple[float, int]:
@@ -173,7 +144,7 @@ def batch_value_and_gradient(data, w, dims, extra):
     ``extra[c - 1]``, zeroed by its own thread.
     """
     A, K, n_bias, _ = dims
-    bounds = _bounds(data[0], extra.shape[0] + 1)
+    bounds = chunk_bounds(data[0], extra.shape[0] + 1)
     n_chunks = bounds.shape[0] - 1
     trans = _transitions(w, dims)
     grad = np.zeros(w.shape[0])
@@ -184,7 +155,7 @@ def batch_value_and_gradient(data, w, dims, extra):
         if c > 0:
             g[:] = 0.0  # in the caller's thread: numpy releases the GIL
         calls.append((data, int(bounds[c]), int(bounds[c + 1]), w, dims, trans, g, edge_acc[c]))
-    parts = _map_chunks(_chunk_value_and_gradient, calls)
+    parts = map_chunks(_chunk_value_and_gradient, calls)
     _sum_chunks(grad, extra, trans[1], edge_acc, (A + n_bias) * K)
     loss, first_bad = _sum_losses(parts)
     return loss, grad, first_bad

@@ -405,7 +405,8 @@ def sag_workspace(max_n: int, dims: tuple[int, int, int, int], max_U: int) -> Tr
 
 @njit(cache=True, nogil=True)
 def expected_features(data, graph, log_node, log_edge, dims, out):
-    """out += sum_i E_mu_i F(x_i, .) for marginals stored like the dual state."""
+    """out += sum_i E_mu_i F(x_i, .) for marginals stored like the dual state; an empty
+    ``log_edge`` (no rows) leaves the edge features out (a caller that knows their sums)."""
     seq_offsets, attr_offsets, attr_ids, attr_values, _ = data
     parents, types, _, child_start, _ = graph
     A, K, n_bias, _ = dims
@@ -421,7 +422,7 @@ def expected_features(data, graph, log_node, log_edge, dims, out):
                     out[A * K + K + k] += m
                 if child_start[g + 1] == child_start[g]:
                     out[A * K + 2 * K + k] += m
-        if parents[g] >= 0:
+        if parents[g] >= 0 and log_edge.shape[0] > 0:
             t0 = off + types[g] * K * K
             for j in range(K):
                 for k in range(K):

@@ -24,6 +24,7 @@ import numpy as np
 
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics.fastmath import add_reassoc
+from crfsdca.kernels.numerics.threads import chunk_bounds, map_chunks
 from crfsdca.kernels.structures.tree import _example, downward, gold_score, tree_unary, upward
 
 TINY = 1e-280
@@ -332,3 +333,52 @@ def potential_marginals(node_pot, edge_pot, local, ws, sws, probs, log_node, log
             for k in range(K):
                 log_edge[v, j, k] = min(log_edge[v, j, k], 0.0)
     return log_z
+
+
+@njit(cache=True, nogil=True)
+def _chunk_loss(data, graph, w, dims, lo, hi, tables):
+    """sum of log Z_i - w^T F(x_i, y_i) over examples lo..hi-1 (upward passes only, in
+    workspaces of its own); returns (loss, first example with a non-finite log Z or -1)."""
+    seq_offsets, labels = data[0], data[4]
+    parents, types, order, _, _ = graph
+    K = dims[1]
+    n = 1
+    for i in range(lo, hi):
+        n = max(n, seq_offsets[i + 1] - seq_offsets[i])
+    ws = (np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(K))
+    sws = (np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(n))
+    unary = np.empty((n, K))
+    loss = 0.0
+    for i in range(lo, hi):
+        s, e = seq_offsets[i], seq_offsets[i + 1]
+        tree_unary(data, graph, s, e, w, dims, unary)
+        u = unary[: e - s]
+        local = (parents[s:e], types[s:e], order[s:e], 0)
+        log_z = log_partition(u, tables, local, ws, sws)
+        if not np.isfinite(log_z):
+            return loss, i
+        loss += log_z - gold_score(u, tables[0], labels, parents, types, s)
+    return loss, -1
+
+
+def batch_loss(data, graph, w, dims, n_chunks):
+    """(sum_i log Z_i - w^T F(x_i, y_i), first example with a non-finite log Z or -1): the loss
+    of :func:`batch_value_and_gradient` without the gradient, in at most ``n_chunks`` chunks of
+    examples on threads (``numerics.threads.map_chunks``), summed in chunk order."""
+    A, K, n_bias, n_types = dims
+    off = (A + n_bias) * K
+    log_pair = w[off : off + n_types * K * K].reshape(n_types, K, K)
+    exp_pair, pair_max = np.empty((n_types, K, K)), np.empty(n_types)
+    exp_tables(log_pair, exp_pair, pair_max)
+    bounds = chunk_bounds(data[0], n_chunks)
+    tables = (log_pair, exp_pair, pair_max)
+    calls = [
+        (data, graph, w, dims, int(bounds[c]), int(bounds[c + 1]), tables)
+        for c in range(bounds.size - 1)
+    ]
+    loss, first_bad = 0.0, -1
+    for part, bad in map_chunks(_chunk_loss, calls):
+        loss += part
+        if bad >= 0 and first_bad < 0:
+            first_bad = bad
+    return loss, first_bad
