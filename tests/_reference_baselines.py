@@ -1,10 +1,13 @@
-"""Plain NumPy SAG-NUS and OEG for tiny chains: dense vectors, full gradients, full joints.
+"""Plain NumPy SAG-NUS, OEG and the dual-free SPDC for tiny chains: dense vectors, full
+gradients, full joints.
 
 Slow and obviously correct. SAG stores the whole gradient y_i of every sequence and updates the
 whole of w at every step (no marginal memory, no just-in-time scaling); OEG keeps every dual
 block as a full distribution over the K^T labelings. The compiled solvers must agree with them
 on the same draws.
 """
+
+from types import SimpleNamespace
 
 import numpy as np
 from _reference_sdca import enumerate_sequence, expected_features, feature_vector
@@ -82,14 +85,14 @@ class SagNusReference:
         return idx[int(u[2] * m)]
 
     def line_search(self, i, L, f, g):
-        """Doubling search on f_i(w - g/L) <= f_i(w) - |g|^2/(2L); returns (L, doublings)."""
+        """Growing search on f_i(w - g/L) <= f_i(w) - |g|^2/(2L); returns (L, doublings)."""
         gsq = g @ g
         for j in range(self.cfg.max_doublings + 1):
             self.oracle_calls += 1
             if self.oracle.value(i, self.w - g / L) <= f - gsq / (2 * L):
                 return L, j
             if j < self.cfg.max_doublings:
-                L *= 2
+                L *= self.cfg.lipschitz_growth
         return L, -1
 
     def lipschitz(self, i, was_covered, f, g):
@@ -103,7 +106,7 @@ class SagNusReference:
             self.covered[i] = True
         else:
             L = self.L[i]
-        skip = cfg.skip_line_search == "doubling"
+        skip = cfg.skip_line_search != "never"
         if skip and self.skips[i] > 0:  # L_i stays; L_max only moves under the "decay" rule
             self.skips[i] -= 1
             if cfg.skipped_visit == "decay":
@@ -115,7 +118,9 @@ class SagNusReference:
             L, doublings = self.line_search(i, L, f, g)
         if doublings == 0:
             self.successes[i] += 1
-            self.skips[i] = 2 ** (self.successes[i] - 1) if skip else 0
+            c = self.successes[i]
+            budget = c if cfg.skip_line_search == "linear" else 2 ** (c - 1)
+            self.skips[i] = budget if skip else 0
         else:
             self.successes[i] = 0
         self.L[i] = L
@@ -212,3 +217,29 @@ class OegReference:
                 return True
             eta /= 2
         return False
+
+
+class SpdcReference(OegReference):
+    """The dual-free SPDC (Wang & Xiao 2017, Algorithm 7) as written: full joints u_i, a dense
+    primal x, the dense running mean u = (1/n) sum_i (E_{u_i}[F] - F_i) and the extrapolated
+    point x~, every step touching all of x."""
+
+    def __init__(self, problem, log_node, log_edge, x0=None):
+        super().__init__(problem, log_node, log_edge, SimpleNamespace(learning_rate=0.5))
+        self.u = -problem.regularization * self.w
+        self.x = self.w.copy() if x0 is None else np.array(x0, dtype=float)
+        self.x_bar = self.x.copy()
+
+    def step(self, k, rates):
+        """One step on example k with rates = (sigma, tau, theta)."""
+        sigma, tau, theta = rates
+        lam = self.problem.regularization
+        scores = self.oracle.tables[k][2] @ self.x_bar
+        mixed = (self.log_u[k] + sigma * scores) / (1 + sigma)
+        log_new = mixed - logsumexp(mixed)
+        change = self._mean(k, log_new) - self._mean(k, self.log_u[k])
+        x_new = (self.x - tau * (self.u + change)) / (1 + tau * lam)
+        self.u = self.u + change / self.problem.n_sequences
+        self.x_bar = x_new + theta * (x_new - self.x)
+        self.x, self.log_u[k] = x_new, log_new
+        self.w = -self.u / lam

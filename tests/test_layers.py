@@ -40,11 +40,12 @@ LAYERS = {
     FRONT: "crfsdca estimators plotting warmup cli reproduce",
 }
 
-#: the layers inside crfsdca.kernels, lowest first: what every kernel is compiled with and the
-#: numerics under all of them; the primitives (the interface between structures and solvers and
-#: the types they exchange); each structure's kernels and primitives; the solvers' kernels
-KERNEL_LAYERS = ("kernels kernels.jit kernels.numerics", "kernels.primitives",
-                 "kernels.structures", "kernels.solvers")  # fmt: skip
+#: the layers inside crfsdca.kernels, lowest first: what every kernel is compiled with (and
+#: cached by) and the numerics under all of them; the primitives (the interface between
+#: structures and solvers and the types they exchange); each structure's kernels and
+#: primitives; the solvers' kernels
+KERNEL_LAYERS = ("kernels kernels.jit kernels.cache kernels.compile_clock kernels.numerics",
+                 "kernels.primitives", "kernels.structures", "kernels.solvers")  # fmt: skip
 
 
 def layer_of(module: str) -> int | None:

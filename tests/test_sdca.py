@@ -159,6 +159,26 @@ def test_every_sampling_scheme_reaches_the_lbfgs_optimum(sampling):
     assert -1e-13 <= problem.primal(result.weights) - p_star <= last.gap
 
 
+@pytest.mark.parametrize("start", ["half", "previous"])
+def test_the_authors_line_search_reaches_the_lbfgs_optimum(start):
+    """--line-search-method paper (safe_newton, float64 only, no predictor): the same optimum,
+    the dual still never decreases, and the counters count its evaluations (no predictor)."""
+    problem = random_problem(seed=5, n=30, max_T=6, K=3, A=8)
+    p_star = reference_optimum(problem)
+    config = SDCAConfig(tol=1e-10, max_epochs=400, eval_every=5, seed=1,
+                        line_search_method="paper", line_search_start=start)  # fmt: skip
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))
+    assert result.stop_reason == "tol"
+    duals = [r.dual for r in result.trace.records]
+    assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False))
+    assert -1e-13 <= problem.primal(result.weights) - p_star <= result.trace.records[-1].gap
+    counters = result.counters
+    assert counters["predictor_evaluations"] == 0
+    assert counters["newton_iterations"] >= counters["line_searches"] > 0
+    with pytest.raises(ValueError, match="line_search_method"):
+        SDCAConfig(line_search_method="scipy")
+
+
 @pytest.mark.slow  # compiles the float32 kernels (a minute), used only when asked for
 def test_float32_dual_state_reaches_the_lbfgs_optimum():
     """--dual-dtype float32: the stored logs are rounded to float32 (the line search writes them
@@ -217,3 +237,60 @@ def test_gibbs_start_is_the_authors_start():
     assert np.linalg.norm(smoothed.weights) > 10 * np.linalg.norm(gibbs.weights)
     with pytest.raises(ValueError, match="init must be gibbs or smoothed"):
         SDCAConfig(init="zero")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_exact_gap_pass_is_the_gap_each_step_measures_and_moves_nothing(threads):
+    """sdca_epoch.exact_gaps runs the step loop's kernel without stepping: every gap equals,
+    bit for bit, the one a step on that sequence measures first (in chunks on 1 or 2 threads),
+    and the dual state and w are left exactly as they were."""
+    from crfsdca.kernels.numerics.threads import get_threads, set_threads
+
+    problem = random_problem(seed=4, n=11, max_T=5, n_bias_rows=3)
+    runner, state = runner_for(problem, sampling="uniform")
+    run_indices(runner, np.random.default_rng(1).integers(0, problem.n_sequences, 30))
+    d = state.dual
+    before = {k: np.copy(getattr(d, k)) for k in ("log_edge", "log_node", "weights")}
+    before.update(entropies=d.entropies.copy(), step_sizes=d.step_sizes.copy())
+    estimates = d.gap_estimates.copy()
+    previous = get_threads()
+    set_threads(threads)
+    try:
+        gaps = sdca_epoch.exact_gaps(runner.structure.blocks, d.log_edge, d.log_node, d.weights)
+    finally:
+        set_threads(previous)
+    for name, value in before.items():
+        np.testing.assert_array_equal(getattr(d, name), value, err_msg=name)
+    np.testing.assert_array_equal(d.gap_estimates, estimates)
+    for i in range(problem.n_sequences):
+        step, _ = runner_for(problem, sampling="uniform")
+        for name, value in before.items():
+            getattr(step.state.dual, name)[...] = value
+        run_indices(step, [i])
+        assert step.state.dual.gap_estimates[i] == gaps[i]
+
+
+def test_a_non_finite_oracle_in_the_exact_gap_pass_raises():
+    problem = random_problem(seed=5, n=9, max_T=4)
+    runner, state = runner_for(problem)
+    fm = problem.feature_map
+    state.dual.weights[fm.transition_offset :] = np.nan
+    i = int(np.flatnonzero(problem.train.lengths > 1)[0])
+    d = state.dual
+    gaps = sdca_epoch.exact_gaps(runner.structure.blocks, d.log_edge, d.log_node, d.weights)
+    assert np.isnan(gaps[i]) and np.all(np.isfinite(gaps[:i]))
+    with pytest.raises(FloatingPointError, match="the exact gap pass"):
+        runner.exact_pass(check=True)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_loop_compiled_before_the_dual_start_is_the_one_the_run_calls(dtype):
+    """sdca_epoch.compile_loop builds, before any dual state, the argument types of the run's
+    step loop (its numba specialisation) exactly."""
+    from numba import typeof
+
+    problem = random_problem(seed=6, n=7, max_T=4)
+    runner, _ = runner_for(problem, dual_dtype=dtype)
+    run = runner.kernel_args(np.zeros((0, 2)), -1.0)
+    early = sdca_epoch.loop_args(runner.structure.blocks, dtype)
+    assert [typeof(a) for a in early] == [typeof(a) for a in run]

@@ -1,31 +1,21 @@
-"""Ahead-of-time compilation (crfsdca warmup) and the choice of numba's cache folder."""
+"""Ahead-of-time compilation: crfsdca warmup and the compile-ahead process of a first fit
+(numba's cache folder itself: tests/test_kernel_cache.py)."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import crfsdca.kernels
 from crfsdca.cli.main import main
 from crfsdca.estimators.model import SequenceCRF
-from crfsdca.kernels import (
-    CACHE_ENV,
-    STAMP,
-    choose_cache_dir,
-    drop_stale_cache,
-    sources_fingerprint,
-    user_cache_dir,
-)
 from crfsdca.warmup import WARMUP_SENTENCES, warm_up
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cold_env(cache: Path, **extra: str) -> dict[str, str]:
     """This environment with numba's cache in ``cache`` and the checkout importable."""
-    env = dict(os.environ, **{CACHE_ENV: str(cache)}, **extra)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), **extra)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
 
@@ -56,115 +46,6 @@ def _specialisations(env: dict[str, str], corpus: Path, *args: str) -> dict[str,
     )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stderr.split("SPECIALISATIONS", 1)[1])
-
-
-def test_cache_stays_next_to_a_writable_package(tmp_path):
-    assert choose_cache_dir(tmp_path / "pkg", {}) is None
-    assert (tmp_path / "pkg" / "__pycache__").is_dir()
-
-
-def test_cache_moves_to_the_user_folder_when_the_package_is_read_only(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("a file where a folder would have to be")
-    environ = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    assert choose_cache_dir(blocker / "pkg", environ) == tmp_path / "xdg" / "crfsdca" / "numba"
-    home = user_cache_dir({})
-    assert home == Path.home() / ".cache" / "crfsdca" / "numba"
-
-
-def test_numba_cache_dir_set_by_the_user_wins(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    assert choose_cache_dir(blocker / "pkg", {CACHE_ENV: str(tmp_path / "mine")}) is None
-
-
-def test_a_cache_compiled_from_other_sources_is_dropped_once(tmp_path):
-    folder = tmp_path / "__pycache__"
-    folder.mkdir()
-    for name in ("k.f-1.py311.nbi", "k.f-1.py311.1.nbc", "k.cpython-311.pyc"):
-        (folder / name).write_text("x")
-    assert drop_stale_cache(folder, "one")  # never stamped: whatever is there is dropped
-    assert sorted(p.name for p in folder.iterdir()) == [STAMP, "k.cpython-311.pyc"]
-    (folder / "k.f-1.py311.nbi").write_text("compiled from the stamped sources")
-    assert not drop_stale_cache(folder, "one")
-    assert (folder / "k.f-1.py311.nbi").exists()
-    assert drop_stale_cache(folder, "two")
-    assert not (folder / "k.f-1.py311.nbi").exists()
-    assert (folder / STAMP).read_text() == "two"
-
-
-def test_a_stale_cache_is_dropped_from_every_kernel_subpackage(tmp_path):
-    """Next to the sources numba caches a kernel in its own subpackage's ``__pycache__``."""
-    kernels = tmp_path / "kernels"
-    caches = [kernels / sub / "__pycache__" for sub in ("", "numerics", "structures", "solvers")]
-    for folder in caches:
-        folder.mkdir(parents=True)
-        (folder / "k.f-1.py311.nbi").write_text("x")
-    assert drop_stale_cache(kernels / "__pycache__", "one", caches=kernels)
-    assert not any(list(folder.glob("*.nb?")) for folder in caches)
-    assert (kernels / "__pycache__" / STAMP).read_text() == "one"
-
-
-def test_the_fingerprint_covers_every_kernel_module(tmp_path):
-    """Editing any module below crfsdca/kernels (a callee of other kernels) empties the cache."""
-    package = Path(crfsdca.kernels.__file__).resolve().parents[1]
-    copy = tmp_path / "crfsdca"
-    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    before = sources_fingerprint(copy)
-    kernel_modules = sorted((copy / "kernels").rglob("*.py"))
-    assert len(kernel_modules) > 40 and any(p.parent.name == "structures" for p in kernel_modules)
-    for path in kernel_modules:
-        text = path.read_bytes()
-        path.write_bytes(text + b"\n")
-        assert sources_fingerprint(copy) != before, path.relative_to(copy)
-        path.write_bytes(text)
-    assert sources_fingerprint(copy) == before
-
-
-def test_the_fingerprint_follows_kernels_and_module_moves_only(tmp_path):
-    pkg = tmp_path / "pkg"
-    (pkg / "kernels").mkdir(parents=True)
-    (pkg / "features").mkdir()
-    (pkg / "kernels" / "chain.py").write_text("A = 1\n")
-    (pkg / "features" / "layout.py").write_text("L = 1\n")
-    (pkg / "cli.py").write_text("C = 1\n")
-    seen = [sources_fingerprint(pkg)]
-    (pkg / "cli.py").write_text("C = 2\n")  # a module no kernel depends on
-    assert sources_fingerprint(pkg) == seen[-1]
-    for change in (
-        lambda: (pkg / "kernels" / "chain.py").write_text("A = 2\n"),  # a kernel (or its callee)
-        lambda: (pkg / "features" / "layout.py").write_text("L = 2\n"),  # an argument type
-        lambda: (pkg / "cli.py").rename(pkg / "features" / "cli.py"),  # a module moved
-    ):
-        change()
-        seen.append(sources_fingerprint(pkg))
-    assert len(set(seen)) == len(seen)
-
-
-def test_read_only_package_falls_back_in_a_fresh_process(tmp_path):
-    """Importing the kernels with an unwritable package folder sets NUMBA_CACHE_DIR, no error."""
-    code = textwrap.dedent(
-        """
-        import os, pathlib, tempfile
-        real = tempfile.TemporaryFile
-        def refuse(*args, dir=None, **kwargs):
-            if dir is not None and pathlib.Path(dir).parent.name == "kernels":
-                raise PermissionError(13, "read-only file system", str(dir))
-            return real(*args, dir=dir, **kwargs)
-        tempfile.TemporaryFile = refuse
-        import crfsdca.kernels
-        from numba.core import config
-        print(os.environ.get("NUMBA_CACHE_DIR"), config.CACHE_DIR, sep="|")
-        """
-    )
-    env = {k: v for k, v in os.environ.items() if k != CACHE_ENV}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    expected = str(tmp_path / "xdg" / "crfsdca" / "numba")
-    assert out == f"{expected}|{expected}"
 
 
 def test_warm_up_runs_the_requested_solvers_in_order():
@@ -268,7 +149,8 @@ finally:
 def test_the_sdca_loop_compiles_one_line_search(tmp_path):
     """On an empty cache an SDCA run compiles each line-search kernel and the block gap once (in
     place or not is decided at run time; the block gap fills the float32 copies also where they
-    go unused), and the f' loop twice (with and without f'')."""
+    go unused), and the f' loop twice (with and without f''); its exact gap pass runs the
+    loop's kernel, which is compiled once."""
     corpus = _corpus(tmp_path)
     counts = _specialisations(
         _cold_env(tmp_path / "cache"), corpus, "--test", str(corpus), "--epochs", "2",
@@ -285,11 +167,12 @@ def test_the_sdca_loop_compiles_one_line_search(tmp_path):
 
 @pytest.mark.slow
 def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_path):
-    """On an empty cache the exact primal, the test set's Viterbi and the exact gap pass come
-    from the compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its
-    solver loop but none of them, and writes the model of a train that compiles all itself."""
+    """On an empty cache the exact primal and the test set's Viterbi come from the
+    compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its solver
+    loop (which runs the exact gap pass too) but neither, and writes the model of a train that
+    compiles all itself."""
     corpus = _corpus(tmp_path)
-    evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict", "sdca_epoch._exact_gaps"]
+    evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict"]
     counts, weights = {}, {}
     for ahead in ("1", "0"):
         env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
@@ -307,9 +190,8 @@ def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_p
 
 CACHED_EVALUATION = """
 from crfsdca.estimators.compile_ahead import _cached
-from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.kernels.structures import chain_batch
-kernels = (chain_batch._chunk_loss, sdca_epoch._exact_gaps, chain_batch._chunk_predict)
+kernels = (chain_batch._chunk_loss, chain_batch._chunk_predict)
 print(" ".join(str(_cached(k)) for k in kernels))
 """
 
@@ -317,12 +199,11 @@ print(" ".join(str(_cached(k)) for k in kernels))
 @pytest.mark.slow
 def test_the_second_process_is_ready_once_the_run_s_evaluation_kernels_are_cached(tmp_path):
     """The compile-ahead process writes its ready line (where the fit goes on) once the exact
-    primal and the exact gap pass are in the cache, and the test set's Viterbi too when the
-    run scores one; without a test set it compiles the Viterbi afterwards, for the fitted
-    model's first predict."""
+    primal is in the cache, and the test set's Viterbi too when the run scores one; without a
+    test set it compiles the Viterbi afterwards, for the fitted model's first predict."""
     from crfsdca.estimators.compile_ahead import READY
 
-    for mode, at_ready in (("no-test", "True True"), ("test", "True True True")):
+    for mode, at_ready in (("no-test", "True"), ("test", "True True")):
         env = _cold_env(tmp_path / mode, CRFSDCA_COMPILE_AHEAD="0")
         ahead = subprocess.Popen(
             [sys.executable, "-m", "crfsdca.estimators.compile_worker", "float64", mode],
@@ -334,11 +215,11 @@ def test_the_second_process_is_ready_once_the_run_s_evaluation_kernels_are_cache
         finally:
             assert ahead.wait(timeout=1800) == 0
             ahead.stdout.close()
-        assert _cached_evaluation(env) == ["True"] * 3
+        assert _cached_evaluation(env) == ["True"] * 2
 
 
 def _cached_evaluation(env: dict[str, str]) -> list[str]:
-    """Whether the cache holds the exact primal, the exact gap pass and the Viterbi."""
+    """Whether the cache holds the exact primal and the Viterbi."""
     check = subprocess.run(
         [sys.executable, "-c", CACHED_EVALUATION], env=env, capture_output=True, text=True
     )
@@ -417,16 +298,25 @@ def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
 
 
 def test_compile_ahead_starts_no_process_where_it_has_nothing_to_do(monkeypatch):
-    """Only a chain SDCA fit has a second process compile its evaluation kernels, and never
-    with CRFSDCA_COMPILE_AHEAD=0 (these calls return before looking at the cache)."""
+    """Only a chain SDCA fit of the log-loss has a second process compile its evaluation
+    kernels (the hinge loss has other ones), and never with CRFSDCA_COMPILE_AHEAD=0 (on a cold
+    cache, where a chain SDCA fit starts one)."""
     from crfsdca.estimators import compile_ahead
 
+    commands = []
     monkeypatch.setenv(compile_ahead.ENV, "1")  # the suite's own setting is 0 (conftest.py)
+    monkeypatch.setattr(compile_ahead, "_cached", lambda dispatcher: False)
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", lambda c, **kw: commands.append(c))
     assert compile_ahead.start("lbfgs", "chain", 1) is None
     assert compile_ahead.start("sdca", "tree", 1) is None
     assert compile_ahead.start("sdca", "junction", 2) is None
+    assert compile_ahead.start("sdca", "chain", 1, loss="hinge") is None
+    assert commands == []
     monkeypatch.setenv(compile_ahead.ENV, "0")
     assert compile_ahead.start("sdca", "chain", 1) is None
+    assert commands == []
+    monkeypatch.setenv(compile_ahead.ENV, "1")
+    assert compile_ahead.start("sdca", "chain", 1) is not None and len(commands) == 1
 
 
 def test_compile_ahead_that_cannot_start_a_process_leaves_the_fit_to_compile(monkeypatch):
@@ -470,3 +360,76 @@ def test_a_loop_compiled_after_the_second_process_is_the_loop_compiled_alone(tmp
         assert train.returncode == 0, train.stderr
         weights[first] = SequenceCRF.load(model).weights_
     np.testing.assert_array_equal(weights["compile-ahead"], weights["nothing"])
+
+
+class _StartRecorder:
+    """compile_ahead.start replaced: records when it is called and starts a process that only
+    writes its ready line."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events, self.started = events, []
+
+    def __call__(self, *args, **kwargs):
+        from crfsdca.estimators.compile_ahead import CompileAhead
+
+        self.events.append("start")
+        code = "import os\ntry:\n    os.write(1, b'ready\\n')\nexcept BrokenPipeError:\n    pass"
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        self.started.append(CompileAhead(child))
+        return self.started[-1]
+
+
+@pytest.mark.filterwarnings("ignore::crfsdca.errors.ConvergenceWarning")
+def test_a_fit_starts_compiling_before_it_encodes_and_lets_the_process_go(monkeypatch):
+    """CRF.fit starts the compile-ahead process before it encodes the feature dicts (which run
+    while the process starts), waits for it in the fit, and lets it go (stdout closed, reaped
+    by a thread) whether the fit ends or fails while encoding."""
+    from crfsdca import CRF
+    from crfsdca.estimators import compile_ahead
+    from crfsdca.features.featuredicts import FeatureDictEncoder
+
+    events: list[str] = []
+    start = _StartRecorder(events)
+    monkeypatch.setattr(compile_ahead, "start", start)
+    encode = FeatureDictEncoder.fit_transform
+
+    def recorded(self, *args, **kwargs):
+        events.append("encode")
+        return encode(self, *args, **kwargs)
+
+    monkeypatch.setattr(FeatureDictEncoder, "fit_transform", recorded)
+    X, y = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}]], [["A", "B"], ["B"]]
+    CRF(max_iterations=2).fit(X, y)
+    monkeypatch.setattr(FeatureDictEncoder, "fit_transform", _refuse)
+    with pytest.raises(RuntimeError, match="refused"):
+        CRF().fit(X, y)
+    assert events == ["start", "encode", "start"]
+    for ahead in start.started:
+        assert ahead.process.stdout.closed
+        assert ahead.process.wait(timeout=60) == 0
+
+
+def _refuse(*args, **kwargs):
+    raise RuntimeError("refused")
+
+
+def test_train_starts_compiling_before_it_reads_its_data(monkeypatch, tmp_path):
+    """crfsdca train starts the compile-ahead process before it reads and encodes the data, and
+    lets it go when reading fails."""
+    from crfsdca.cli import inputs
+    from crfsdca.estimators import compile_ahead
+
+    events: list[str] = []
+    start = _StartRecorder(events)
+    monkeypatch.setattr(compile_ahead, "start", start)
+
+    def load(run, quiet):
+        events.append("read")
+        raise OSError(2, "No such file or directory", run["dataset"])
+
+    monkeypatch.setattr(inputs, "load_run_inputs", load)
+    result = CliRunner().invoke(main, ["train", str(_corpus(tmp_path)), "--format", "conll"])
+    assert result.exit_code == 1, result.output
+    assert events == ["start", "read"]
+    assert start.started[0].process.stdout.closed
+    assert start.started[0].process.wait(timeout=60) == 0

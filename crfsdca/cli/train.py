@@ -231,6 +231,19 @@ def train(
             )
 
 
+def _start_compile_ahead(run: dict[str, Any]):
+    """The process compiling a chain SDCA run's kernels on a cold numba cache
+    (``crfsdca.estimators.compile_ahead``), started before the data are read; None when there
+    is none to start. A registered data set has a test split, a file has the one ``--test``
+    gives."""
+    import data_loaders
+    from crfsdca.estimators import compile_ahead
+
+    test = run["test"] is not None or run["dataset"] in data_loaders.DATASETS
+    dtype = run["options"].get("dual_dtype", "float64")
+    return compile_ahead.start(run["solver"], "chain", 1, dtype, test, run.get("loss", "log"))
+
+
 def _check_paths(model_path, trace_path, checkpoint_dir, resume_dir) -> None:
     """Usage errors for paths that cannot be written or resumed, before any work."""
     check_output_path(model_path, "--model")
@@ -284,47 +297,53 @@ def _train(
     from crfsdca.features.sources import train_fingerprint
     from crfsdca.solvers.checkpoint import CheckpointWriter
 
-    inputs = load_run_inputs(run, quiet)
-    fingerprint = train_fingerprint(inputs.train)
-    if resume is not None and resume["run"].get("fingerprint") != fingerprint:
-        raise ValueError("the training data differs from the checkpointed run's; cannot resume")
-    # what a checkpoint records: the resolved format, and files by absolute path so that the
-    # run can be resumed from another folder
-    files = {k: os.path.abspath(run[k]) for k in ("dataset", "test") if _is_file(run[k])}
-    run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
-    model = SequenceCRF(
-        solver=run["solver"],
-        regularization=run["regularization"],
-        l1=run.get("l1", 0.0),
-        loss=run.get("loss", "log"),
-        n_bias_rows=bias_rows(inputs, run),
-        seed=run["seed"],
-        **run["options"],
-    )
-    max_epochs = model.solver_options.get("max_epochs") or config_default(
-        run["solver"], "max_epochs"
-    )
-    checkpointer = None
-    if checkpoint_dir:
-        checkpointer = CheckpointWriter(checkpoint_dir, run)
-
-    bar, callback = progress(max_epochs, quiet)
+    ahead = _start_compile_ahead(run)  # compiles while the data are read
     try:
-        model.fit(
-            inputs.train,
-            inputs.test,
-            encoder=inputs.encoder.to_dict(),
-            name=inputs.name,
-            callback=callback,
-            checkpointer=checkpointer,
-            checkpoint_every=checkpoint_every,
-            checkpoint_seconds=checkpoint_seconds,
-            state=resume["state"] if resume else None,
-            records=resume["records"] if resume else None,
-            score_test=score_test,
+        inputs = load_run_inputs(run, quiet)
+        fingerprint = train_fingerprint(inputs.train)
+        if resume is not None and resume["run"].get("fingerprint") != fingerprint:
+            raise ValueError("the training data differs from the checkpointed run's; cannot resume")
+        # what a checkpoint records: the resolved format, and files by absolute path so that the
+        # run can be resumed from another folder
+        files = {k: os.path.abspath(run[k]) for k in ("dataset", "test") if _is_file(run[k])}
+        run = {**run, **files, "fmt": inputs.fmt, "fingerprint": fingerprint}
+        model = SequenceCRF(
+            solver=run["solver"],
+            regularization=run["regularization"],
+            l1=run.get("l1", 0.0),
+            loss=run.get("loss", "log"),
+            n_bias_rows=bias_rows(inputs, run),
+            seed=run["seed"],
+            **run["options"],
         )
+        max_epochs = model.solver_options.get("max_epochs") or config_default(
+            run["solver"], "max_epochs"
+        )
+        checkpointer = None
+        if checkpoint_dir:
+            checkpointer = CheckpointWriter(checkpoint_dir, run)
+
+        bar, callback = progress(max_epochs, quiet)
+        try:
+            model.fit(
+                inputs.train,
+                inputs.test,
+                encoder=inputs.encoder.to_dict(),
+                name=inputs.name,
+                callback=callback,
+                checkpointer=checkpointer,
+                checkpoint_every=checkpoint_every,
+                checkpoint_seconds=checkpoint_seconds,
+                state=resume["state"] if resume else None,
+                records=resume["records"] if resume else None,
+                score_test=score_test,
+                ahead=ahead,
+            )
+        finally:
+            bar.close()
     finally:
-        bar.close()
+        if ahead is not None:
+            ahead.release()
     model.meta = model_meta(inputs, run)
     result = model.result_
     if result.stop_reason == "interrupted" and checkpointer is not None:

@@ -2,22 +2,26 @@
 
 On an empty cache a first chain SDCA fit spends most of its time in numba's compiler, one
 kernel after the other, on one core: the solver loop (``kernels.solvers.sdca_epoch._run_steps`` with
-its block oracle, line search and block update) and, apart from it, the evaluation kernels the
-monitor calls (the exact primal, the test set's Viterbi, the exact gap pass). When the
-evaluation kernels are not in the cache, :func:`start` runs a second process (``python -m
-crfsdca.estimators.compile_worker``) that compiles, into the shared cache and in the order the
-loop's typing reaches them after the block oracle, the block gap and the primal direction
-(``compile_block_parts``), then the line search and the block update (``compile_loop_parts``),
-for a chain run's argument types (the fit's loop loads them), then the evaluation kernels on a
-three-sentence corpus (``compile_evaluation``; the test set's Viterbi when the fit scores a test
-set). The fit compiles its solver loop first
-(``LoopSolver.solve``'s ``compile_ahead``) and waits for that process's :data:`READY` line
-before its first evaluation; a fit with no test set goes on while the process compiles the
-Viterbi for the fitted model's first ``predict`` (``compile_prediction``). The results
-are those of a run without it, bit for bit, whichever process gets to a shared callee first
-(only the order of compilation changes; the structure primitives, which the loop's typing
-meets on its way, are compiled in both processes and never read from the cache:
-``kernels.primitives.implements``); a warm cache starts no process.
+its block oracle, line search and block update, which also runs the exact gap passes) and,
+apart from it, the kernels of the dual start and of the evaluations the monitor calls (the
+exact primal, the test set's Viterbi). When the evaluation kernels are not in the cache,
+:func:`start` runs a second process (``python -m crfsdca.estimators.compile_worker``), before
+the fit reads and encodes its data (``crfsdca train``, ``CRF.fit``), that compiles into the
+shared cache, for a chain run's argument types: in the order the loop's typing reaches them
+after the block oracle, the block gap and the primal direction (``compile_block_parts``),
+then the line search and the block update (``compile_loop_parts``), which the fit's loop
+loads; then on a three-sentence corpus the kernels of the dual start and of the sampler, the
+exact primal and, when the fit scores a test set, its Viterbi (``compile_evaluation``).
+The fit compiles its loop before its dual start (``LoopSolver.solve``: ``compile_loop``), then
+loads the start's kernels and waits for that process's :data:`READY` line before its first
+evaluation; a fit with no test set goes on while the process compiles the Viterbi for the
+fitted model's first ``predict`` (``compile_prediction``). The results are those of a run
+without it, bit for bit, whichever process gets to a shared callee first (only the order of
+compilation changes; the structure primitives, which the loop's typing meets on its way, are
+compiled in both processes and never read from the cache:
+``kernels.primitives.implements``); a warm cache starts no process. The process is told the
+digest of the fit's kernel sources (:data:`DIGEST_ENV`, ``crfsdca.kernels.cache``) and ends
+at once, without its ready line, when the sources were edited since the fit imported them.
 
 ``CRFSDCA_COMPILE_AHEAD=0`` turns it off (the test suite does, to keep its processes to its
 workers).
@@ -38,11 +42,14 @@ __all__ = [
     "CompileAhead",
     "TINY_SENTENCES",
     "read_until_ready",
+    "same_sources",
     "start",
     "tiny_inputs",
 ]
 
 ENV = "CRFSDCA_COMPILE_AHEAD"
+#: the digest of the kernel sources the fit runs (``crfsdca.kernels.cache``), told to the process
+DIGEST_ENV = "CRFSDCA_KERNELS_DIGEST"
 
 #: a corpus small enough to compile on (CoNLL-2000's columns: word, POS tag, chunk tag)
 TINY_SENTENCES = (
@@ -96,11 +103,13 @@ class CompileAhead:
 
     def __init__(self, process: subprocess.Popen) -> None:
         self.process = process
+        self._released = False
 
     def wait(self) -> None:
-        """Wait for the run's kernels (a failure there only means they compile here). The
-        process may go on compiling the Viterbi for a later prediction: a daemon thread reaps
-        it, and it is left to end on its own."""
+        """Wait for the run's kernels (a failure there only means they compile here), then
+        :meth:`release` the process (once waited, this returns at once)."""
+        if self._released:
+            return
         try:
             read_until_ready(self.process.stdout)
         except BaseException:  # interrupted while waiting
@@ -108,29 +117,65 @@ class CompileAhead:
             self.process.wait()
             raise
         finally:
-            self.process.stdout.close()
+            self.release()
+
+    def release(self) -> None:
+        """Stop listening to the process: it may go on compiling (the Viterbi for a later
+        prediction, or all of it when the fit failed before its loop), a daemon thread reaps
+        it, and it is left to end on its own."""
+        if self._released:
+            return
+        self._released = True
+        self.process.stdout.close()
         threading.Thread(target=self.process.wait, daemon=True).start()
 
 
 def start(
-    solver: str, graph: str, order: int, dual_dtype: str = "float64", test: bool = True
+    solver: str,
+    graph: str,
+    order: int,
+    dual_dtype: str = "float64",
+    test: bool = True,
+    loss: str = "log",
 ) -> CompileAhead | None:
     """Start compiling the evaluation kernels of a chain SDCA run in a second process, when
-    they are not cached yet (else, for other solvers and structures, or with ``ENV`` = 0:
-    None); ``test``: whether the run scores a test set (else its Viterbi is left to the first
-    prediction)."""
-    if os.environ.get(ENV, "1") == "0" or solver != "sdca" or graph != "chain" or order != 1:
+    they are not cached yet (else, for other solvers, structures and losses, or with ``ENV`` =
+    0: None); ``test``: whether the run scores a test set (else its Viterbi is left to the first
+    prediction). Called before the run reads and encodes its data (``crfsdca train``,
+    ``CRF.fit``), so that the process starts meanwhile; the fit waits for it
+    (``SequenceCRF.fit``'s ``ahead``)."""
+    if os.environ.get(ENV, "1") == "0" or (solver, graph, order, loss) != (
+        "sdca",
+        "chain",
+        1,
+        "log",
+    ):
         return None
+    from crfsdca.kernels import cache
     from crfsdca.kernels.structures import chain_batch as batch
 
     if _cached(batch._chunk_loss):
         return None
     command = [sys.executable, "-m", "crfsdca.estimators.compile_worker", dual_dtype]
     command.append("test" if test else "no-test")
+    env = dict(os.environ, **{DIGEST_ENV: cache.current().digest})
     try:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         )
     except OSError:  # no process to be had (limits, no interpreter path): compile here
         return None
     return CompileAhead(process)
+
+
+def same_sources() -> bool:
+    """Whether this process compiles the kernel sources the fit that started it runs (they
+    were not edited in between; else its cache folder is another one, of no use to the fit)."""
+    from crfsdca.kernels import cache
+
+    expected = os.environ.get(DIGEST_ENV)
+    return expected is None or expected == cache.current().digest

@@ -5,12 +5,13 @@ writes the :data:`~crfsdca.estimators.compile_ahead.READY` line the fit waits fo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from crfsdca.estimators.compile_ahead import READY, tiny_inputs
+from crfsdca.estimators.compile_ahead import READY, same_sources, tiny_inputs
 
 
 def _tiny_problem():
@@ -40,19 +41,21 @@ def compile_block_parts(dual_dtype: str) -> None:
 
 
 def compile_evaluation(dual_dtype: str, test: bool = True) -> None:
-    """Call the evaluation kernels of a chain SDCA run once, on ``TINY_SENTENCES``: the
-    exact primal, the test set's Viterbi (if ``test``) and the exact gap pass (on
-    ``dual_dtype`` duals)."""
-    from crfsdca.kernels.solvers import sdca_epoch
+    """Call the kernels a chain SDCA run calls outside its loop once, on ``TINY_SENTENCES``:
+    those of the dual start (on ``dual_dtype`` duals) and of its sampler, which the run calls
+    after compiling its loop (``LoopSolver.solve``), the exact primal and the test set's
+    Viterbi (if ``test``). The exact gap pass runs the loop's own kernel
+    (``sdca_epoch.exact_gaps``)."""
     from crfsdca.solvers.sdca import SDCA, SDCAConfig
 
     problem = _tiny_problem()
-    dual = SDCA(SDCAConfig(dual_dtype=dual_dtype)).initial_state(problem).dual
+    solver = SDCA(SDCAConfig(dual_dtype=dual_dtype))
+    state = solver.initial_state(problem)  # the kernels of the dual start
+    solver.runner(problem, state)  # its sampler's
+    dual = state.dual
     problem.primal(dual.weights)
     if test:
         problem.test_oracle.predict(dual.weights)
-    blocks = problem.structure.blocks
-    sdca_epoch.exact_gaps(blocks, dual.log_edge, dual.log_node, dual.weights)
 
 
 def compile_prediction() -> None:
@@ -63,13 +66,17 @@ def compile_prediction() -> None:
 
 
 if __name__ == "__main__":
+    if not same_sources():
+        sys.exit(1)  # no ready line: the fit compiles its kernels itself
     dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
     test = sys.argv[2:3] != ["no-test"]
     compile_block_parts(dtype)
     compile_loop_parts(dtype)
     compile_evaluation(dtype, test=test)
-    sys.stdout.buffer.write(READY)  # the run goes on from here
-    sys.stdout.flush()
+    # the run goes on from here; a fit that stopped listening (it failed before its loop)
+    # closed the pipe: the kernels are cached all the same
+    with contextlib.suppress(BrokenPipeError):
+        os.write(sys.stdout.fileno(), READY)
     if not test:  # the run scores no test set: the Viterbi for its model's first predict
         compile_prediction()
     # end without the interpreter's teardown (about 0.3 s of unloading numba and LLVM)

@@ -75,7 +75,8 @@ class CRF(FittedAttributes, Predictions, _Base):
     Parameters
     ----------
     algorithm : str or None
-        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"``, ``"lbfgs"`` (None
+        ``"sdca"`` (default), ``"sag-nus"``, ``"sag-nus-skip"``, ``"oeg"``, ``"spdc-df"``
+        (the adaptive dual-free SPDC of Wang & Xiao 2017), ``"lbfgs"`` (None
         means ``"lbfgs"``, as in sklearn-crfsuite), or CRFsuite's other algorithms ``"l2sgd"``,
         ``"ap"``, ``"pa"``, ``"arow"`` with CRFsuite's parameters and semantics
         (:mod:`crfsdca.solvers.online`, :mod:`crfsdca.solvers.l2sgd`).
@@ -313,10 +314,6 @@ calibration_max_trials : optional
         min_freq = check_min_freq(self.min_freq)
         if self.model_filename is not None:
             check_model_filename(self.model_filename, kind)
-        encoder = FeatureDictEncoder()
-        train = encoder.fit_transform(X, y)
-        dev = None if X_dev is None else encoder.transform(X_dev, y_dev, "X_dev")
-        train, dev = fit_graphs(train, dev, graphs, graphs_dev)
         model = SequenceCRF(
             solver=solver,
             regularization=lam,
@@ -328,10 +325,21 @@ calibration_max_trials : optional
             **flags,
             **options,
         )
-        callback = log_line if self.verbose else None
-        with one_blas_thread(), fit_threads(self.n_jobs):
-            model.fit(train, dev, encoder=encoder.encoder.to_dict(), name="X",
-                      callback=callback, dropped=encoder.dropped_)  # fmt: skip
+        # on a cold numba cache a second process starts compiling while the data are encoded
+        graph = "chain" if graphs is None else "tree"
+        ahead = model.start_compile_ahead(graph, order, test=X_dev is not None)
+        try:
+            encoder = FeatureDictEncoder()
+            train = encoder.fit_transform(X, y)
+            dev = None if X_dev is None else encoder.transform(X_dev, y_dev, "X_dev")
+            train, dev = fit_graphs(train, dev, graphs, graphs_dev)
+            callback = log_line if self.verbose else None
+            with one_blas_thread(), fit_threads(self.n_jobs):
+                model.fit(train, dev, encoder=encoder.encoder.to_dict(), name="X",
+                          callback=callback, dropped=encoder.dropped_, ahead=ahead)  # fmt: skip
+        finally:
+            if ahead is not None:
+                ahead.release()
         self._finish(model, encoder, train)
         return self
 

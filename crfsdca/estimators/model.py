@@ -198,6 +198,7 @@ class SequenceCRF:
         records: list[dict[str, Any]] | None = None,
         dropped: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
         score_test: str = "every",
+        ahead: compile_ahead.CompileAhead | str | None = "start",
     ) -> SequenceCRF:
         """Train on ``train``; ``test`` is scored at every monitoring pass (``score_test=
         "every"``), only in the final record (``"end"``) or never (``"never"``).
@@ -210,7 +211,9 @@ class SequenceCRF:
         first); ``checkpointer(state, trace)`` is called every ``checkpoint_every`` epochs
         and/or every ``checkpoint_seconds`` of wall time (None: not by that measure).
         ``dropped`` completes CRFsuite's sparse model (see
-        :func:`crfsdca.features.observed_features`).
+        :func:`crfsdca.features.observed_features`). ``ahead``: the process compiling the
+        run's kernels on a cold cache (:meth:`start_compile_ahead`), started before the data were
+        encoded, or None; ``"start"`` starts it here.
         """
         train, test = fit_data(train, test, self.order)
         problem = self._problem(train, test, name, dropped)
@@ -227,17 +230,28 @@ class SequenceCRF:
         )
         if records:
             monitor.trace.records[:] = [TraceRecord.from_json(r) for r in records]
-        dtype = self.solver_options.get("dual_dtype", "float64")
-        ahead = compile_ahead.start(
-            self.solver, graph_of(train), data_order(train), dtype, test is not None
-        )
-        if ahead is None:
-            result = solver.solve(problem, monitor, state)
-        else:
-            result = solver.solve(problem, monitor, state, compile_ahead=ahead)
+        if ahead == "start":
+            ahead = self.start_compile_ahead(graph_of(train), data_order(train), test is not None)
+        try:
+            if ahead is None:
+                result = solver.solve(problem, monitor, state)
+            else:
+                result = solver.solve(problem, monitor, state, compile_ahead=ahead)
+        finally:
+            if ahead is not None:
+                ahead.release()
         self.adopt(problem, result, encoder=encoder)
         self.test_scores_ = monitor.final_test_scores()
         return self
+
+    def start_compile_ahead(
+        self, graph: str = "chain", order: int = 1, test: bool = True
+    ) -> compile_ahead.CompileAhead | None:
+        """The second process compiling this model's kernels on a cold numba cache, for a fit
+        on ``graph`` data of ``order`` (None when there is none to start:
+        :func:`crfsdca.estimators.compile_ahead.start`); to be passed to :meth:`fit`."""
+        dtype = self.solver_options.get("dual_dtype", "float64")
+        return compile_ahead.start(self.solver, graph, order, dtype, test, self.loss)
 
     def adopt(
         self, problem: Problem, result: SolverResult, *, encoder: dict[str, Any] | None = None

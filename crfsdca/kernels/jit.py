@@ -39,6 +39,8 @@ from numba.core.compiler_machinery import LoweringPass, register_pass
 from numba.core.registry import CPUDispatcher
 from numba.core.typed_passes import AnnotateTypes
 
+from crfsdca.kernels.cache import LOCATORS, KernelCache, kernel_cache
+
 __all__ = ["njit"]
 
 #: numba's options for a function only compiled code calls
@@ -65,13 +67,16 @@ class Kernel(CPUDispatcher):
             options = {k: v for k, v in self.targetoptions.items() if k != "nopython"}
             callee = numba.njit(pipeline_class=CalleeCompiler, **options, **CALLEE_OPTIONS)(copy)
             if self._cache_enabled:
-                callee._cache = CalleeCache(copy)
+                callee._cache = kernel_cache(CalleeCache, copy)
             callee = self.__dict__.setdefault("_callee", callee)
         return callee
 
     @property
     def _numba_type_(self):
         return types.Dispatcher(self.callee)
+
+    def enable_caching(self) -> None:
+        self._cache = kernel_cache(KernelCache, self.py_func)
 
     def add_overload(self, cres):
         super().add_overload(cres)
@@ -83,10 +88,13 @@ def njit(func=None, *, cache: bool = False, **options):
     """``numba.njit`` (same arguments) whose callers compile without its Python wrappers."""
     if func is not None:
         return njit(cache=cache, **options)(func)
-    if options.get("inline", "never") != "never":
-        return numba.njit(cache=cache, **options)
 
     def decorate(f):
+        if options.get("inline", "never") != "never":
+            inlined = numba.njit(**options)(f)
+            if cache:
+                inlined._cache = kernel_cache(KernelCache, f)
+            return inlined
         kernel = Kernel(py_func=f, locals={}, targetoptions={"nopython": True, **options})
         kernel._cache_enabled = cache
         if cache:
@@ -166,6 +174,8 @@ class CalleeCompiler(compiler.Compiler):
 
 
 class _CalleeCacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = LOCATORS
+
     def rebuild(self, target_context, payload):
         (name, kind, bitcode), *rest = payload
         if kind != "bitcode":  # an entry written before callees were kept as IR

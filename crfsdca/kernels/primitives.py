@@ -53,7 +53,13 @@ OEG (``crfsdca.kernels.solvers.oeg_epoch``) reads an example through three, on t
 ``oeg_trial(s, i, eta, w, lam_n, sws)``     mu' at rate eta (one oracle call); returns
                                             (log Z, H~(mu'), the dual gain)
 ``oeg_accept(s, i, dual, w, sws)``          mu_i <- mu' and w += its primal change
+``oeg_change(s, i, sws)``                   the last trial's primal change v, as rows of K:
+                                            (attribute rows (U, K), the other rows)
 ==========================================  ==============================================
+
+The adaptive primal-dual method (``crfsdca.kernels.solvers.spdc_epoch``) takes its dual step
+through the same three at the rate sigma / (1 + sigma), and moves its own primal iterate along
+``oeg_change``.
 
 Every block is read through its runs (:class:`RunTable`, :class:`BlockRuns`): where its entries
 live in the dual state and with which entropy coefficient. The types here (runs, block buffers,
@@ -217,6 +223,12 @@ def oeg_trial(structure, i, eta, w, lam_n, sws):
 
 def oeg_accept(structure, i, dual, w, sws):
     """Store the last trial's mu' as mu_i and add its primal change to w."""
+    raise NotImplementedError
+
+
+def oeg_change(structure, i, sws):
+    """(emit (U, K), rest (R, K)): the compact v of the last trial, rows at the example's
+    distinct attributes, then rows A to A + R - 1 of w (R = ``sag_rest_rows``)."""
     raise NotImplementedError
 
 

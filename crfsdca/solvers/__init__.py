@@ -8,7 +8,7 @@ module such as :mod:`crfsdca.solvers.trace` does not load the numba kernels.
 from importlib import import_module
 
 _REGISTRY = {
-    "AP", "AROW", "L2SGD", "LBFGS", "OEG", "PA", "SAGNUS", "SDCA", "SOLVERS", "LBFGSConfig",
+    "AP", "AROW", "L2SGD", "LBFGS", "OEG", "PA", "SAGNUS", "SDCA", "SOLVERS", "SPDC", "LBFGSConfig",
     "SAGNUSSkip", "SDCAConfig", "SolverConfig", "SolverResult",
 }  # fmt: skip
 

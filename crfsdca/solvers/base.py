@@ -95,6 +95,20 @@ def _nonzeros(last: Any) -> dict[str, int]:
     return {} if count is None else {"nonzero_weights": int(count)}
 
 
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """ValueError naming option ``name`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def check_dual_start(init_epsilon: float, gibbs_score: float) -> None:
+    """ValueError for the parameters of a smoothed or Gibbs dual start out of range."""
+    if not 0.0 < init_epsilon <= 1.0:
+        raise ValueError(f"init_epsilon must be in (0, 1]; got {init_epsilon}")
+    if not np.isfinite(gibbs_score):
+        raise ValueError(f"gibbs_score must be finite; got {gibbs_score}")
+
+
 def refuse_l1(name: str, problem: Any) -> None:
     """ValueError for a solver without an l1 term given an elastic-net problem."""
     if getattr(problem, "l1", 0.0) > 0:

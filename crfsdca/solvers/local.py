@@ -27,7 +27,12 @@ from crfsdca.kernels.solvers import hinge, sdca_epoch, trees
 from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
-from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
+from crfsdca.solvers.sdca_config import (
+    LINE_SEARCH_METHODS,
+    LINE_SEARCH_STARTS,
+    SDCAConfig,
+    SDCAState,
+)
 from crfsdca.structures.hinge import exact as hinge_exact
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
@@ -119,6 +124,7 @@ class LocalSDCA(Runner):
             non_uniformity=float(cfg.non_uniformity),
             stop_gap=float(stop_gap),
             line_search_start=LINE_SEARCH_STARTS.index(cfg.line_search_start),
+            line_search_method=LINE_SEARCH_METHODS.index(cfg.line_search_method),
         )
 
     def kernel_args(
@@ -257,7 +263,7 @@ class LocalSDCA(Runner):
         if self.hinge is not None:
             _, gaps = hinge_exact(blocks, d.log_edge, d.log_node, d.weights)
         else:
-            gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights)
+            gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights, self.prox)
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
         d.gap_estimates[:] = gaps
         self.sampler.rebuild(gaps)

@@ -72,18 +72,25 @@ class LoopSolver(ConfiguredSolver):
     def runner(self, problem: Problem, state: Any) -> Runner:
         raise NotImplementedError
 
+    def compile_loop(self, problem: Problem) -> None:
+        """Compile (or load) the kernel of the steps on ``problem`` before the run's start
+        exists, where the argument types allow (else the runner's ``compile_kernels`` does)."""
+
     def solve(
         self, problem: Problem, monitor: Monitor, state: Any = None, compile_ahead: Any = None
     ) -> SolverResult:
         """Run from ``state`` (or :meth:`initial_state`) until a stopping rule fires.
 
         ``compile_ahead``: a process compiling the evaluation kernels on a cold cache
-        (``crfsdca.estimators.compile_ahead``); the runner compiles its own kernels meanwhile,
-        then waits for it before the first evaluation."""
+        (``crfsdca.estimators.compile_ahead``); the solver compiles its loop meanwhile (before
+        the start of a new run: :meth:`compile_loop`), then waits for it before the first
+        evaluation."""
         if not self.trains_l1:
             refuse_l1(self.name, problem)
         if not self.trains_hinge:
             refuse_hinge(self.name, problem)
+        if compile_ahead is not None and state is None:
+            self.compile_loop(problem)
         state = state or self.initial_state(problem)
         runner = self.runner(problem, state)
         if compile_ahead is not None:

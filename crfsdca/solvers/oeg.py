@@ -27,14 +27,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crfsdca.kernels.solvers import oeg, oeg_epoch
-from crfsdca.solvers.base import (
-    RunState,
-    SolverConfig,
-    option,
-)
+from crfsdca.solvers.base import RunState, SolverConfig, check_dual_start, option
 from crfsdca.solvers.loop import LoopSolver, Runner, chunk_budget
 from crfsdca.solvers.sag_nus import DRAW_BLOCK
 from crfsdca.solvers.sdca import _check_memory as check_memory
+from crfsdca.solvers.sdca import initial_dual
 from crfsdca.structures.dual import (
     DualState,
 )
@@ -80,10 +77,7 @@ class OEGConfig(SolverConfig):
             raise ValueError(f"learning_rate_growth must be >= 1; got {self.learning_rate_growth}")
         if self.max_halvings < 0:
             raise ValueError(f"max_halvings must be >= 0; got {self.max_halvings}")
-        if not 0.0 < self.init_epsilon <= 1.0:
-            raise ValueError(f"init_epsilon must be in (0, 1]; got {self.init_epsilon}")
-        if not np.isfinite(self.gibbs_score):
-            raise ValueError(f"gibbs_score must be finite; got {self.gibbs_score}")
+        check_dual_start(self.init_epsilon, self.gibbs_score)
 
 
 @dataclass(kw_only=True)
@@ -128,10 +122,7 @@ class OEG(LoopSolver):
         need, detail = structure.dual_size(np.float64)
         what = f"the OEG dual state {detail}".rstrip()
         check_memory(need, what, "use fewer sequences (--max-sequences)")
-        if cfg.init == "gibbs":
-            dual = structure.gibbs_dual(cfg.gibbs_score)
-        else:
-            dual = structure.smoothed_dual(1.0 if cfg.init == "uniform" else cfg.init_epsilon)
+        dual = initial_dual(problem, cfg)
         rng = np.random.default_rng(cfg.seed)
         n = problem.n_sequences
         return OEGState(

@@ -196,7 +196,7 @@ def chain_dims(problem: Problem, name: str) -> tuple[int, int, int]:
     if not isinstance(problem.train, SequenceData) or fm.n_edge_types != 1:
         raise ValueError(
             f"{name} (a CRFsuite algorithm) trains linear chains of the first order only, not trees"
-            " or junction trees; sdca, sag-nus, sag-nus-skip, oeg and lbfgs train them"
+            " or junction trees; sdca, sag-nus, sag-nus-skip, oeg, spdc-df and lbfgs train them"
         )
     return (fm.n_attributes, fm.n_labels, fm.n_bias_rows)
 

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from crfsdca.kernels.solvers import sdca_epoch
 from crfsdca.solvers.base import SolverConfig
 from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import LoopSolver
@@ -56,6 +57,14 @@ class SDCA(LoopSolver):
             return TeamSDCA(problem, self.config, state, threads)
         return LocalSDCA(problem, self.config, state)
 
+    def compile_loop(self, problem: Problem) -> None:
+        """The serial step loop of a log-loss run without an l1 term (Prox-SDCA's arrays, the
+        hinge loss's buffers and a team of threads come with the state); its kernels of the
+        dual start are left to the compile-ahead process."""
+        serial = step_threads(self.config.threads, problem.train.n_sequences) == 1
+        if serial and problem.l1 <= 0.0 and problem.loss == "log":
+            sdca_epoch.compile_loop(problem.structure.blocks, self.config.dual_dtype)
+
 
 def _fixes(dtype: np.dtype) -> str:
     """What shrinks a dual state: float32 log-marginals (unless they are already), fewer
@@ -88,13 +97,16 @@ def _available_memory() -> int | None:
     return None
 
 
-def initial_dual(problem: Problem, config: SDCAConfig, dtype=np.float64) -> DualState:
-    """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly);
-    the hinge loss starts at the gold corner (``structures.hinge.gold_corner``)."""
+def initial_dual(problem: Problem, config, dtype=np.float64) -> DualState:
+    """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly):
+    ``smoothed`` (epsilon ``config.init_epsilon``), ``gibbs`` (``config.gibbs_score``) or
+    ``uniform`` (OEG's and SPDC's: the smoothed start at epsilon = 1); the hinge loss starts
+    at the gold corner (``structures.hinge.gold_corner``)."""
     if getattr(problem, "loss", "log") == "hinge":
         from crfsdca.structures.hinge import gold_corner
 
         return gold_corner(problem, dtype)
     if config.init == "gibbs":
         return problem.structure.gibbs_dual(config.gibbs_score, dtype)
-    return problem.structure.smoothed_dual(config.init_epsilon, dtype)
+    epsilon = 1.0 if config.init == "uniform" else config.init_epsilon
+    return problem.structure.smoothed_dual(epsilon, dtype)

@@ -56,9 +56,9 @@ Using them
 LLVM inlines it into the caller's loop before vectorizing (same code, same bits), instead of
 numba inlining and retyping their bodies at every call site, which cost about 2 CPU s of a first
 ``crfsdca train`` (BENCHMARKS §7). The others are ``@njit(inline="always")``, so numba inlines
-them into any njit caller (also ``cache=True, nogil=True`` ones in other modules). Numba's cache
-does not track either dependency: after editing this file, clear the ``__pycache__`` entries of
-cached callers (or touch their source files).
+them into any njit caller (also ``cache=True, nogil=True`` ones in other modules). numba's cache
+alone tracks neither dependency; the kernels' cache folder is keyed on all their sources
+(:mod:`crfsdca.kernels.cache`), so an edit here reaches every cached caller.
 
 Loop shapes that vectorize (checked on this machine with numba 0.68 / llvmlite 0.50, by packed
 ``ymm`` instructions in ``inspect_asm`` and by timing)::

@@ -32,7 +32,7 @@ from crfsdca.kernels.primitives import (
 )
 from crfsdca.kernels.solvers import trees
 from crfsdca.kernels.solvers.hinge import hinge_step
-from crfsdca.kernels.solvers.line_search import line_search, model_start
+from crfsdca.kernels.solvers.line_search import line_search, model_start, safe_newton
 from crfsdca.kernels.solvers.prox import prepare
 from crfsdca.kernels.solvers.sdca import _update_range, block_gap_given_nu, update_block
 from crfsdca.kernels.solvers.team import move
@@ -40,6 +40,7 @@ from crfsdca.kernels.structures import chain_blocks, junction_blocks, tree_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
+CRFSDCA, PAPER = 0, 1  # line-search methods (SDCAConfig.line_search_method)
 
 
 class StepParams(NamedTuple):
@@ -53,6 +54,8 @@ class StepParams(NamedTuple):
     non_uniformity: float  # probability of drawing from the scheme's law (else uniform)
     stop_gap: float  # stop once the running gap estimate is <= this (< 0: never)
     line_search_start: int  # HALF, PREVIOUS or MODEL
+    line_search_method: int = CRFSDCA  # CRFSDCA (predictor, then rtsafe) or PAPER (safe_newton)
+    gaps_only: bool = False  # no step: each drawn example's exact block gap (``exact_gaps``)
 
 
 class DualArrays(NamedTuple):
@@ -138,6 +141,11 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
     # choice: one compiled line search serves both)
     in_place = outs is not None and n_low == 0.0
     tol, max_newton = params.tol, params.max_newton
+    if params.line_search_method == PAPER:
+        gamma, its, status, have_logs, h = safe_newton(
+            bufs, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
+        )
+        return gamma, its, status, have_logs, h, 0, in_place, cycles() - c3
     gamma, its, status, have_logs, h, n32 = line_search(
         bufs, b32, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
     )
@@ -171,6 +179,8 @@ def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
     # the float32 copies serve the line search only, but one compiled variant serves fixed steps
     gap, fp0, n_low = block_gap_given_nu(mu_arrays, runs, bufs, b32)
     c2 = cycles()
+    if params.gaps_only:  # an exact gap pass (``exact_gaps``): the block is not moved
+        return gap, 0.0, 0, 0, (c1 - c0, c2 - c1, 0), 0
     kappa = -scale / lam_n
     b = block_direction(structure, i, bufs, sws, kappa)
     if prox is None:  # decided at compile time
@@ -266,22 +276,6 @@ def _gap_sum(gaps, examples):
 
 
 @njit(cache=True, nogil=True)
-def _exact_gaps(structure, mu_arrays, w, lo, hi, gaps, ws):
-    """gaps[i] = KL~(mu_i || nu_i(w)) for examples lo..hi-1 (one oracle call each, in the
-    workspace ``ws`` of ``make_workspace``); nan where the oracle is non-finite. Releases the
-    GIL: the wrapper runs chunks on threads."""
-    bufs, b32, sws = ws
-    for i in range(lo, hi):
-        log_z = block_oracle(structure, i, w, sws, bufs)
-        if not np.isfinite(log_z):
-            gaps[i] = np.nan
-            continue
-        runs = block_runs(structure.runs, i)
-        # b32 filled but unused: the block gap compiled for the SDCA steps serves here too
-        gaps[i] = block_gap_given_nu(mu_arrays, runs, bufs, b32)[0]
-
-
-@njit(cache=True, nogil=True)
 def _all_entropies(table, log_edge, log_node):
     """H~(mu_i) of every block from the stored logs (0 log 0 = 0)."""
     n = table.start.shape[0] - 1
@@ -337,13 +331,38 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     logs = np.zeros(1, dual_dtype)
     per_example = np.zeros(1)
     dual = DualArrays(logs, logs, per_example, per_example, per_example)
-    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
+    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF, CRFSDCA)
     bufs, b32 = _block_buffers(1)  # their types only
     x = 0.0
     search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None)
     _search.callee.compile(tuple(typeof(a) for a in search))
     update = (x, logs, 0, bufs, 0, 0, x, True)  # ``update_block``'s loop over the runs
     _update_range.callee.compile(tuple(typeof(a) for a in update))
+
+
+def loop_args(structure, dual_dtype) -> EpochArgs:
+    """``_run_steps``'s arguments for ``structure`` (a structure's kernel type) and a dual of
+    ``dual_dtype`` without an elastic net, as a run passes them, but of arrays of length 1
+    and no draws: no step is taken. A first run compiles its loop on them before its dual start
+    exists, while a second process compiles the kernels of the start
+    (``crfsdca.estimators.compile_ahead``); a type that differs from the run's only means the
+    run compiles its own."""
+    logs = np.zeros(1, dual_dtype)
+    per_example = np.zeros(1)
+    return EpochArgs(
+        structure=structure,
+        dual=DualArrays(logs, logs, per_example, per_example, per_example),
+        w=np.zeros(1),
+        sampler=Sampler(UNIFORM, np.zeros(1), np.zeros(1)),
+        params=StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF),
+        draws=np.zeros((0, 2)),
+        ws=make_workspace(structure),
+    )
+
+
+def compile_loop(structure, dual_dtype) -> None:
+    """Compile (or load) ``_run_steps`` on :func:`loop_args`."""
+    run_steps(loop_args(structure, dual_dtype))
 
 
 def compile_block_parts(structure, dual_dtype) -> None:
@@ -383,24 +402,39 @@ def run_steps(args: EpochArgs):
     return int(done), int(status), stats
 
 
-def exact_gaps(structure, log_edge, log_node, w):
-    """Exact block gaps of the dual state (flat views of its clique and node arrays), in
-    chunks on numba's number of threads (the kernel releases the GIL; each gap is computed
-    alone, so the result does not depend on the threads)."""
+def exact_gaps(structure, log_edge, log_node, w, prox=None):
+    """Exact block gaps of the dual state (flat views of its clique and node arrays) at w:
+    ``_run_steps`` with ``StepParams.gaps_only`` over every example in order (one oracle call
+    and the block gap each, no step), so that the SDCA loop's compiled code serves the exact
+    passes too (``prox``: the run's, for the same specialisation; it is not read; the log-loss
+    only: the hinge loss has its own exact pass, ``structures.hinge``). In chunks on
+    numba's number of threads (the kernel releases the GIL; each gap is computed alone, so the
+    result does not depend on the threads); nan from a non-finite oracle on."""
     n = structure.runs.start.size - 1
-    gaps = np.empty(n)
-    mu_arrays = (_flat(log_edge), _flat(log_node))
+    gaps = np.zeros(n)
+    unused = np.zeros(0)
+    dual = DualArrays(_flat(log_edge), _flat(log_node), unused, gaps, unused)
+    sampler = Sampler(UNIFORM, np.zeros(1), np.zeros(1))
+    params = StepParams(1.0, 1.0, 1.0, 1, -1.0, 0.0, -1.0, HALF, gaps_only=True)
     threads = max(1, min(n, get_num_threads()))
     bounds = [n * c // threads for c in range(threads + 1)]
-    workspaces = [make_workspace(structure) for _ in range(threads)]
+
+    def chunk(lo, hi):
+        draws = np.zeros((hi - lo, 2))
+        draws[:, 1] = (np.arange(lo, hi) + 0.5) / n  # the uniform law reads example i there
+        ws = make_workspace(structure)
+        # every argument passed, as a run passes them (an omitted default is another type)
+        args = (structure, dual, w, sampler, params, draws, ws, prox, None, None)
+        done, status, _ = _run_steps(*args)
+        if status:
+            gaps[status - 1 : hi] = np.nan  # the chunk stopped there
+        return done
+
     if threads == 1:
-        _exact_gaps(structure, mu_arrays, w, 0, n, gaps, workspaces[0])
+        chunk(0, n)
         return gaps
     with ThreadPoolExecutor(threads) as pool:
-        jobs = [
-            pool.submit(_exact_gaps, structure, mu_arrays, w, lo, hi, gaps, ws)
-            for lo, hi, ws in zip(bounds[:-1], bounds[1:], workspaces, strict=True)
-        ]
+        jobs = [pool.submit(chunk, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         for job in jobs:
             job.result()
     return gaps

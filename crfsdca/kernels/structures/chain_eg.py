@@ -34,7 +34,7 @@ import numpy as np
 
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics.fastmath import add_reassoc, fast_exp
-from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
+from crfsdca.kernels.primitives import implements, oeg_accept, oeg_change, oeg_prepare, oeg_trial
 from crfsdca.kernels.structures.chain import unary_scores
 from crfsdca.kernels.structures.chain_blocks import ChainBlocks, add_features
 from crfsdca.kernels.structures.chain_pairwise import pairwise_marginals
@@ -196,6 +196,13 @@ def _oeg_accept(s, i, dual, w, sws):
     sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
     emit, rest = sws.direction
     scatter_rows(sa, s.dims[0], emit[: sa.shape[0]], rest, w, s.dims[1])
+
+
+@implements(oeg_change, ChainBlocks)
+def _oeg_change(s, i, sws):
+    lay = s.layout
+    emit, rest = sws.direction
+    return emit[: lay.uattr_offsets[i + 1] - lay.uattr_offsets[i]], rest
 
 
 @njit(cache=True, nogil=True)

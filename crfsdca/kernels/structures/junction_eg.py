@@ -35,7 +35,7 @@ import numpy as np
 
 from crfsdca.kernels.jit import njit
 from crfsdca.kernels.numerics import segments
-from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
+from crfsdca.kernels.primitives import implements, oeg_accept, oeg_change, oeg_prepare, oeg_trial
 from crfsdca.kernels.structures.direction import compact_dot, scatter_rows
 from crfsdca.kernels.structures.junction import projection
 from crfsdca.kernels.structures.junction_batch import potentials
@@ -157,6 +157,14 @@ def _oeg_accept(s, i, dual, w, sws):
     lay = s.layout
     sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
     scatter_rows(sa, A, emit[: sa.shape[0]], rest.reshape((rest.shape[0] // K, K)), w, K)
+
+
+@implements(oeg_change, JunctionBlocks)
+def _oeg_change(s, i, sws):
+    lay, K = s.layout, s.dims[1]
+    emit, rest = sws.direction
+    U = lay.uattr_offsets[i + 1] - lay.uattr_offsets[i]
+    return emit[:U], rest.reshape((rest.shape[0] // K, K))
 
 
 # -- thin Python wrappers ------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from crfsdca.kernels.jit import njit
-from crfsdca.kernels.primitives import implements, oeg_accept, oeg_prepare, oeg_trial
+from crfsdca.kernels.primitives import implements, oeg_accept, oeg_change, oeg_prepare, oeg_trial
 from crfsdca.kernels.structures.direction import compact_dot, scatter_rows
 from crfsdca.kernels.structures.tree import tree_entropy_terms, tree_unary
 from crfsdca.kernels.structures.tree_blocks import TreeBlocks, add_features
@@ -191,6 +191,13 @@ def _oeg_accept(s, i, dual, w, sws):
     sa = lay.slot_attrs[lay.uattr_offsets[i] : lay.uattr_offsets[i + 1]]
     emit, rest = sws.direction
     scatter_rows(sa, s.dims[0], emit[: sa.shape[0]], rest, w, s.dims[1])
+
+
+@implements(oeg_change, TreeBlocks)
+def _oeg_change(s, i, sws):
+    lay = s.layout
+    emit, rest = sws.direction
+    return emit[: lay.uattr_offsets[i + 1] - lay.uattr_offsets[i]], rest
 
 
 @njit(cache=True, nogil=True)
