@@ -213,7 +213,7 @@ class LocalSDCA(Runner):
         steps = max(1, int(round(cfg.eval_every * self.n)))
         steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls)
         steps = max(steps, 1)
-        done = self.take_steps(steps, stop_gap=cfg.tol)
+        done = self.take_steps(steps, stop_gap=self.stop_gap())
         epoch = st.oracle_calls / self.n
         refresh = (
             cfg.refresh_every > 0
@@ -224,6 +224,10 @@ class LocalSDCA(Runner):
             self.exact_pass(check=done < steps)
             return True
         return False
+
+    def stop_gap(self) -> float:
+        """The running gap estimate at which the steps stop for an exact check: ``tol``."""
+        return self.cfg.tol
 
     def local_round(
         self, w: NDArray[np.float64], n_steps: int, variant: str = "practical"
