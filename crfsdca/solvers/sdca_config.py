@@ -13,7 +13,8 @@ from crfsdca.solvers.samplers import SCHEMES, check_scheme
 from crfsdca.structures.dual import DualState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
-HINGE_STEPS = ("pairwise", "fw")  # the hinge loss's block steps: hinge.PAIRWISE, hinge.FW
+# the hinge loss's block steps: hinge.PAIRWISE, hinge.FW, hinge.SMOOTH
+HINGE_STEPS = ("pairwise", "fw", "smooth")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +57,17 @@ class SDCAConfig(SolverConfig):
         "fw",
         "block step of the hinge loss (--loss hinge): fw (Frank-Wolfe toward the loss-augmented"
         " MAP: BCFW's and the seed's closed-form step) | pairwise (from the worst labelling of"
-        " the block's support to the MAP: linear convergence, slower at first on corpora)",
+        " the block's support to the MAP: linear convergence, slower at first on corpora) |"
+        " smooth (the CRF's step on the hinge loss smoothed by entropy at a temperature"
+        " lowered as the smoothed gap falls: chains, no l1)",
+    )
+    smooth_temperature: float = option(
+        1.0, "first temperature of --hinge-step smooth (the entropy's weight in the loss)"
+    )
+    smooth_decay: float = option(
+        0.5,
+        "factor on the temperature of --hinge-step smooth once the smoothed gap falls below the"
+        " entropy term (temperature x mean entropy), in (0, 1)",
     )
 
     def __post_init__(self) -> None:
@@ -91,6 +102,10 @@ class SDCAConfig(SolverConfig):
             raise ValueError(
                 f"hinge_step must be one of {', '.join(HINGE_STEPS)}; got {self.hinge_step!r}"
             )
+        if not (np.isfinite(self.smooth_temperature) and self.smooth_temperature > 0.0):
+            raise ValueError(f"smooth_temperature must be > 0; got {self.smooth_temperature}")
+        if not 0.0 < self.smooth_decay < 1.0:
+            raise ValueError(f"smooth_decay must be in (0, 1); got {self.smooth_decay}")
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
         if isinstance(self.threads, bool) or not isinstance(self.threads, (int, np.integer)):

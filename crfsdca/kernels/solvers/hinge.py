@@ -47,10 +47,11 @@ from crfsdca.kernels.primitives import (
     loss_augmented_map,
 )
 from crfsdca.kernels.solvers.prox import prepare, quad_term
+from crfsdca.kernels.solvers.smooth import smooth_step
 from crfsdca.kernels.solvers.team import move
 from crfsdca.kernels.structures.hamming import MAP_ONLY, WITH_AWAY, WITH_LINEAR  # noqa: F401
 
-FW, PAIRWISE = 0, 1  # the block step (``HingeArrays.mode[1]``)
+FW, PAIRWISE, SMOOTH = 0, 1, 2  # the block step (``HingeArrays.mode[1]``)
 
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
@@ -61,8 +62,10 @@ class HingeArrays(NamedTuple):
     ``backptr`` and ``chosen`` (int64, the decoders' back pointers), ``ids`` (0, 1, 2, ...),
     ``scores`` and ``pair`` (float64, the decoders' tables), ``mu`` (a copy of mu_i), the
     direction's flat entries ``idx``, ``val``, ``out`` = (Hamming loss of y-, H of y-,
-    <mu_i, augmented scores> - gold score) of the last call, and ``mode`` = (what the MAP
-    computes: MAP_ONLY, WITH_LINEAR or WITH_AWAY; the step: FW or PAIRWISE)."""
+    <mu_i, augmented scores> - gold score) of the last call (the smoothed oracle: out[0] =
+    E_nu Hamming), ``mode`` = (what the MAP computes: MAP_ONLY, WITH_LINEAR or WITH_AWAY; the
+    step: FW, PAIRWISE or SMOOTH) and ``temp`` = (the temperature g of the SMOOTH step,
+    ``crfsdca.kernels.solvers.smooth``)."""
 
     path: np.ndarray
     backptr: np.ndarray
@@ -75,12 +78,16 @@ class HingeArrays(NamedTuple):
     val: np.ndarray
     out: np.ndarray
     mode: np.ndarray
+    temp: np.ndarray
 
 
-def make_hinge(structure, sws, step: int = FW, what: int = WITH_LINEAR) -> HingeArrays:
+def make_hinge(
+    structure, sws, step: int = FW, what: int = WITH_LINEAR, temperature: float = 1.0
+) -> HingeArrays:
     """HingeArrays for ``structure`` (a structure's kernel type; ``sws`` its step workspace):
     every decoder buffer has the largest block's size, which bounds its nodes times labels,
-    cliques and tables. ``step``: FW or PAIRWISE (which computes the away corner too)."""
+    cliques and tables. ``step``: FW, PAIRWISE (which computes the away corner too) or SMOOTH
+    (at ``temperature``)."""
     size = max(int(structure.max_block), 1)
     capacity = max(int(_capacity(structure, sws)), 1)
     ints = (np.zeros(size, np.int64) for _ in range(3))
@@ -89,7 +96,8 @@ def make_hinge(structure, sws, step: int = FW, what: int = WITH_LINEAR) -> Hinge
     what = WITH_AWAY if step == PAIRWISE else what
     mode = np.array([what, step], np.int64)
     entries = (np.zeros(capacity, np.int64), np.zeros(capacity))
-    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode)
+    temp = np.array([float(temperature)])
+    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode, temp)
 
 
 @njit(cache=True, nogil=True)
@@ -220,7 +228,11 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws, team, s):
     0): the exact step of the module docstring along the Frank-Wolfe direction nu+ - mu_i or,
     in PAIRWISE mode, along nu+ - nu- (nu- the away corner: the worst labelling of mu_i's
     support, gamma <= gamma_max), then mu_i, l_i and w (or v and w = S_tau(v) on the step's
-    support, with the elastic net's ``prox``) move."""
+    support, with the elastic net's ``prox``) move. In SMOOTH mode the step of the smoothed
+    loss (``smooth.smooth_step``, without the elastic net) instead."""
+    if prox is None:  # noqa: SIM102 (numba prunes the branch on None at compile time)
+        if hws.mode[1] == SMOOTH:
+            return smooth_step(i, structure, dual, w, params, ws, hws, team, s)
     bufs, _, sws = ws
     lam_n, scale = params.lam_n, params.scale
     mu_arrays = (dual.log_edge, dual.log_node)

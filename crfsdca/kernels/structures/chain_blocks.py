@@ -26,7 +26,10 @@ from crfsdca.kernels.structures.chain import (
     unary_scores,
     viterbi,
 )
-from crfsdca.kernels.structures.chain_oracle import sequence_block_marginals
+from crfsdca.kernels.structures.chain_oracle import (
+    block_forward_backward,
+    sequence_block_marginals,
+)
 from crfsdca.kernels.structures.direction import (
     _edge_difference_sum,
     add_direction,
@@ -462,3 +465,25 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
         hws.out[1] -= g
         hws.out[2] -= g
     return loss, top - g
+
+
+@P.implements(P.smoothed_oracle, ChainBlocks)
+def _smoothed_oracle(s, i, w, sws, bufs, hws):
+    lay = s.layout
+    K = s.dims[1]
+    t0 = lay.seq_offsets[i]
+    data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
+    T, log_trans, _ = sequence_potentials(data, i, w, s.dims, sws.fb)
+    unary, gold = sws.fb[0][:T], lay.labels[t0 : t0 + T]
+    H.hamming_augment(unary, gold)
+    inv = 1.0 / hws.temp[0]
+    H.scale(unary.reshape(-1), inv)
+    trans = hws.pair[: K * K]
+    trans[:] = log_trans.reshape(-1)
+    H.scale(trans, inv)
+    trans = trans.reshape((K, K))
+    trans_max = transition_exp(trans, sws.fb[1])
+    logs, probs = _block_views(bufs, T, K)
+    log_z = block_forward_backward(unary, trans, sws.fb[1], trans_max, sws.fb[2:], logs, probs)
+    hws.out[0] = H.expected_hamming(probs[0], gold)
+    return log_z

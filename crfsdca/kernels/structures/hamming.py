@@ -56,3 +56,19 @@ def masked_negation(scores, mu, n):
     minimises the augmented score over the labellings of mu_i's support, its minimal face."""
     for p in range(n):
         scores[p] = -scores[p] if mu[p] > 0.0 else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def scale(x, c):
+    """x *= c (the scores at temperature 1 / c)."""
+    for p in range(x.shape[0]):
+        x[p] *= c
+
+
+@njit(cache=True, nogil=True)
+def expected_hamming(node, labels):
+    """E Hamming(., labels) under the node marginals node (T, K): sum_t 1 - node[t, y_t]."""
+    d = 0.0
+    for t in range(labels.shape[0]):
+        d += 1.0 - node[t, labels[t]]
+    return d
