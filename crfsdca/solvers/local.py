@@ -83,6 +83,7 @@ class LocalSDCA(Runner):
             self.counters.setdefault("temperature", float(cfg.smooth_temperature))
         # the smoothed hinge loss's temperature, shared by every workspace's HingeArrays
         self.temperature = np.array([self.counters.get("temperature", 1.0)])
+        self.atoms = self._atoms()
         self.hinge = self.hinge_arrays(self.workspace)
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
@@ -95,10 +96,30 @@ class LocalSDCA(Runner):
         None."""
         if self.problem.loss != "hinge":
             return None
-        steps = {"pairwise": hinge.PAIRWISE, "smooth": hinge.SMOOTH}
+        steps = {"pairwise": hinge.PAIRWISE, "smooth": hinge.SMOOTH, "active": hinge.ACTIVE}
         step = steps.get(self.cfg.hinge_step, hinge.FW)
         arrays = hinge.make_hinge(self.structure.blocks, workspace[2], step)
-        return arrays._replace(temp=self.temperature)
+        atoms, alpha, count = self.atoms
+        return arrays._replace(temp=self.temperature, atoms=atoms, alpha=alpha, count=count)
+
+    def _atoms(self) -> tuple:
+        """The stored labellings of the ACTIVE hinge step (``hinge.make_atoms``; empty for the
+        other steps): at the gold corner every block holds its gold labelling with weight 1;
+        a resumed state starts with none (its mass untracked: Frank-Wolfe steps move it)."""
+        if self.problem.loss != "hinge" or self.cfg.hinge_step != "active":
+            return hinge.make_atoms(0, 0, 0)[:3]
+        if self.structure.kind != "chain":
+            raise ValueError(
+                f"hinge_step='active' trains chains; a {self.structure.kind} takes 'fw' or"
+                " 'pairwise'"
+            )
+        labels = self.problem.train.labels
+        atoms, alpha, count, _ = hinge.make_atoms(self.n, labels.size, self.cfg.hinge_atoms)
+        if self.state.oracle_calls == 0:  # the gold corner (``structures.hinge.gold_corner``)
+            atoms[0] = labels
+            alpha[:, 0] = 1.0
+            count[:] = 1
+        return atoms, alpha, count
 
     def _elastic_net(self, dual) -> Any:
         """Prox-SDCA's arrays when the problem has an l1 term (else None), with dual.weights

@@ -49,9 +49,14 @@ from crfsdca.kernels.primitives import (
 from crfsdca.kernels.solvers.prox import prepare, quad_term
 from crfsdca.kernels.solvers.smooth import smooth_step
 from crfsdca.kernels.solvers.team import move
-from crfsdca.kernels.structures.hamming import MAP_ONLY, WITH_AWAY, WITH_LINEAR  # noqa: F401
+from crfsdca.kernels.structures.hamming import (  # noqa: F401
+    MAP_ONLY,
+    WITH_ATOMS,
+    WITH_AWAY,
+    WITH_LINEAR,
+)
 
-FW, PAIRWISE, SMOOTH = 0, 1, 2  # the block step (``HingeArrays.mode[1]``)
+FW, PAIRWISE, SMOOTH, ACTIVE = 0, 1, 2, 3  # the block step (``HingeArrays.mode[1]``)
 
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
@@ -64,8 +69,11 @@ class HingeArrays(NamedTuple):
     direction's flat entries ``idx``, ``val``, ``out`` = (Hamming loss of y-, H of y-,
     <mu_i, augmented scores> - gold score) of the last call (the smoothed oracle: out[0] =
     E_nu Hamming), ``mode`` = (what the MAP computes: MAP_ONLY, WITH_LINEAR or WITH_AWAY; the
-    step: FW, PAIRWISE or SMOOTH) and ``temp`` = (the temperature g of the SMOOTH step,
-    ``crfsdca.kernels.solvers.smooth``)."""
+    step: FW, PAIRWISE, SMOOTH or ACTIVE), ``temp`` = (the temperature g of the SMOOTH step,
+    ``crfsdca.kernels.solvers.smooth``) and the ACTIVE step's atoms (``make_atoms``): the
+    stored labellings ``atoms`` (M, tokens) of every block, their weights ``alpha`` (n, M),
+    their number ``count`` (n,) and ``pick`` = (block, away atom or -1, MAP atom or -1, token
+    offset, length) of the last step."""
 
     path: np.ndarray
     backptr: np.ndarray
@@ -79,6 +87,10 @@ class HingeArrays(NamedTuple):
     out: np.ndarray
     mode: np.ndarray
     temp: np.ndarray
+    atoms: np.ndarray
+    alpha: np.ndarray
+    count: np.ndarray
+    pick: np.ndarray
 
 
 def make_hinge(
@@ -86,18 +98,26 @@ def make_hinge(
 ) -> HingeArrays:
     """HingeArrays for ``structure`` (a structure's kernel type; ``sws`` its step workspace):
     every decoder buffer has the largest block's size, which bounds its nodes times labels,
-    cliques and tables. ``step``: FW, PAIRWISE (which computes the away corner too) or SMOOTH
-    (at ``temperature``)."""
+    cliques and tables. ``step``: FW, PAIRWISE (which computes the away corner too), SMOOTH
+    (at ``temperature``) or ACTIVE (its atoms empty here: ``make_atoms``)."""
     size = max(int(structure.max_block), 1)
     capacity = max(int(_capacity(structure, sws)), 1)
     ints = (np.zeros(size, np.int64) for _ in range(3))
     K = int(structure.dims[1])  # pair: a chain's T K^2 edge tables (as a tree's, one a node)
     floats = (np.zeros(size), np.zeros(size + K * K), np.zeros(size))
-    what = WITH_AWAY if step == PAIRWISE else what
+    what = {PAIRWISE: WITH_AWAY, ACTIVE: WITH_ATOMS}.get(step, what)
     mode = np.array([what, step], np.int64)
     entries = (np.zeros(capacity, np.int64), np.zeros(capacity))
     temp = np.array([float(temperature)])
-    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode, temp)
+    atoms = make_atoms(0, 0, 0)
+    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode, temp, *atoms)
+
+
+def make_atoms(n: int, tokens: int, m: int) -> tuple:
+    """(atoms, alpha, count, pick) of the ACTIVE step for n blocks of ``tokens`` tokens in all,
+    at most m atoms a block, none stored yet (all of mu_i's mass untracked)."""
+    atoms = np.zeros((m, tokens), np.int32)
+    return atoms, np.zeros((n, m)), np.zeros(n, np.int64), np.zeros(5, np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -244,8 +264,13 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws, team, s):
     if not np.isfinite(h):
         return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
     top, slope, gain = 1.0, gap, loss - dual.entropies[i]
-    pairwise = hws.mode[1] == PAIRWISE and np.isfinite(hws.out[1])
-    if pairwise:  # no away corner, or a zero step (underflow): a Frank-Wolfe step instead
+    step = hws.mode[1]
+    pairwise = step != FW and np.isfinite(hws.out[1])
+    if pairwise and step == ACTIVE:  # no atom, or the MAP is the away atom: a FW step
+        away = hws.pick[1]
+        top = hws.alpha[i, away] if away >= 0 else 0.0
+        pairwise = top > 0.0 and away != hws.pick[2]
+    elif pairwise:  # no away corner, or a zero step (underflow): a Frank-Wolfe step instead
         top = _gamma_max(runs, bufs)
         pairwise = top > 0.0
     if pairwise:  # nu- replaces mu_i in the direction
@@ -269,8 +294,42 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws, team, s):
             _mix_update(gamma, mu_arrays, runs, bufs.mu, bufs.nu, bufs.mu)
         dual.entropies[i] += gamma * gain
         move(structure, i, gamma, kappa, sws, w, prox, m, team, s)
+        if step == ACTIVE:
+            move_atoms(hws, gamma, pairwise, top)
     dual.step_sizes[i] = gamma
     return gap, gamma, 0, 0, (c1 - c0, 0, c2 - c1), 0
+
+
+@njit(cache=True, nogil=True)
+def move_atoms(hws, gamma, pairwise, top):
+    """The atoms' weights after a step of size gamma toward the MAP labelling (hws.path) of
+    block pick[0]: from the away atom pick[1] (dropped at gamma = top) or, Frank-Wolfe, from
+    every atom (times 1 - gamma); the MAP gains gamma, as a new atom when it is none and there
+    is room (else that mass joins the untracked rest, which no pairwise step takes from).
+    Atoms whose weight reaches 0 are removed (the last one takes their place)."""
+    i, away, fw, t0, T = hws.pick[0], hws.pick[1], hws.pick[2], hws.pick[3], hws.pick[4]
+    alpha, atoms = hws.alpha[i], hws.atoms
+    count = hws.count[i]
+    if pairwise:
+        alpha[away] = 0.0 if gamma >= top else alpha[away] - gamma
+    else:
+        for s in range(count):
+            alpha[s] *= 1.0 - gamma
+    if fw >= 0:
+        alpha[fw] += gamma
+    elif count < alpha.shape[0]:
+        atoms[count, t0 : t0 + T] = hws.path[:T]
+        alpha[count] = gamma
+        count += 1
+    s = 0
+    while s < count:
+        if alpha[s] > 0.0:
+            s += 1
+            continue
+        count -= 1
+        alpha[s], alpha[count] = alpha[count], 0.0
+        atoms[s, t0 : t0 + T] = atoms[count, t0 : t0 + T]
+    hws.count[i] = count
 
 
 @njit(cache=True, nogil=True)

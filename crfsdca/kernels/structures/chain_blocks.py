@@ -413,6 +413,8 @@ def _away(unary, log_trans, mu, gold, T, K, sws, bufs, hws):
             for l in range(K):
                 lin += mu[t * K * K + k * K + l] * log_trans[k, l]
     hws.out[2] = lin
+    if hws.mode[0] == H.WITH_ATOMS:
+        _atom_away(unary, log_trans, gold, T, K, bufs, hws)
     if hws.mode[0] != H.WITH_AWAY:
         return
     # the chain as a tree (parent of t: t - 1) whose edge into t has its own masked table
@@ -440,6 +442,45 @@ def _away(unary, log_trans, mu, gold, T, K, sws, bufs, hws):
         H.corner_values(bufs.log_mix, E + t * K, K, path[t])
 
 
+@njit(cache=True, nogil=True)
+def _atom_score(unary, log_trans, atoms, s, t0, T):
+    """The score of the stored labelling atoms[s, t0:t0 + T] (unary: augmented)."""
+    a = atoms[s, t0]
+    score = unary[0, a]
+    for t in range(1, T):
+        b = atoms[s, t0 + t]
+        score += unary[t, b] + log_trans[a, b]
+        a = b
+    return score
+
+
+@njit(cache=True, nogil=True)
+def _atom_away(unary, log_trans, gold, T, K, bufs, hws):
+    """The away corner over the block's atoms (``hws.pick`` = (block, -, MAP atom or -1, token
+    offset, T) on entry): the atom of least augmented score, its index into pick[1] (-1 and
+    out[1] = -inf without atoms), its Hamming loss and score into out[0], out[1] and its
+    corner into bufs.log_mix."""
+    i, t0 = hws.pick[0], hws.pick[3]
+    atoms, count = hws.atoms, hws.count[i]
+    best, away = np.inf, -1
+    for s in range(count):
+        score = _atom_score(unary, log_trans, atoms, s, t0, T)
+        if score < best:
+            best, away = score, s
+    hws.pick[1] = away
+    hws.out[1] = -np.inf
+    if away < 0:
+        return
+    hws.out[0] = H.atom_hamming(atoms, away, t0, gold)
+    hws.out[1] = best
+    E = (T - 1) * K * K
+    for t in range(T - 1):
+        hit = atoms[away, t0 + t] * K + atoms[away, t0 + t + 1]
+        H.corner_values(bufs.log_mix, t * K * K, K * K, hit)
+    for t in range(T):
+        H.corner_values(bufs.log_mix, E + t * K, K, atoms[away, t0 + t])
+
+
 @P.implements(P.loss_augmented_map, ChainBlocks)
 def _loss_augmented_map(s, i, w, sws, bufs, hws):
     lay = s.layout
@@ -460,6 +501,9 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
         H.corner_entry(bufs.nu, bufs.log_nu, E + t * K, K, path[t])
     loss = H.hamming(path, gold)
     g = gold_score(unary, log_trans, gold)
+    if hws.mode[0] == H.WITH_ATOMS:
+        hws.pick[0], hws.pick[1], hws.pick[3], hws.pick[4] = i, -1, t0, T
+        hws.pick[2] = H.find_atom(hws.atoms, hws.count[i], t0, path)
     if hws.mode[0] != H.MAP_ONLY:
         _away(unary, log_trans, bufs.mu, gold, T, K, sws, bufs, hws)
         hws.out[1] -= g

@@ -7,8 +7,9 @@ import numpy as np
 from crfsdca.kernels.jit import njit
 
 # what the loss-augmented MAP computes besides y* (``HingeArrays.mode[0]``): nothing, the
-# linear value <mu_i, augmented scores> (the Frank-Wolfe gap), or that and the away corner
-MAP_ONLY, WITH_LINEAR, WITH_AWAY = 0, 1, 2
+# linear value <mu_i, augmented scores> (the Frank-Wolfe gap), that and the away corner over
+# mu_i's face, or that and the away corner over the block's stored labellings (its atoms)
+MAP_ONLY, WITH_LINEAR, WITH_AWAY, WITH_ATOMS = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
@@ -71,4 +72,28 @@ def expected_hamming(node, labels):
     d = 0.0
     for t in range(labels.shape[0]):
         d += 1.0 - node[t, labels[t]]
+    return d
+
+
+@njit(cache=True, nogil=True)
+def find_atom(atoms, count, t0, path):
+    """The column s < count with atoms[s, t0:t0 + T] = path (T = len(path)), else -1."""
+    T = path.shape[0]
+    for s in range(count):
+        same = True
+        for t in range(T):
+            if atoms[s, t0 + t] != path[t]:
+                same = False
+                break
+        if same:
+            return s
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def atom_hamming(atoms, s, t0, labels):
+    """Hamming(atom s, labels) of the atom at atoms[s, t0:t0 + len(labels)]."""
+    d = 0.0
+    for t in range(labels.shape[0]):
+        d += 1.0 if atoms[s, t0 + t] != labels[t] else 0.0
     return d
