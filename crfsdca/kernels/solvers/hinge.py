@@ -30,6 +30,15 @@ of the duality gap P(w) - D (at scale 1); the maximiser gamma* = clip(g_i / (c |
 is BCFW's exact line search and the seed's closed-form step. With an l1 term (Prox-SDCA,
 ``crfsdca.kernels.solvers.prox``) the quadratic becomes the exact (lambda n / s) g*(v + gamma a),
 piecewise quadratic, whose stationary point :func:`prox_step` finds exactly.
+
+Pairwise steps move mass from an away corner nu- to y* (slope H_i - H(nu-), gamma <= the mass
+of nu- in mu_i). PAIRWISE takes nu- as the worst labelling of mu_i's face (any labelling whose
+cliques all have mass: many short drop steps on a corpus); ACTIVE (Osokin et al. 2016's BCPFW,
+chains) keeps the labellings each block moved toward, with their weights alpha (``make_atoms``,
+``move_atoms``), and takes nu- as the stored labelling of least augmented score, gamma <= its
+weight. mu_i = sum_s alpha_s corner(y_s) + the untracked rest (mass a full active set, or a
+resumed state, does not hold: Frank-Wolfe steps shrink it). SMOOTH is the entropy-smoothed
+step of ``crfsdca.kernels.solvers.smooth``.
 """
 
 from typing import NamedTuple
