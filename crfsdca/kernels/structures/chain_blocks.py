@@ -481,15 +481,23 @@ def _atom_away(unary, log_trans, gold, T, K, bufs, hws):
         H.corner_values(bufs.log_mix, E + t * K, K, atoms[away, t0 + t])
 
 
-@P.implements(P.loss_augmented_map, ChainBlocks)
-def _loss_augmented_map(s, i, w, sws, bufs, hws):
+@njit(cache=True, nogil=True)
+def _augmented(s, i, w, sws):
+    """(T, token offset, augmented unary scores (T, K) in sws, log transitions, gold labels)
+    of sequence i: the Hamming loss added to its node scores."""
     lay = s.layout
-    K = s.dims[1]
     t0 = lay.seq_offsets[i]
     data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
     T, log_trans, _ = sequence_potentials(data, i, w, s.dims, sws.fb)
     unary, gold = sws.fb[0][:T], lay.labels[t0 : t0 + T]
     H.hamming_augment(unary, gold)  # the gold labelling's score is unchanged
+    return T, t0, unary, log_trans, gold
+
+
+@P.implements(P.loss_augmented_map, ChainBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    K = s.dims[1]
+    T, t0, unary, log_trans, gold = _augmented(s, i, w, sws)
     path = hws.path[:T]
     delta = hws.scores[: T * K].reshape((T, K))
     back = hws.backptr[: T * K].reshape((T, K))
@@ -513,13 +521,8 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
 
 @P.implements(P.smoothed_oracle, ChainBlocks)
 def _smoothed_oracle(s, i, w, sws, bufs, hws):
-    lay = s.layout
     K = s.dims[1]
-    t0 = lay.seq_offsets[i]
-    data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
-    T, log_trans, _ = sequence_potentials(data, i, w, s.dims, sws.fb)
-    unary, gold = sws.fb[0][:T], lay.labels[t0 : t0 + T]
-    H.hamming_augment(unary, gold)
+    T, _, unary, log_trans, gold = _augmented(s, i, w, sws)
     inv = 1.0 / hws.temp[0]
     H.scale(unary.reshape(-1), inv)
     trans = hws.pair[: K * K]
