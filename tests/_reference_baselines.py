@@ -85,14 +85,14 @@ class SagNusReference:
         return idx[int(u[2] * m)]
 
     def line_search(self, i, L, f, g):
-        """Doubling search on f_i(w - g/L) <= f_i(w) - |g|^2/(2L); returns (L, doublings)."""
+        """Growing search on f_i(w - g/L) <= f_i(w) - |g|^2/(2L); returns (L, doublings)."""
         gsq = g @ g
         for j in range(self.cfg.max_doublings + 1):
             self.oracle_calls += 1
             if self.oracle.value(i, self.w - g / L) <= f - gsq / (2 * L):
                 return L, j
             if j < self.cfg.max_doublings:
-                L *= 2
+                L *= self.cfg.lipschitz_growth
         return L, -1
 
     def lipschitz(self, i, was_covered, f, g):
@@ -106,7 +106,7 @@ class SagNusReference:
             self.covered[i] = True
         else:
             L = self.L[i]
-        skip = cfg.skip_line_search == "doubling"
+        skip = cfg.skip_line_search != "never"
         if skip and self.skips[i] > 0:  # L_i stays; L_max only moves under the "decay" rule
             self.skips[i] -= 1
             if cfg.skipped_visit == "decay":
@@ -118,7 +118,9 @@ class SagNusReference:
             L, doublings = self.line_search(i, L, f, g)
         if doublings == 0:
             self.successes[i] += 1
-            self.skips[i] = 2 ** (self.successes[i] - 1) if skip else 0
+            c = self.successes[i]
+            budget = c if cfg.skip_line_search == "linear" else 2 ** (c - 1)
+            self.skips[i] = budget if skip else 0
         else:
             self.successes[i] = 0
         self.L[i] = L

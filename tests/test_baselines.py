@@ -46,6 +46,7 @@ SAG_VARIANTS = [
     {"skip_line_search": "doubling"},
     {"skip_line_search": "doubling", "skipped_visit": "decay"},
     {"first_visit": "half-mean", "revisit_factor": 0.9, "step_size": "lmax", "non_uniformity": 0.8},
+    {"skip_line_search": "linear", "lipschitz_growth": 1.5},
 ]
 
 
@@ -68,7 +69,7 @@ def test_compiled_sag_matches_numpy_reference(n_bias_rows, variant):
         np.testing.assert_array_equal(mem.covered, ref.covered)
         np.testing.assert_array_equal(mem.skips, ref.skips)
         assert runner.state.oracle_calls == ref.oracle_calls
-    if config.skip_line_search == "doubling":  # the draws do exercise the skipping rule
+    if config.skip_line_search != "never":  # the draws do exercise the skipping rule
         assert runner.counters["skipped_line_searches"] > 0
     data, fm, so = problem.train, problem.feature_map, problem.train.seq_offsets
     for i in np.flatnonzero(ref.covered):  # the marginal memory reproduces every stored gradient
@@ -208,6 +209,8 @@ def test_configs_check_their_values():
         SAGNUSSkipConfig(skipped_visit="halve")
     with pytest.raises(ValueError, match="revisit_factor"):
         SAGNUSConfig(revisit_factor=0.0)
+    with pytest.raises(ValueError, match="lipschitz_growth"):
+        SAGNUSConfig(lipschitz_growth=1.0)
     with pytest.raises(ValueError, match="learning_rate"):
         OEGConfig(learning_rate=1.5)
     with pytest.raises(ValueError, match="init must be"):

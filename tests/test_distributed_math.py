@@ -43,7 +43,7 @@ def test_trees_on_two_partitions_reach_the_serial_tree_optimum(variant):
     result = simulate(problem, 2, local_updates=8, max_rounds=2000, tol=1e-6, seed=3,
                       variant=variant, keep_partitions=True)  # fmt: skip
     check_run(result, p_star)
-    total = np.add.reduce([p.primal_contribution() for p in result.partitions])
+    total = np.add.reduce([p.committed_contribution() for p in result.partitions])
     assert np.max(np.abs(result.weights - total)) < 1e-12  # w = w_hat(mu) on trees too
 
 
@@ -63,7 +63,7 @@ def test_sparse_aggregation_keeps_w_the_sum_of_contributions_and_the_dual_rising
                       keep_partitions=True)  # fmt: skip
     duals = [r.dual for r in sparse.trace.records]
     assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False))
-    total = np.add.reduce([p.primal_contribution() for p in sparse.partitions])
+    total = np.add.reduce([p.committed_contribution() for p in sparse.partitions])
     assert np.max(np.abs(sparse.weights - total)) < 1e-12
 
 
@@ -77,7 +77,7 @@ def test_second_order_chains_on_three_partitions_reach_the_lbfgs_optimum():
     result = simulate(problem, 3, local_updates=4, max_rounds=3000, tol=1e-6, seed=2,
                       keep_partitions=True)  # fmt: skip
     check_run(result, p_star)
-    total = np.add.reduce([p.primal_contribution() for p in result.partitions])
+    total = np.add.reduce([p.committed_contribution() for p in result.partitions])
     assert np.max(np.abs(result.weights - total)) < 1e-12
 
 
@@ -103,7 +103,7 @@ def test_adaptive_rounds_take_back_what_overshot_and_keep_the_dual_rising(trial,
     )
     duals = [r.dual for r in adaptive.trace.records]
     assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False)), duals
-    total = np.add.reduce([p.primal_contribution() for p in adaptive.partitions])
+    total = np.add.reduce([p.committed_contribution() for p in adaptive.partitions])
     assert np.max(np.abs(adaptive.weights - total)) < 1e-12
     for part in adaptive.partitions:  # the mixed blocks' entropies are their logs' entropies
         d = part.local.state.dual
@@ -111,8 +111,8 @@ def test_adaptive_rounds_take_back_what_overshot_and_keep_the_dual_rising(trial,
         np.testing.assert_allclose(d.entropies, recomputed, rtol=1e-12, atol=1e-13)
     entropies = sum(float(p.local.state.dual.entropies.sum()) for p in adaptive.partitions)
     lam, n = problem.regularization, problem.n_sequences
-    w = adaptive.weights
-    assert last.dual == pytest.approx(entropies / n - lam / 2 * float(w @ w), abs=1e-12)
+    w_hat = np.add.reduce([p.primal_contribution() for p in adaptive.partitions])  # of mu
+    assert last.dual == pytest.approx(entropies / n - lam / 2 * float(w_hat @ w_hat), abs=1e-12)
     again = simulate(problem, 4, variant="adaptive", threads=True, **opts)
     np.testing.assert_array_equal(again.weights, adaptive.weights)
     assert [r.dual for r in again.trace.records] == duals
@@ -127,3 +127,31 @@ def test_threads_equal_the_sequential_simulation_bit_for_bit():
     threaded = simulate(problem, 3, threads=True, **opts)
     np.testing.assert_array_equal(threaded.weights, one.weights)
     assert [r.dual for r in threaded.trace.records] == [r.dual for r in one.trace.records]
+
+
+def test_float32_messages_keep_w_the_committed_marginals_and_the_certificate_exact():
+    """Marginal messages are rounded to float32: w is exactly (to float64 sums) w_hat of the
+    committed marginals nu, which differ from the duals' mu by what the rounding kept back;
+    the reported dual is the dual of mu recomputed from the dual state alone (a lower bound
+    of it, within 1e-12), not the dual of w, and the reported gap is never below the true
+    gap P(w) - D(mu)."""
+    problem = random_problem(seed=5, n=30, max_T=6, K=4, A=10)
+    run = simulate(problem, 3, local_updates=4, max_rounds=25, tol=0.0, variant="adaptive",
+                   keep_partitions=True)  # fmt: skip
+    parts = run.partitions
+    assert all(p.ledger is not None for p in parts)  # chains ship marginal changes
+    residual = np.add.reduce([p.residual_vector() for p in parts])
+    assert np.max(np.abs(residual)) > 1e-10  # the rounding did keep something back
+    w_hat = np.add.reduce([p.primal_contribution() for p in parts])  # w_hat(mu), duals alone
+    np.testing.assert_allclose(run.weights + residual, w_hat, rtol=0, atol=1e-12)
+    lam, n = problem.regularization, problem.n_sequences
+    entropy = sum(float(p.local.state.dual.entropies.sum()) for p in parts)
+    true_dual = entropy / n - lam / 2 * float(w_hat @ w_hat)
+    last = run.trace.records[-1]
+    assert last.dual <= true_dual + 1e-15
+    assert last.dual == pytest.approx(true_dual, abs=1e-12)
+    naive = entropy / n - lam / 2 * float(run.weights @ run.weights)  # the dual of w: wrong
+    assert abs(naive - true_dual) > 100 * abs(last.dual - true_dual)
+    primal = lam / 2 * float(run.weights @ run.weights) + problem.structure.loss(run.weights) / n
+    assert last.primal == pytest.approx(primal, abs=1e-12)
+    assert last.gap >= last.primal - true_dual - 1e-15

@@ -44,8 +44,8 @@ LAYERS = {
 #: cached by) and the numerics under all of them; the primitives (the interface between
 #: structures and solvers and the types they exchange); each structure's kernels and
 #: primitives; the solvers' kernels
-KERNEL_LAYERS = ("kernels kernels.jit kernels.cache kernels.numerics", "kernels.primitives",
-                 "kernels.structures", "kernels.solvers")  # fmt: skip
+KERNEL_LAYERS = ("kernels kernels.jit kernels.cache kernels.compile_clock kernels.numerics",
+                 "kernels.primitives", "kernels.structures", "kernels.solvers")  # fmt: skip
 
 
 def layer_of(module: str) -> int | None:

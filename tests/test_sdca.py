@@ -159,6 +159,26 @@ def test_every_sampling_scheme_reaches_the_lbfgs_optimum(sampling):
     assert -1e-13 <= problem.primal(result.weights) - p_star <= last.gap
 
 
+@pytest.mark.parametrize("start", ["half", "previous"])
+def test_the_authors_line_search_reaches_the_lbfgs_optimum(start):
+    """--line-search-method paper (safe_newton, float64 only, no predictor): the same optimum,
+    the dual still never decreases, and the counters count its evaluations (no predictor)."""
+    problem = random_problem(seed=5, n=30, max_T=6, K=3, A=8)
+    p_star = reference_optimum(problem)
+    config = SDCAConfig(tol=1e-10, max_epochs=400, eval_every=5, seed=1,
+                        line_search_method="paper", line_search_start=start)  # fmt: skip
+    result = SDCA(config).solve(problem, Monitor(problem, "sdca", config))
+    assert result.stop_reason == "tol"
+    duals = [r.dual for r in result.trace.records]
+    assert all(b >= a - 1e-12 for a, b in zip(duals, duals[1:], strict=False))
+    assert -1e-13 <= problem.primal(result.weights) - p_star <= result.trace.records[-1].gap
+    counters = result.counters
+    assert counters["predictor_evaluations"] == 0
+    assert counters["newton_iterations"] >= counters["line_searches"] > 0
+    with pytest.raises(ValueError, match="line_search_method"):
+        SDCAConfig(line_search_method="scipy")
+
+
 @pytest.mark.slow  # compiles the float32 kernels (a minute), used only when asked for
 def test_float32_dual_state_reaches_the_lbfgs_optimum():
     """--dual-dtype float32: the stored logs are rounded to float32 (the line search writes them

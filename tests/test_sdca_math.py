@@ -156,6 +156,52 @@ def test_single_precision_predictor_only_moves_the_start(T, K, cb):
     assert one_step[:5] == K_ls.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-3, 1)
 
 
+@pytest.mark.parametrize("T,K,cb", [(3, 3, 0.7), (1, 4, 2.0), (2, 3, 1e-3), (4, 2, 50.0)])
+def test_authors_safe_newton_finds_the_step_and_its_one_step_is_crfsdcas(T, K, cb):
+    """``safe_newton`` (the authors' search) converges to the maximiser of eq. 20 within its
+    tolerance from any start; with tolerance 0.5 from 0.5 it takes one Newton step (one
+    evaluation) when that step stays in [0, 1], else it bisects to 0.25 or 0.75 (evaluating
+    0.5 twice), and in both cases lands where crfsdca's one-step ablation (rtsafe with
+    max_iter = 1 from 0.5) does, up to that ablation's own tolerance."""
+    rng = np.random.default_rng(13 + T + K)
+    _, lpn, lpe = random_chain(rng, T, K)
+    bufs = block_bufs(T, K)
+    for scale in (0.3, 2.0, 6.0):
+        _, lqn, lqe = random_chain(rng, T, K, scale=scale)
+        _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
+        exact = K_ls.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-12, 100)[0]
+        for start in (0.5, 1e-3, 0.999):
+            for tol in (1e-2, 1e-3, 1e-6):
+                gamma, its, status, have, _ = K_ls.safe_newton(
+                    bufs, R(T, K), cb, fp0, start, tol, 100
+                )
+                assert status == 0 and not have and its >= 1
+                assert abs(gamma - exact) <= 2 * tol
+        u, du, _ = K_ls.line_derivatives(0.5, bufs, R(T, K), cb)
+        newton = 0.5 - u / du
+        gamma, its, status, have, _ = K_ls.safe_newton(bufs, R(T, K), cb, fp0, 0.5, 0.5, 100)
+        inside = 0.0 <= newton <= 1.0
+        assert gamma == pytest.approx(newton if inside else (0.25 if u < 0 else 0.75))
+        assert its == (1 if inside else 2) and status == 0
+        ablation = K_ls.rtsafe(bufs, R(T, K), cb, fp0, 0.5, 1e-3, 1)[0]
+        assert abs(gamma - ablation) <= 1e-3
+
+
+def test_authors_safe_newton_border_cases_and_cap():
+    T, K = 3, 2
+    rng = np.random.default_rng(4)
+    _, lpn, lpe = random_chain(rng, T, K)
+    _, lqn, lqe = random_chain(rng, T, K, scale=3.0)
+    bufs = block_bufs(T, K)
+    _, fp0 = gap_of(lpn, lpe, lpn, lpe, bufs)
+    assert K_ls.safe_newton(bufs, R(T, K), 1.0, fp0, 0.5, 1e-3, 100)[:3] == (0.0, 0, 0)
+    _, fp0 = gap_of(lpn, lpe, lqn, lqe, bufs)
+    assert K_ls.safe_newton(bufs, R(T, K), 0.0, fp0, 0.5, 1e-3, 100)[:3] == (1.0, 0, 0)
+    gamma, its, status, have, entropy = K_ls.safe_newton(bufs, R(T, K), 0.7, fp0, 0.5, 1e-15, 2)
+    assert status == 1 and have and its == 3  # the cap: the last point was evaluated
+    assert entropy == pytest.approx(K_ls.line_derivatives(gamma, bufs, R(T, K), 0.7)[2])
+
+
 @pytest.mark.parametrize("T,K,cb", [(3, 3, 0.7), (1, 4, 2.0), (4, 2, 50.0)])
 def test_model_start_integrates_to_the_block_gap(T, K, cb):
     """The entropy part e(g) = f'(g) + g cb of the line function integrates over [0, 1] to the

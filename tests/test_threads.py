@@ -246,3 +246,24 @@ def test_the_structured_svm_on_threads_reaches_the_serial_optimum():
     d = threaded.state.dual
     w_hat = problem.structure.weights_from_dual(d.log_node, d.log_edge)
     np.testing.assert_allclose(threaded.weights, w_hat, rtol=1e-9, atol=1e-10)
+
+
+def test_a_failed_exact_check_aims_the_teams_next_stop_lower():
+    """The running gap estimate said stop at tol but the exact pass found gap > tol: the team's
+    next stop estimate is tol * tol / gap (the ratio just measured), and a passed check leaves
+    it alone; a serial runner always stops at tol."""
+    problem = chain_problem(n=60)
+    config = SDCAConfig(threads=2, tol=1e-3)
+    runner = TeamSDCA(problem, config, SDCA(config).initial_state(problem), threads=2)
+    assert runner.stop_gap() == 1e-3
+    runner.exact_pass(check=True)  # at the start: far above tol
+    gap = float(runner.state.dual.gap_estimates.mean())
+    assert gap > 1e-3 and not runner.certified
+    assert runner.stop_gap() == pytest.approx(1e-3 * 1e-3 / gap, rel=1e-12)
+    runner.cfg = SDCAConfig(threads=2, tol=10 * gap)  # now the check passes
+    scale = runner.stop_scale
+    runner.exact_pass(check=True)
+    assert runner.certified and runner.stop_scale == scale
+    serial = LocalSDCA(problem, config, SDCA(config).initial_state(problem))
+    serial.exact_pass(check=True)
+    assert serial.stop_gap() == 1e-3

@@ -60,8 +60,28 @@ def _split(values: tuple[str, ...]) -> list[str]:
     is_flag=True,
     help="run nothing: figures and report from the cached traces (missing runs are marked)",
 )
+@click.option(
+    "--from-archive",
+    "from_archive",
+    default=None,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="run nothing and read no corpus: figures and report from the traces packed in FILE"
+    " (the traces.tar.xz a run writes into its --out), whatever code made them",
+)
+@click.option(
+    "--subsets",
+    default=1.0,
+    show_default=True,
+    metavar="FRACTION",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    help="training subsets at this fraction of the full run's (at least 100 sequences; same"
+    " epoch budgets): a shorter run, which the report states",
+)
 @click.option("--verbose", "-v", count=True)
-def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbose) -> None:
+def reproduce(
+    figures, datasets, quick, jobs, out, data_dir, cached_only, from_archive, subsets, verbose
+) -> None:
     """Re-run the paper's experiments (cached by digest) and write OUT/REPORT.md."""
     from crfsdca.reproduce import UsageError, check_names
     from crfsdca.reproduce.pipeline import reproduce as run
@@ -73,6 +93,16 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbos
         sys.exit(2)
 
     check_output_path(out, "--out", folder=True)
+    if from_archive is not None and (quick or cached_only or subsets != 1.0):
+        click.echo(
+            "crfsdca reproduce: error: --from-archive takes the budgets of its traces; drop"
+            " --quick, --cached-only and --subsets",
+            err=True,
+        )
+        sys.exit(2)
+    if quick and subsets != 1.0:
+        click.echo("crfsdca reproduce: error: --subsets scales a full run; drop --quick", err=True)
+        sys.exit(2)
 
     def progress(line: str) -> None:
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
@@ -86,6 +116,8 @@ def reproduce(figures, datasets, quick, jobs, out, data_dir, cached_only, verbos
             data_dir=data_dir,
             progress=progress,
             cached_only=cached_only,
+            from_archive=from_archive,
+            subsets=subsets,
         )
     except (OSError, ValueError, MemoryError) as err:
         if verbose:

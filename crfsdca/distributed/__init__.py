@@ -1,20 +1,21 @@
 """Distributed SDCA (practical DisDCA, Yang 2013) on Dask: one actor per partition.
 
 Every partition keeps a replica of the global ``w``. Each round the driver sends every
-partition the previous round's summed update (sparse: the rows it moved,
-``crfsdca.solvers.sparse_update``); each applies it and runs ``local_updates`` SDCA steps on its
-own shard with the scale P (the number of partitions) and the global lambda n, on a local copy
-of ``w``, and returns its Delta w on the rows it moved. The driver sums them in partition order
-(bitwise reproducible), so ``w = w_hat(mu)`` holds throughout on the driver and every
-replica. Every ``eval_every`` rounds it reduces the partitions' scalar sums into the exact
-primal, dual and gap (one trace record in the common format) and stops when the gap <= tol.
+partition the previous round's messages; each applies them in partition order (bitwise
+reproducible) and runs ``local_updates`` SDCA steps on its own shard with the scale P (the
+number of partitions) and the global lambda n, on a local copy of ``w``, and returns its
+message: the float32 node-marginal changes of the tokens it stepped on
+(``crfsdca.solvers.marginal_update``; chains and trees), or the rows of w it moved
+(``crfsdca.solvers.sparse_update``). So ``w = w_hat(mu)`` holds throughout on every replica, up
+to a residual of float32 roundings that the certificate accounts for. Every ``eval_every``
+rounds the driver reduces the partitions' scalar sums into the exact primal, dual and gap
+(one trace record in the common format) and stops when the gap <= tol.
 
 The dual state never leaves the workers: a partition's marginals, gap estimates and RNG live in
 its actor (``crfsdca.distributed.partition.PartitionSolver``). :func:`simulate` runs the same
-partition
-objects in this process, one after the other; a cluster run equals it bit for bit. The driver
-loop is :mod:`crfsdca.distributed.driver`, the handles it talks to a partition through
-:mod:`crfsdca.distributed.handles`.
+partition objects in this process, one after the other; a cluster run equals it bit for bit.
+The driver loop is :mod:`crfsdca.distributed.driver`, the handles it talks to a partition
+through :mod:`crfsdca.distributed.handles`.
 
 Dask is imported lazily: ``pip install 'crfsdca[distributed]'``.
 """
@@ -29,7 +30,14 @@ import numpy as np
 
 from crfsdca.distributed.driver import DistributedResult, drive, saved_round
 from crfsdca.distributed.handles import LocalHandle, RemoteHandle, result_of
-from crfsdca.distributed.partition import ArrayShard, DatasetShard, PartitionSolver, shard_indices
+from crfsdca.distributed.partition import (
+    MARGINAL_VARIANTS,
+    ArrayShard,
+    DatasetShard,
+    PartitionSolver,
+    attribute_table,
+    shard_indices,
+)
 from crfsdca.errors import WorkerLostError
 from crfsdca.solvers.checkpoint import DEFAULT_SECONDS
 from crfsdca.solvers.cocoa import attribute_counts, sequences_of
@@ -197,7 +205,8 @@ def _partition_args(data, P, seed, sampling, tol, variant, sdca_options):
         n = data.n_sequences
         if n < P:
             raise ValueError(f"n_partitions ({P}) exceeds the number of sequences ({n})")
-        specs = [ArrayShard.of(data, shard_indices(n, P, k)) for k in range(P)]
+        table = attribute_table(data) if variant in MARGINAL_VARIANTS else None
+        specs = [ArrayShard.of(data, shard_indices(n, P, k), table) for k in range(P)]
         if variant == "sparse":
             ids = [sequences_of(spec.train).attr_ids for spec in specs]
             counts = attribute_counts(ids, sequences_of(data.train).n_attributes)

@@ -1,8 +1,9 @@
 """The DisDCA driver loop: rounds, the exact evaluations, the stopping rule, checkpoints.
 
 :func:`drive` runs the rounds over partition handles (``crfsdca.distributed.handles``: in this
-process or Dask actors): it sends each round the previous round's summed update, sums the
-partitions' Delta w in partition order (bitwise reproducible), keeps the driver's own ``w``, and
+process or Dask actors): it sends each round every partition's message of the previous round,
+in partition order (each partition applies them to its replica of w alike, so the run is
+bitwise reproducible and the driver holds no w), keeps the adaptive rule's trial sigma', and
 every ``eval_every`` rounds reduces the partitions' scalar sums into the exact primal, dual and
 gap (one trace record). ``driver.json`` in the checkpoint folder commits a round once every
 partition has written its state.
@@ -23,15 +24,8 @@ from numpy.typing import NDArray
 
 from crfsdca.distributed.partition import PartitionSolver
 from crfsdca.io.modelfile import atomic_write_text
-from crfsdca.solvers.adaptive import (
-    SigmaSchedule,
-    best_damping,
-    damped_steps,
-    dot_and_square,
-    dual_change,
-)
+from crfsdca.solvers.adaptive import SigmaSchedule, best_damping, damped_steps
 from crfsdca.solvers.base import record_summary
-from crfsdca.solvers.sparse_update import aggregate, apply
 from crfsdca.solvers.trace import Trace, TraceRecord
 from crfsdca.structures.objectives import dual_value, primal_value
 
@@ -63,7 +57,12 @@ class DistributedResult:
 def drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     """Run the rounds over the partitions' ``handles`` until the gap <= ``opts["tol"]`` or
     ``opts["max_rounds"]``; ``opts`` are the options :func:`crfsdca.distributed.fit` and
-    :func:`~crfsdca.distributed.simulate` collect."""
+    :func:`~crfsdca.distributed.simulate` collect.
+
+    The driver forwards each round's messages to every partition with the next call (the
+    partitions settle the round themselves, ``PartitionSolver.local_round``), so a round is
+    one call per partition; it keeps the trial sigma' and runs a rejected round's damping or
+    redo."""
     P, m = opts["n_partitions"], opts["local_updates"]
     info = [h.call("info") for h in handles]
     n = sum(i["n"] for i in info)
@@ -71,11 +70,10 @@ def drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     lam = lam_n / n
     contributions = [h.call("primal_contribution") for h in handles]
     w = np.add.reduce(contributions) if P > 1 else contributions[0].copy()
-    for h in handles:  # each partition keeps a replica of w; rounds send sparse updates
+    del contributions
+    for h in handles:  # each partition keeps a replica of w; rounds send their changes
         h.call("set_weights", w)
     schedule = SigmaSchedule(P) if opts["variant"] == "adaptive" else None
-    A, K = info[0]["n_attributes"], info[0]["n_labels"]
-    pending: list[Any] = [None]  # the last round's summed update, not yet sent to the partitions
     trace = Trace(
         header={
             "solver": "disdca",
@@ -88,15 +86,16 @@ def drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
             "partitions": P,
         }
     )
+    del w  # the partitions hold it
     state_path = None if opts["checkpoint_dir"] is None else Path(opts["checkpoint_dir"])
-    rounds, spent, communication = 0, 0.0, 0.0  # spent: round time, evaluations excluded
+    run = _Run(handles, schedule, m, lam, n)
     if opts["resume"] and state_path is not None and (state_path / "driver.json").exists():
         saved = json.loads((state_path / "driver.json").read_text())
-        rounds, spent = saved["round"], saved["seconds"]
-        communication = saved["seconds_communication"]
+        run.rounds, run.spent = saved["round"], saved["seconds"]
+        run.communication = saved["seconds_communication"]
         trace.records[:] = [TraceRecord.from_json(r) for r in saved["records"]]
         if schedule is not None:
-            schedule = SigmaSchedule.from_json(P, saved.get("sigma"))
+            run.schedule = schedule = SigmaSchedule.from_json(P, saved.get("sigma"))
     checkpoints = None
     if state_path is not None:
         checkpoints = _Checkpoints(state_path, handles, opts["checkpoint_seconds"])
@@ -104,32 +103,32 @@ def drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
     def snapshot() -> dict[str, Any]:
         """What driver.json records of the run so far."""
         return {
-            "round": rounds,
-            "seconds": spent,
-            "seconds_communication": communication,
+            "round": run.rounds,
+            "seconds": run.spent,
+            "seconds_communication": run.communication,
             "records": [r.to_json() for r in trace.records],
             "sigma": None if schedule is None else schedule.to_json(),
         }
 
     def evaluate() -> TraceRecord:
-        sent = [h.send("objective_terms", pending[0]) for h in handles]  # all at once
-        terms = [s.result() for s in sent]
-        pending[0] = None
+        terms = run.settled("objective_terms")  # all at once, after the last round's messages
         total = {k: sum(t[k] for t in terms) for k in terms[0]}
-        wsq = float(w @ w)
+        wsq = terms[0]["wsq"]  # every replica is the same w
+        # the certificate's |w_hat(mu)|^2 bound (crfsdca.solvers.marginal_update)
+        wsq_dual = wsq + 2.0 * total["residual_dot"] + total["residual_bound"] ** 2
         primal = primal_value(lam, wsq, total["loss"], n)
-        dual = dual_value(lam, wsq, total["entropy"], n)
+        dual = dual_value(lam, wsq_dual, total["entropy"], n)
         record = TraceRecord(
             solver="disdca",
             epoch=total["oracle_calls"] / n,
             oracle_calls=int(total["oracle_calls"]),
             updates=int(total["updates"]),
-            seconds=spent,
+            seconds=run.spent,
             primal=primal,
             dual=dual,
             gap=primal - dual,
             gap_estimate=total["gap_estimate"] / n,
-            extra={"rounds": rounds, "seconds_communication": communication},
+            extra={"rounds": run.rounds, "seconds_communication": run.communication},
         )
         if schedule is not None:
             record.extra.update(
@@ -147,85 +146,138 @@ def drive(handles: Sequence[Any], opts: dict[str, Any]) -> DistributedResult:
         if opts["callback"] is not None:
             opts["callback"](record)
         if checkpoints is not None:
-            checkpoints.due(rounds, snapshot())
+            checkpoints.due(run.rounds, snapshot())
         return record
 
     record = evaluate()  # also after a resume: w was rebuilt from the partitions' duals
     reason = "tol" if record.gap <= opts["tol"] else "max_rounds"
-    while reason != "tol" and rounds < opts["max_rounds"]:
-        began = time.perf_counter()
-        if schedule is None:
-            sent = [h.send("local_round", pending[0], m) for h in handles]
-            results = [[s.result() for s in sent]]  # partition order: bitwise reproducible
-            total = aggregate([r[0] for r in results[0]])
-        else:
-            total, results = _adaptive_round(handles, pending[0], m, schedule, w, lam, n, A, K)
-            rounds += len(results) - 1  # a rejected round counts
-        pending[0] = total
-        apply(w, total, A, K)  # the driver's own w: no partition holds it
-        rounds += 1
-        took = time.perf_counter() - began
-        spent += took
-        computing = sum(max(r[1] for r in rs) for rs in results)
-        communication += max(0.0, took - computing)
-        if rounds % opts["eval_every"] == 0 or rounds == opts["max_rounds"]:
+    while reason != "tol" and run.rounds < opts["max_rounds"]:
+        run.round()
+        if run.rounds % opts["eval_every"] == 0 or run.rounds >= opts["max_rounds"]:
             record = evaluate()
             if math.isfinite(record.gap) and record.gap <= opts["tol"]:
                 reason = "tol"
     if checkpoints is not None:  # a run stopped above tol can be continued from its end
-        checkpoints.finish(rounds, None if reason == "tol" else snapshot())
+        checkpoints.finish(run.rounds, None if reason == "tol" else snapshot())
     return DistributedResult(
-        weights=w,
+        weights=handles[0].call("weights"),
         trace=trace,
         stop_reason=reason,
-        rounds=rounds,
+        rounds=run.rounds,
         n_partitions=P,
-        seconds_communication=communication,
+        seconds_communication=run.communication,
         info=info,
     )
 
 
-def _adaptive_round(handles, update, m, schedule, w, lam, n, A, K):
-    """One round of the "adaptive" aggregation (``crfsdca.solvers.adaptive``): the local steps
-    with the trial sigma', kept when the exact dual did not decrease, else undone and run again
-    with the safe sigma' = P. Returns (the summed update, the results of each try)."""
-    sigma = schedule.sigma
-    results = [[s.result() for s in [h.send("local_round", update, m, sigma) for h in handles]]]
-    total = aggregate([r[0] for r in results[0]])
-    if sigma >= schedule.safe:
-        schedule.keep()  # safe: the dual rises
-    else:
-        change = dual_change(w, total, sum(r[2] for r in results[0]), lam, n, A, K)
-        if change >= 0.0:
-            schedule.keep()
+class _Run:
+    """The rounds' state on the driver: the last round's messages not yet settled by the
+    partitions, the trial sigma', the round count and the clocks."""
+
+    def __init__(self, handles, schedule: SigmaSchedule | None, m: int, lam: float, n: int):
+        self.handles, self.schedule, self.m, self.lam, self.n = handles, schedule, m, lam, n
+        self.pending: dict[str, Any] | None = None
+        self.rounds, self.spent, self.communication = 0, 0.0, 0.0
+
+    def round(self) -> None:
+        """One round: every partition settles the last one and steps (one call each)."""
+        began = time.perf_counter()
+        computing = 0.0
+        while True:  # a rejected last round is damped or run again first
+            sigma = self._next_sigma()
+            results = self._all("local_round", self.pending, self.m, sigma)
+            if results[0][0] != "rejected":
+                break
+            computing += self._reject(results[0])
+        self._kept()
+        computing += max(r[1] for r in results)
+        self._pend(results, sigma, trial=True)
+        self.rounds += 1
+        took = time.perf_counter() - began
+        self.spent += took
+        self.communication += max(0.0, took - computing)
+
+    def settled(self, method: str) -> list[Any]:
+        """``method(pending)`` on every partition once the last round is settled."""
+        while True:
+            results = self._all(method, self.pending)
+            if not (isinstance(results[0], dict) and "rejected" in results[0]):
+                self._kept()
+                return results
+            began = time.perf_counter()
+            self._reject(results[0]["rejected"])
+            self.spent += time.perf_counter() - began
+
+    def _all(self, method: str, *args: Any) -> list[Any]:
+        """``method`` on every partition; a ``pending`` first argument is sent to each
+        without its own message, which it kept (None in its place)."""
+        if args and isinstance(args[0], dict):
+            messages = args[0]["messages"]
+            sent = [
+                h.send(method, {**args[0], "messages": _others(messages, k)}, *args[1:])
+                for k, h in enumerate(self.handles)
+            ]
         else:
-            schedule.reject()
-            damped = _damped(handles, total, sigma, w, lam, n, A, K) if sigma >= 1.0 else None
-            if damped is not None:
+            sent = [h.send(method, *args) for h in self.handles]  # all at once
+        return [s.result() for s in sent]  # partition order: bitwise reproducible
+
+    def _next_sigma(self) -> float | None:
+        """The trial sigma' of the next round, as it will be once the last is kept (when the
+        last is rejected, the partitions step no further and it is asked again)."""
+        s = self.schedule
+        if s is None:
+            return None
+        if self.pending is None or not self.pending["trial"]:
+            return s.sigma
+        after = SigmaSchedule.from_json(s.n_partitions, s.to_json())
+        after.keep()
+        return after.sigma
+
+    def _pend(self, results: list[Any], sigma: float | None, trial: bool) -> None:
+        s = self.schedule
+        self.pending = {
+            "messages": [r[0] for r in results],
+            "check": s is not None and trial and sigma is not None and sigma < s.safe,
+            "trial": s is not None and trial,
+            "entropy": sum(r[2] for r in results) if s is not None else 0.0,
+            "sigma": sigma,
+            "lam": self.lam,
+            "n": self.n,
+        }
+
+    def _kept(self) -> None:
+        if self.pending is not None and self.pending["trial"]:
+            self.schedule.keep()
+        self.pending = None
+
+    def _reject(self, rejected: tuple[str, float, float]) -> float:
+        """A rejected round (``crfsdca.solvers.adaptive``): tried at sigma' >= 1, kept at the
+        mix t in {1/P, ..., (P-1)/P} that raises the exact dual most (at t = 1/P, the
+        average, the dual cannot fall: each partition's steps alone raise it when sigma' >= 1,
+        and the dual is concave); else (or for trials below 1) undone and run again with the
+        safe sigma' = P. Returns the seconds of computation of a run-again round."""
+        _, dot, sq = rejected
+        schedule, sigma = self.schedule, self.pending["sigma"]
+        schedule.reject()
+        if sigma >= 1.0:
+            ts = damped_steps(len(self.handles))
+            changes = np.zeros(ts.size)
+            for sent in [h.send("mixed_entropy_changes", ts) for h in self.handles]:
+                changes += sent.result()  # partition order: bitwise reproducible
+            t = best_damping(ts, changes, dot, sq, self.lam, self.n)
+            if t is not None:
+                self._all("mix_last_round", t)
                 schedule.damped += 1
-                return damped, results
-            sent = [h.send("local_round", None, m, schedule.safe, True) for h in handles]
-            results.append([s.result() for s in sent])
-            total = aggregate([r[0] for r in results[1]])
-    return total, results
+                self.pending = None
+                return 0.0
+        results = self._all("redo", self.m, schedule.safe)
+        self._pend(results, schedule.safe, trial=False)
+        self.rounds += 1  # a rejected round counts
+        return max(r[1] for r in results)
 
 
-def _damped(handles, total, sigma, w, lam, n, A, K):
-    """A rejected round tried at sigma' >= 1, kept at the mix t in {1/P, ..., (P-1)/P} that
-    raises the exact dual most (at t = 1/P, the average, the dual cannot fall: each
-    partition's steps alone raise it when sigma' >= 1, and the dual is concave). Returns the
-    summed update times t, or None when no mix raises the dual (then the round is undone)."""
-    ts = damped_steps(len(handles))
-    changes = np.zeros(ts.size)
-    for sent in [h.send("mixed_entropy_changes", ts) for h in handles]:
-        changes += sent.result()  # partition order: bitwise reproducible
-    t = best_damping(ts, changes, *dot_and_square(w, total, A, K), lam, n)
-    if t is None:
-        return None
-    for sent in [h.send("mix_last_round", t) for h in handles]:
-        sent.result()
-    rows, values, tail = total
-    return rows, values * t, None if tail is None else tail * t
+def _others(messages: list[Any], k: int) -> list[Any]:
+    return [None if j == k else m for j, m in enumerate(messages)]
 
 
 class _Checkpoints:

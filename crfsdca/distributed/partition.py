@@ -30,11 +30,12 @@ from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.io.modelfile import load_model, save_model
 from crfsdca.kernels.solvers import sparse_rows
-from crfsdca.solvers.adaptive import Snapshot
+from crfsdca.solvers.adaptive import Snapshot, dot_and_square
 from crfsdca.solvers.cocoa import coordinate_scale, scaled_train, sequences_of
 from crfsdca.solvers.local import LocalSDCA, shard_problem
+from crfsdca.solvers.marginal_update import AttributeTable, MarginalLedger
 from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
-from crfsdca.solvers.sparse_update import Update, apply, attribute_block, touched_rows
+from crfsdca.solvers.sparse_update import Update, aggregate, apply, attribute_block, touched_rows
 from crfsdca.structures.problem import Problem
 
 
@@ -63,10 +64,15 @@ class ArrayShard:
     name: str = ""
     kind: str = "chain"
     loss: str = "log"  # the CRF's log-loss, or the structured SVM's hinge loss
+    table: AttributeTable | None = None  # every sequence's attributes (marginal messages)
+    first: int = 0  # the global id of the shard's first sequence
 
     @classmethod
-    def of(cls, problem: Problem, indices: NDArray[np.integer]) -> ArrayShard:
-        """Shard ``indices`` of ``problem`` (the driver encodes once; workers get arrays)."""
+    def of(
+        cls, problem: Problem, indices: NDArray[np.integer], table: AttributeTable | None = None
+    ) -> ArrayShard:
+        """Shard ``indices`` (contiguous) of ``problem`` (the driver encodes once; workers
+        get arrays); ``table``: :func:`attribute_table` of the problem, shared by the shards."""
         return cls(
             subset_train(problem.train, indices),
             problem.feature_map,
@@ -75,7 +81,13 @@ class ArrayShard:
             problem.name,
             _kind(problem),
             problem.loss,
+            table,
+            int(indices[0]) if len(indices) else 0,
         )
+
+    def load_parts(self) -> tuple[Problem, AttributeTable | None, int]:
+        """(the shard's problem, the attribute table, the shard's first global id)."""
+        return self.load(), self.table, self.first
 
     def load(self) -> Problem:
         lam_n = self.regularization * self.n_total
@@ -92,6 +104,20 @@ class ArrayShard:
 
 def _kind(problem: Problem) -> str:
     return problem.structure.kind
+
+
+def attribute_table(problem: Problem) -> AttributeTable | None:
+    """The table marginal messages need (chains and trees), None for other structures."""
+    if _kind(problem) not in MARGINAL_KINDS:
+        return None
+    return AttributeTable.of(sequences_of(problem.train))
+
+
+#: structures whose rounds ship per-token marginal changes (w's attribute rows come from the
+#: node marginals); the others ship the rows they moved
+MARGINAL_KINDS = ("chain", "tree")
+#: aggregations that ship marginal changes (the others step from a scaled or fresh copy of w)
+MARGINAL_VARIANTS = ("practical", "adaptive")
 
 
 def _problem_class(kind: str) -> type:
@@ -122,6 +148,10 @@ class DatasetShard:
     label: str | None = None  # CoNLL-U column (xpos, upos)
 
     def load(self) -> Problem:
+        return self.load_parts()[0]
+
+    def load_parts(self) -> tuple[Problem, AttributeTable | None, int]:
+        """(the shard's problem, the whole data's attribute table, the shard's first id)."""
         from crfsdca.features.sources import load_inputs
 
         inputs = load_inputs(
@@ -140,11 +170,23 @@ class DatasetShard:
         whole = Problem(
             train=train, feature_map=fm, regularization=self.regularization, name=inputs.name
         )
-        return shard_problem(whole, shard_indices(train.n_sequences, self.n_partitions, self.index))
+        indices = shard_indices(train.n_sequences, self.n_partitions, self.index)
+        first = int(indices[0]) if indices.size else 0
+        return shard_problem(whole, indices), attribute_table(whole), first
 
 
 class PartitionSolver:
-    """One partition: its shard, dual state, gap estimates and RNG (see the module docstring)."""
+    """One partition: its shard, dual state, gap estimates and RNG (see the module docstring).
+
+    A round is one call, :meth:`local_round`: first *settle* the last round (apply every
+    partition's message, in partition order, to this replica of w; with "adaptive", keep it
+    only when the exact dual did not fall, else report the rejection and step no further),
+    then run the steps and return this partition's message. Messages are per-token
+    node-marginal changes (``crfsdca.solvers.marginal_update``) for chains and trees with the
+    "practical" and "adaptive" aggregations, else the rows of w the steps moved
+    (``crfsdca.solvers.sparse_update``). Every replica applies the same messages in the same
+    order, so the replicas are equal bit for bit, and the driver holds no w of its own.
+    """
 
     def __init__(
         self,
@@ -160,7 +202,7 @@ class PartitionSolver:
         attribute_counts: NDArray[np.int64] | None = None,
     ) -> None:
         self.index, self.variant = index, variant
-        problem = spec.load()
+        problem, table, first = spec.load_parts()
         self.coords = None  # "sparse": c of crfsdca.solvers.cocoa (kernel coordinates w / c)
         if variant == "sparse":
             if attribute_counts is None:
@@ -191,6 +233,19 @@ class PartitionSolver:
         self._saved: Snapshot | None = None  # "adaptive": the blocks before the last round
         self._rows = np.zeros(0, np.int64)  # the attribute rows the last round moved
         self._mark = np.zeros(fm.n_attributes, np.bool_)  # scratch of touched_rows
+        self.ledger: MarginalLedger | None = None
+        # one partition: its replica of w takes the steps' w on the rows they moved, so the run
+        # is serial SDCA bit for bit (with the same draws); nothing is sent anywhere
+        self.alone = n_partitions == 1 and variant in MARGINAL_VARIANTS
+        marginal = variant in MARGINAL_VARIANTS and _kind(problem) in MARGINAL_KINDS
+        log_loss = getattr(problem, "loss", "log") == "log"
+        if table is not None and marginal and log_loss and not self.alone:
+            seqs = sequences_of(problem.train)
+            self.ledger = MarginalLedger(
+                table, first, seqs, state.dual.log_node, self.shape, self.local.lam_n
+            )
+        self._held: Update | None = None  # rows form: the summed update not yet committed
+        self._message: Any = None  # this partition's last message (the driver sends None)
 
     def info(self) -> dict[str, Any]:
         fm = self.problem.feature_map
@@ -203,60 +258,152 @@ class PartitionSolver:
             "dual_bytes": self.local.state.dual.nbytes,
             "n_attributes": fm.n_attributes,
             "n_labels": fm.n_labels,
+            "form": "rows" if self.ledger is None else "marginals",
         }
 
     def set_weights(self, w: NDArray[np.float64]) -> None:
-        """Start this partition's replica of the global w (a copy; ``w`` is never written)."""
-        self.w = np.array(w, dtype=np.float64, copy=True)
+        """Start this partition's replica of the global w (a copy; ``w`` is never written).
+        One partition keeps the w of its dual state (serial SDCA's, bit for bit)."""
         d = self.local.state.dual
+        if self.alone:
+            w = d.weights
+        self.w = np.array(w, dtype=np.float64, copy=True)
         d.weights = self.w.copy() if self.coords is None else self.w / self.coords
 
-    def local_round(
-        self,
-        update: Update | None,
-        n_steps: int,
-        sigma: float | None = None,
-        undo: bool = False,
-    ) -> tuple[Any, ...]:
-        """Apply the driver's last summed update to the replica of w, run ``n_steps`` steps;
-        returns (this partition's Delta w as a sparse update, seconds spent computing it), and
-        for "adaptive" also the entropy change of the blocks stepped on.
+    def weights(self) -> NDArray[np.float64]:
+        """This replica of the global w (a copy)."""
+        return self.w.copy()
 
-        The steps move the kernel's local copy u (= w, or w / c for "sparse") with the scale
-        sigma' (default P); Delta w = (u - w) / sigma' on the rows the steps moved (divided by
-        c for "sparse"). ``undo`` ("adaptive"): first put back the blocks of the last round,
-        which the driver rejected (``crfsdca.solvers.adaptive``); ``update`` is then None.
-        """
-        if undo:
-            self._undo()
-        self._apply(update)
+    def local_round(
+        self, pending: dict[str, Any] | None, n_steps: int, sigma: float | None = None
+    ) -> tuple[Any, ...]:
+        """Settle ``pending`` (the last round's messages, see the class docstring), then run
+        ``n_steps`` steps with the scale sigma' (default P); returns (this partition's
+        message, seconds spent computing it, and for "adaptive" the entropy change of the
+        blocks stepped on). A rejected last round returns ``("rejected", w . Delta w,
+        |Delta w|^2)`` instead, and nothing is stepped.
+
+        The steps move the kernel's local copy u (= w, or w / c for "sparse"); the message is
+        the change of this shard's w_hat: the node-marginal changes, or (u - w) / sigma' on
+        the rows the steps moved (divided by c for "sparse")."""
+        rejected = self._settle(pending)
+        if rejected is not None:
+            return rejected
+        return self._steps(n_steps, sigma)
+
+    def redo(self, n_steps: int, sigma: float) -> tuple[Any, ...]:
+        """Put back the blocks of the last round, which the driver rejected
+        (``crfsdca.solvers.adaptive``), drop its messages, and run the round again with
+        ``sigma`` (the safe P)."""
+        if self._saved is None:
+            raise RuntimeError("no round to undo")
+        self._saved.restore(self.local.state.dual)
+        self._saved = None
+        self._commit(0.0)
+        return self._steps(n_steps, sigma)
+
+    def _steps(self, n_steps: int, sigma: float | None) -> tuple[Any, ...]:
         start = _clock()
         if self.variant not in ("practical", "sparse", "adaptive"):  # comparison: dense
             delta = self.local.local_round(self.w, n_steps, self.variant)
-            return (None, delta, None), _clock() - start
+            self._rows = np.zeros(0, np.int64)
+            self._message = (None, delta, None)
+            return self._message, _clock() - start
         A, K = self.shape
         scale = self.local.scale if sigma is None else float(sigma)
+        dual = self.local.state.dual
+        trial = False  # a round at the safe sigma' = P is never checked: nothing to save
         if self.variant == "adaptive":
             examples = self.local.draw_examples(n_steps)
-            dual = self.local.state.dual
-            self._saved = Snapshot(dual, self.problem.structure.blocks.runs, examples)
+            trial = scale < self.local.scale
+            runs = self.problem.structure.blocks.runs
+            self._saved = Snapshot(dual, runs, examples) if trial else None
             self.local.take_steps(n_steps, scale=scale, examples=examples)
         else:
             self.local.take_steps(n_steps, scale=scale)
-        rows = touched_rows(sequences_of(self.problem.train), self.local.visited, self._mark)
-        self._rows = rows
-        u, w = self.local.state.dual.weights, self.w
-        if self.coords is None:
-            values = sparse_rows.row_increments(u, w, rows, K, scale)
-        else:
-            u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
-            c = attribute_block(self.coords, A, K)[rows]
-            values = (u_rows - w_rows / c) / scale / c
+        u, w = dual.weights, self.w
         tail = (u[A * K :] - w[A * K :]) / scale
+        if self.ledger is not None:
+            message = self.ledger.message(self.local.visited, dual.log_node, tail)
+        else:
+            rows = touched_rows(sequences_of(self.problem.train), self.local.visited, self._mark)
+            self._rows = rows
+            values = None  # alone: the rows w takes from u (_commit)
+            if self.alone:
+                tail = None
+            elif self.coords is None:
+                values = sparse_rows.row_increments(u, w, rows, K, scale)
+            else:
+                u_rows, w_rows = attribute_block(u, A, K)[rows], attribute_block(w, A, K)[rows]
+                c = attribute_block(self.coords, A, K)[rows]
+                values = (u_rows - w_rows / c) / scale / c
+            message = (rows, values, tail)
+        self._message = message
         seconds = _clock() - start
-        if self._saved is not None:
-            return (rows, values, tail), seconds, self._saved.entropy_change(dual)
-        return (rows, values, tail), seconds
+        if self.variant == "adaptive":  # the entropy change matters to a trial only
+            return message, seconds, self._saved.entropy_change(dual) if trial else 0.0
+        return message, seconds
+
+    # -- settling a round: apply the messages, keep or reject ---------------------------------
+    def _settle(self, pending: dict[str, Any] | None) -> tuple[str, float, float] | None:
+        """Apply ``pending["messages"]`` to the replica; with ``pending["check"]`` only when
+        the exact dual did not fall (``crfsdca.solvers.adaptive``): D changes by
+        Delta H / n - lambda (w . Delta w + |Delta w|^2 / 2). Returns None when applied, else
+        ``("rejected", w . Delta w, |Delta w|^2)`` (the update is held for
+        :meth:`mix_last_round` or :meth:`redo`)."""
+        if pending is None:
+            return None
+        self._accumulate(pending["messages"])
+        if pending["check"]:
+            dot, sq = self._dot_and_square()
+            change = pending["entropy"] / pending["n"] - pending["lam"] * (dot + 0.5 * sq)
+            if change < 0.0:
+                return "rejected", dot, sq
+        self._commit(1.0)
+        self._saved = None
+        return None
+
+    def _accumulate(self, messages: list[Any]) -> None:
+        messages = [self._message if m is None else m for m in messages]  # None: our own
+        if self.ledger is not None:
+            self.ledger.accumulate(self.w, messages)
+        elif not self.alone:
+            self._held = aggregate(messages)
+
+    def _dot_and_square(self) -> tuple[float, float]:
+        if self.ledger is not None:
+            return self.ledger.dot_and_square(self.w, self.local.state.dual.weights)
+        A, K = self.shape
+        return dot_and_square(self.w, self._held, A, K)
+
+    def _commit(self, t: float) -> None:
+        """w += t * the held update (t = 0: dropped), and the kernel's u reset to w on the
+        rows it moved and the rows this partition stepped on."""
+        if self.ledger is not None:
+            self.ledger.commit(self.w, self.local.state.dual.weights, t)
+            if t != 1.0:
+                self.ledger.take_back(t)
+            return
+        held, self._held = self._held, None
+        if self.alone:  # w = u on the rows moved (t = 0: u = w), bit for bit
+            A, K = self.shape
+            u, w = self.local.state.dual.weights, self.w
+            if t not in (0.0, 1.0):
+                raise RuntimeError("one partition keeps or drops its round, never mixes it")
+            src, dst = (u, w) if t == 1.0 else (w, u)
+            sparse_rows.copy_rows(dst, src, self._rows, K)
+            dst[A * K :] = src[A * K :]
+            return
+        if t != 1.0 and held is not None:
+            rows, values, tail = held
+            held = (rows, values * t, None if tail is None else tail * t)
+        if t == 0.0:  # "adaptive" only: u is w
+            A, K = self.shape
+            u, w = self.local.state.dual.weights, self.w
+            sparse_rows.copy_rows(u, w, self._rows, K)
+            u[A * K :] = w[A * K :]
+            return
+        self._apply(held)
 
     def mixed_entropy_changes(self, ts: NDArray[np.float64]) -> NDArray[np.float64]:
         """The entropy change of the last round's blocks at each mix ``ts`` of their state
@@ -266,23 +413,12 @@ class PartitionSolver:
         return self._saved.mixed_entropy_changes(self.local.state.dual, np.asarray(ts))
 
     def mix_last_round(self, t: float) -> None:
-        """Keep the last round at the mix t (its blocks; the kernel's copy u on the rows it
-        moved is reset by the next round's update, the driver's summed update times t)."""
+        """Keep the last round at the mix t: its blocks, and t times the held update."""
         if self._saved is None:
             raise RuntimeError("no round to mix")
         self._saved.mix(self.local.state.dual, float(t))
         self._saved = None
-
-    def _undo(self) -> None:
-        """Put back the blocks of the last round and the kernel's u on the rows it moved."""
-        if self._saved is None:
-            raise RuntimeError("no round to undo")
-        self._saved.restore(self.local.state.dual)
-        self._saved = None
-        A, K = self.shape
-        u, w = self.local.state.dual.weights, self.w
-        sparse_rows.copy_rows(u, w, self._rows, K)  # "adaptive" only: u is w
-        u[A * K :] = w[A * K :]
+        self._commit(float(t))
 
     def _apply(self, update: Update | None) -> None:
         """w += update on the replica, and the kernel's copy u reset to w on those rows."""
@@ -302,16 +438,39 @@ class PartitionSolver:
             attribute_block(u, A, K)[rows] = w_rows
         u[A * K :] = w[A * K :]
 
-    def objective_terms(self, update: Update | None) -> dict[str, float]:
-        """Shard sums at the global w (this replica after ``update``)."""
-        self._apply(update)
+    def objective_terms(self, pending: dict[str, Any] | None) -> dict[str, Any]:
+        """Shard sums at the global w (this replica after settling ``pending``; a rejection
+        as in :meth:`local_round`), with |w|^2 and the residual terms of the certificate
+        (``crfsdca.solvers.marginal_update``)."""
+        rejected = self._settle(pending)
+        if rejected is not None:
+            return {"rejected": rejected}
         st = self.local.state
         w = self.w if self.coords is None else self.w / self.coords
-        return {
+        terms = {
             **self.local.objective_terms(w),
             "oracle_calls": float(st.oracle_calls),
             "updates": float(st.updates),
+            "wsq": float(self.w @ self.w),
+            "residual_dot": 0.0,
+            "residual_bound": 0.0,
         }
+        if self.ledger is not None:
+            terms.update(self.ledger.residual_terms(self.w, st.dual.log_node))
+        return terms
+
+    def committed_contribution(self) -> NDArray[np.float64]:
+        """What w holds of this shard: :meth:`primal_contribution` of the committed marginals
+        nu (``crfsdca.solvers.marginal_update``; equal to it in the rows form)."""
+        return self.primal_contribution() - self.residual_vector()
+
+    def residual_vector(self) -> NDArray[np.float64]:
+        """w_hat(mu) - w_hat(nu) of this shard, dense (zero in the rows form): a check."""
+        out = np.zeros_like(self.w)
+        if self.ledger is not None:
+            log_node = self.local.state.dual.log_node
+            out[: self.ledger.n_attributes * self.ledger.K] = self.ledger.residual_vector(log_node)
+        return out
 
     def primal_contribution(self) -> NDArray[np.float64]:
         v = self.local.primal_contribution()

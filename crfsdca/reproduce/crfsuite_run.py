@@ -4,7 +4,8 @@ Same features and objective: the problem has no bias rows and only its training 
 CRFsuite's dense first-order model (possible states and transitions on) has the same d, and
 ``c2 = n lambda / 2`` makes CRFsuite minimise sum NLL + c2 ||w||^2 = n P(w). P after each
 iteration is CRFsuite's logged loss / n; seconds are the wall time between the log lines that
-open its iterations (feature generation excluded), as ``scripts/bench_vs_crfsuite.py`` does.
+open its iterations (feature generation excluded), as ``scripts/bench_vs_crfsuite.py`` does,
+and ``cpu_seconds`` (extra) the process's CPU time between the same lines.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def crfsuite_trace(problem: Problem, max_iterations: float) -> Trace:
 
     class TimedTrainer(pycrfsuite.Trainer):
         def message(self, message: str) -> None:
-            self.stamps.append((time.perf_counter(), message))
+            self.stamps.append((time.perf_counter(), time.process_time(), message))
             super().message(message)
 
     n = problem.n_sequences
@@ -70,9 +71,9 @@ def crfsuite_trace(problem: Problem, max_iterations: float) -> Trace:
             f"CRFsuite generated {log.featgen_num_features} features;"
             f" crfsdca's problem has {problem.feature_map.n_features}"
         )
-    heads = [k for k, (_, m) in enumerate(trainer.stamps) if m.startswith("***** Iteration #")]
-    starts = [trainer.stamps[heads[0] - 1][0]] + [trainer.stamps[k][0] for k in heads]
-    seconds = np.cumsum(np.diff(starts))
+    heads = [k for k, (*_, m) in enumerate(trainer.stamps) if m.startswith("***** Iteration #")]
+    starts = np.array([trainer.stamps[heads[0] - 1][:2]] + [trainer.stamps[k][:2] for k in heads])
+    seconds, cpu_seconds = np.cumsum(np.diff(starts, axis=0), axis=0).T
     trace = Trace.create(
         solver="crfsuite",
         config=params,
@@ -93,6 +94,7 @@ def crfsuite_trace(problem: Problem, max_iterations: float) -> Trace:
                 updates=(k + 1) * n,
                 seconds=float(seconds[k]),
                 primal=it["loss"] / n,
+                extra={"cpu_seconds": float(cpu_seconds[k])},
             )
         )
     return trace

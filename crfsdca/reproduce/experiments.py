@@ -1,8 +1,14 @@
 """The paper's experiments as data: datasets, budgets, one :class:`Experiment` per trace.
 
-An experiment is (dataset, solver, options, budget). Its digest (inputs + crfsdca's version)
-names its trace ``OUT/traces/<digest>.jsonl``; figures that share a run (Fig. 4, 6 and 7 all
-use the same SDCA-GAP run on NER) share its digest, so it is computed once.
+An experiment is (dataset, solver, options, budget). Its digest (those inputs, the digest of
+the code that runs it and the libraries' versions: ``provenance.cache_key``) names its trace
+``OUT/traces/<digest>.jsonl``; figures that share a run (Fig. 4, 6 and 7 all use the same
+SDCA-GAP run on NER) share its digest, so it is computed once. Its ``identity`` (the inputs
+without the code) finds its trace in an archive of traces made by other code.
+
+Besides solver runs, ``measure`` experiments record numbers that come from the data or a
+solver's state rather than from a curve (Table 1, the starting points, the radii against the
+per-sequence gaps, the memory of the states): cached, keyed and archived the same way.
 
 Every problem is the dataset's default attribute template on the first ``max_sequences``
 training sequences (``None``: all), no bias rows, restricted to the labels and attributes that
@@ -17,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from crfsdca import __version__
+from crfsdca.reproduce.provenance import cache_key
 
 DATASETS = ("ocr", "conll2000", "conll2002-ned", "ewt-pos")
 SHORT = {"ocr": "OCR", "conll2000": "CONLL", "conll2002-ned": "NER", "ewt-pos": "POS"}
@@ -81,22 +87,36 @@ class Experiment:
         return dict(self.options)
 
     def inputs(self) -> dict[str, Any]:
-        """Everything the trace depends on (the label is presentation only)."""
+        """Everything the trace depends on (the label is presentation only): the experiment's
+        own inputs and the code that runs it."""
+        return {**self.own_inputs(), **cache_key()}
+
+    def own_inputs(self) -> dict[str, Any]:
+        """Dataset, solver, options and budget (what a trace's ``identity`` hashes)."""
         budget = self.budget
-        if self.solver == "reference":  # P* depends on the problem alone
+        if self.solver in ("reference", "measure"):  # P*, measurements: the problem alone
             budget = Budget(budget.max_sequences, 0.0, 0.0, 0.0)
         return {
             "dataset": self.dataset,
             "solver": self.solver,
             "options": self.opts,
             "budget": budget.__dict__,
-            "version": __version__,
         }
 
     @property
     def digest(self) -> str:
-        text = json.dumps(self.inputs(), sort_keys=True, default=repr)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """The cache key: 16 hex digits of the inputs with the code digest."""
+        return _hash(self.inputs())
+
+    @property
+    def identity(self) -> str:
+        """The inputs without the code: the same experiment run by other code."""
+        return identity_of(self.own_inputs())
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether its curves are read against P* (solver runs; not P* or measurements)."""
+        return self.solver not in ("reference", "measure")
 
     @property
     def reference(self) -> Experiment:
@@ -107,6 +127,17 @@ class Experiment:
         opts = " ".join(f"{k}={v}" for k, v in self.options)
         n = self.budget.max_sequences or "all"
         return f"{self.dataset}[n={n}] {self.solver} {opts}".strip()
+
+
+def _hash(inputs: dict[str, Any]) -> str:
+    text = json.dumps(inputs, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def identity_of(inputs: dict[str, Any]) -> str:
+    """The identity of the experiment whose inputs (a trace header's ``experiment``) these are."""
+    keys = ("dataset", "solver", "options", "budget")
+    return _hash({k: inputs[k] for k in keys})
 
 
 def reference(dataset: str, budget: Budget) -> Experiment:
@@ -169,7 +200,8 @@ def nonuniformity_runs(dataset: str, budget: Budget) -> dict[float, Experiment]:
 
 
 def fig8_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
-    """One Newton step from 0.5, sub-precision 1e-2 and 1e-3 (Fig. 8)."""
+    """crfsdca's one Newton step from 0.5 (``max_newton_iterations=1``, no predictor) and
+    crfsdca's search at 1e-3; the authors' search at 0.5, 1e-2, 1e-3 is ``paper_search_runs``."""
     d, b = dataset, budget
     return {
         "one step": sdca(
@@ -177,18 +209,103 @@ def fig8_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
             b,
             "gap",
             0.8,
-            label="one Newton step (from 0.5)",
+            label="crfsdca, one Newton step from 0.5 (max_newton_iterations=1)",
             max_newton_iterations=1,
             line_search_start="half",
         ),
-        "1e-2": sdca(d, b, "gap", 0.8, label="sub-precision 1e-2", line_search_tol=1e-2),
-        "1e-3": sdca(d, b, "gap", 0.8, label="sub-precision 1e-3"),
+        "1e-3": sdca(d, b, "gap", 0.8, label="crfsdca search, sub-precision 1e-3"),
     }
 
 
-#: datasets of footnote 4's runs and of the SAG-NUS constants' variants
+#: datasets of crfsdca's footnote-4 starts and of the SAG-NUS constants' variants
 LS_START_DATASETS = ("ocr", "conll2000", "conll2002-ned")
-SAG_DATASETS = ("ocr", "conll2000", "conll2002-ned")
+SAG_DATASETS = DATASETS
+
+#: the authors' line search (sdca4crf's safe_newton, §6.2): float64 Newton from 0.5, no predictor
+PAPER_SEARCH = {"line_search_method": "paper", "line_search_start": "half"}
+#: its sub-precisions: §6.2's "0.01 or less" (1e-2, 1e-3, 1e-4) and Fig. 8's 0.5 (one step)
+PAPER_TOLS = (1e-2, 1e-3, 1e-4, 0.5)
+
+
+def paper_search_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """SDCA-GAP with the authors' line search at each of PAPER_TOLS (keys "0.01", "0.001",
+    "0.0001", "0.5") and, at 1e-3, started from the sequence's previous step ("previous")."""
+    d, b = dataset, budget
+    out = {
+        f"{t:g}": sdca(
+            d,
+            b,
+            "gap",
+            0.8,
+            label=f"paper search, sub-precision {t:g}",
+            line_search_tol=t,
+            **PAPER_SEARCH,
+        )  # fmt: skip
+        for t in PAPER_TOLS
+    }
+    previous = {**PAPER_SEARCH, "line_search_start": "previous"}
+    label = "paper search from the previous step"
+    out["previous"] = sdca(d, b, "gap", 0.8, label=label, **previous)
+    return out
+
+
+def one_step_starts(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """The authors' search at 0.5 (one step) and at 1e-3 from the paper's text's start (the
+    epsilon-mix, App. A.1) instead of its code's: does the start explain Fig. 8's NER panel?"""
+    d, b = dataset, budget
+    return {
+        t: sdca(
+            d,
+            b,
+            "gap",
+            0.8,
+            label=f"paper search, sub-precision {float(t):g}, epsilon-mix start",
+            line_search_tol=float(t),
+            start="epsilon",
+            **PAPER_SEARCH,
+        )  # fmt: skip
+        for t in ("0.5", "0.001")
+    }
+
+
+#: L-BFGS and CRFsuite run this many times the epoch budget in the wall-time figure, so that
+#: they are not stopped before the stochastic methods' levels (runs still stop at 1e-7)
+TIME_BUDGET_FACTOR = 4
+
+
+def time_baselines(dataset: str, budget: Budget) -> list[Experiment]:
+    """crfsdca's L-BFGS and CRFsuite's with TIME_BUDGET_FACTOR x the epoch budget."""
+    b = Budget(budget.max_sequences, budget.max_epochs * TIME_BUDGET_FACTOR, budget.stop_below)
+    return [
+        baseline(dataset, b, "lbfgs", "L-BFGS (crfsdca)"),
+        baseline(dataset, b, "crfsuite", "CRFsuite L-BFGS"),
+    ]
+
+
+DIFFICULTY_EPOCHS = 5  # uniform SDCA epochs before the per-sequence gaps are measured
+
+
+def measure(dataset: str, kind: str, max_sequences: int | None, **options) -> Experiment:
+    """A measurement (``measurements.KINDS``) on the first max_sequences sequences (None: the
+    whole training set)."""
+    return Experiment.make(
+        dataset, "measure", Budget(max_sequences, 0.0), label=kind, kind=kind, **options
+    )
+
+
+def measurements(dataset: str, budget: Budget) -> dict[str, Experiment]:
+    """Table 1 of the full set and of the subset, the radii against the gaps on the subset, and
+    (OCR) the starting points on the full set with crfsdca's default model."""
+    out = {
+        "full": measure(dataset, "data", None),
+        "subset": measure(dataset, "data", budget.max_sequences),
+        "difficulty": measure(
+            dataset, "difficulty", budget.max_sequences, epochs=DIFFICULTY_EPOCHS
+        ),
+    }
+    if dataset == "ocr":
+        out["start"] = measure(dataset, "start", None, model="default")
+    return out
 
 
 def line_search_start_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
@@ -236,14 +353,16 @@ def start_runs(dataset: str, budget: Budget) -> dict[str, Experiment]:
     }
 
 
-#: SAG-NUS constants that are reconstructions (baselines.md §3-4), one changed per variant; the
-#: doubling of L_i in the line search (factor 2) is a kernel constant, not an option: not varied
+#: SAG-NUS constants that are reconstructions (baselines.md §3-4), one changed per variant
 SAG_VARIANTS = {
     "L_i x0.9 on revisit": ("sag-nus", {"revisit_factor": 0.9}),
     "first visit L_i = mean/2": ("sag-nus", {"first_visit": "half-mean"}),
     "L_max halves every 4 n": ("sag-nus", {"lipschitz_halflife": 4.0}),
+    "L_i x1.5 per failed test": ("sag-nus", {"lipschitz_growth": 1.5}),
     "* L_i x0.9 on revisit": ("sag-nus-skip", {"revisit_factor": 0.9}),
     "* skipped visits decay L_max": ("sag-nus-skip", {"skipped_visit": "decay"}),
+    "* L_i x1.5 per failed test": ("sag-nus-skip", {"lipschitz_growth": 1.5}),
+    "* skip c_i searches (not 2^(c_i-1))": ("sag-nus-skip", {"skip_line_search": "linear"}),
 }
 
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-
-import numpy as np
 
 from crfsdca.io.modelfile import atomic_write_text
 from crfsdca.reproduce.experiments import OEG_BASE, SHORT, Budget, Experiment, baseline, sdca
 from crfsdca.reproduce.figures import Traces
-from crfsdca.structures.objectives import dual_value
 
 START = """\
 Why the two codes log different step-0 values: the authors' code (sdca4crf) starts the duals at
@@ -43,67 +41,128 @@ available here, so the rule is our reading of it; figure `oeg` and the table bel
 rules. The default is unchanged (see the verdict below)."""
 
 
-def full_ocr_start(folder: Path, data_dir: str | None) -> dict[str, float]:
-    """P(0), and P, D, |w| at both starts on the full OCR training set, crfsdca's default
-    model (3 bias rows, as `crfsdca train ocr`); cached in OUT/start_ocr.json."""
-    path = Path(folder) / "start_ocr.json"
-    if path.exists():
-        cached = json.loads(path.read_text())
-        if "|w| uniform" in cached:
-            return cached
-    import data_loaders
-    from crfsdca.features.feature_map import FeatureMap
-    from crfsdca.reproduce.problems import dual_start
-    from crfsdca.structures.problem import Problem
-
-    _, train, _ = data_loaders.load_encoded("ocr", data_dir=data_dir)
-    problem = Problem(train=train, feature_map=FeatureMap(train.n_attributes, train.n_labels))
-    row = {"P(0)": problem.primal(problem.feature_map.zeros())}
-    for start in ("epsilon", "gibbs", "uniform"):
-        d = dual_start(problem, start)
-        wsq = float(d.weights @ d.weights)
-        dual = dual_value(problem.regularization, wsq, d.entropies.sum(), problem.n_sequences)
-        row[f"P {start}"] = problem.primal(d.weights)
-        row[f"D {start}"] = float(dual)
-        row[f"|w| {start}"] = float(np.linalg.norm(d.weights))
-    atomic_write_text(path, json.dumps(row))
-    return row
-
-
 RUNTIME = "runtime.json"
 
 
-def log_runtime(folder: Path, computed: int, seconds: float) -> None:
-    """Add one invocation that computed traces to OUT/runtime.json (its wall time)."""
+def log_runtime(folder: Path, computed: int, seconds: float, jobs: int = 1) -> None:
+    """Add one invocation that computed traces to OUT/runtime.json: its wall time, the code it
+    ran, the machine, its processes and its niceness."""
+    import os
+
+    from crfsdca.reproduce.provenance import provenance
+
     path = Path(folder) / RUNTIME
-    runs = json.loads(path.read_text()) if path.exists() else []
-    runs.append({"traces": computed, "seconds": round(seconds, 1), "machine": machine()})
+    runs = read_runtime(folder)
+    prov = provenance()
+    runs.append(
+        {
+            "traces": computed,
+            "seconds": round(seconds, 1),
+            "machine": machine(),
+            "jobs": jobs,
+            "nice": os.nice(0),
+            "code": prov["code"],
+            "commit": prov["commit"],
+        }
+    )
     atomic_write_text(path, json.dumps(runs, indent=1))
 
 
-def runtime_line(folder: Path) -> str:
+def read_runtime(folder: Path) -> list[dict]:
     path = Path(folder) / RUNTIME
-    if not path.exists():
-        return ""
-    runs = json.loads(path.read_text())
-    traces, seconds = sum(r["traces"] for r in runs), sum(r["seconds"] for r in runs)
-    return (
-        f" Wall time of the {len(runs)} invocation(s) that computed the {traces} traces:"
-        f" {seconds / 60:.0f} min (one run at a time, --jobs 1, on a machine shared with"
-        " other work)."
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def provenance_lines(runtime: list[dict], used: list) -> list[str]:
+    """Which commits made the traces the report read, the solver time they took, and the
+    invocations of that code that computed them (wall time, machine, processes, niceness)."""
+    if not used:
+        return ["No trace was read."]
+    by_commit: dict[tuple[str, str], int] = {}
+    for trace in used:
+        prov = trace.header.get("provenance", {})
+        key = (prov.get("commit", "unknown"), prov.get("code", "unknown"))
+        by_commit[key] = by_commit.get(key, 0) + 1
+    made = "; ".join(
+        f"{k} made by commit {commit} (code digest {code})"
+        for (commit, code), k in sorted(by_commit.items())
     )
+    envs = {json.dumps(t.header.get("provenance", {}).get("environment"), sort_keys=True)
+            for t in used}  # fmt: skip
+    env = "; ".join(_env_text(json.loads(e)) for e in sorted(envs))
+    solver = sum(float(t.header.get("run_seconds", 0.0)) for t in used)
+    compiled = [float(t.header["compile_seconds"]) for t in used if "compile_seconds" in t.header]
+    codes = {code for _, code in by_commit}
+    invocations = [r for r in runtime if r.get("code") in codes]
+    lines = [
+        f"Traces read: {len(used)}; {made}. Every trace's experiment, digest, commit and times:"
+        " [traces.csv](traces.csv). Libraries: " + env + ".",
+        f"Time in the runs that made them (solver runs with their warm-up, P*, measurements):"
+        f" {solver / 60:.0f} min.",
+    ]
+    if compiled:
+        lines.append(
+            "Solver times exclude numba's compilation: each timed run follows an untimed warm-up"
+            " run of the same solver on 8 sequences; during the timed runs numba's compiler"
+            f" held its lock {max(compiled):.3f} s at most (sum {sum(compiled):.3f} s over"
+            f" {len(compiled)} runs)."
+        )
+    lines.extend(_cpu_lines(used))
+    if invocations:
+        machines = "; ".join(sorted({r["machine"] for r in invocations}))
+        wall = sum(r["seconds"] for r in invocations)
+        jobs = sorted({r.get("jobs", 1) for r in invocations})
+        nices = sorted({r.get("nice", 0) for r in invocations})
+        lines.append(
+            f"{len(invocations)} invocation(s) of that code computed"
+            f" {sum(r['traces'] for r in invocations)} traces in {wall / 60:.0f} min of wall"
+            f" time on {machines}, --jobs {'/'.join(map(str, jobs))}, niceness"
+            f" {'/'.join(map(str, nices))}, on a machine shared with other work: wall times"
+            " compare runs of this one machine only."
+        )
+    return lines
 
 
-def notes(
-    traces: Traces,
-    budgets: dict[str, Budget],
-    quick: bool,
-    ocr_start: dict | None = None,
-    folder: Path | None = None,
-) -> dict[str, str]:
+def _cpu_lines(used: list) -> list[str]:
+    """How far the solver's wall time exceeded its CPU time (the process stopped, or waiting
+    for a core): the reason the time figures and claims read CPU seconds."""
+    pairs = []
+    for trace in used:
+        last = trace.records[-1] if trace.records else None
+        cpu = math.nan if last is None else float(last.extra.get("cpu_seconds", math.nan))
+        if math.isfinite(cpu) and cpu > 0:
+            pairs.append((last.seconds, cpu))
+    if not pairs:
+        return []
+    slow = [w / c for w, c in pairs if w > 1.1 * c]
+    return [
+        "Time figures and claims read the solver's CPU time (time.process_time of single-threaded"
+        " runs), not its wall time: the machine was shared, and its benchmarks stop other"
+        f" processes for minutes at a time. Of {len(pairs)} timed runs, {len(slow)} had a solver"
+        " wall time more than 10 % above their CPU time"
+        + (f" (up to {max(slow):.1f}x)" if slow else "")
+        + "; both are in traces.csv."
+    ]
+
+
+def _env_text(env: dict | None) -> str:
+    if not env:
+        return "unknown"
+    return ", ".join(f"{k} {v}" for k, v in env.items())
+
+
+def notes(traces: Traces, budgets: dict[str, Budget], quick: bool) -> dict[str, str]:
+    """The report's prose with numbers: the starting points, OEG's step size, the command
+    (its provenance lines come last, from ``provenance_lines``, once every trace is read)."""
+    from crfsdca.reproduce.experiments import measurements
+
     out = {"start": START, "oeg": OEG}
-    if ocr_start:
-        r = ocr_start
+    r = (
+        traces.measurement(measurements("ocr", budgets["ocr"])["start"])
+        if "ocr" in budgets
+        else None
+    )
+    if r:
         out["start"] += (
             f"\n\nMeasured on the full OCR training set (crfsdca's default model):"
             f" P(0) = {r['P(0)']:.3f}; epsilon-mix start P = {r['P epsilon']:.3f},"
@@ -154,9 +213,30 @@ def notes(
             " final P-P* at updates / n |\n|---|---|---|---|---|\n" + "\n".join(oeg_rows)
         )
     out["oeg"] += "\n\n" + _oeg_verdict(traces, budgets)
-    out["command"] = "Command: `crfsdca reproduce" + (" --quick`" if quick else "`")
-    out["run"] = f"Machine: {machine()}." + (runtime_line(folder) if folder else "")
+    out["command"] = "Command: `crfsdca reproduce" + (" --quick`" if quick else _reduced(budgets))
     return out
+
+
+def _reduced(budgets: dict[str, Budget]) -> str:
+    """The end of the command line, with the sentence that says which training subsets are
+    smaller than the full run's (``--subsets``)."""
+    from crfsdca.reproduce.experiments import FULL_BUDGETS
+
+    smaller = {
+        d: (b.max_sequences, FULL_BUDGETS[d].max_sequences)
+        for d, b in budgets.items()
+        if b != FULL_BUDGETS[d]
+    }
+    if not smaller:
+        return "`"
+    fraction = max(ours / full for ours, full in smaller.values())
+    text = "; ".join(f"{SHORT[d]} {a:,} instead of {b:,}" for d, (a, b) in smaller.items())
+    return (
+        f" --subsets {fraction:.2g}`. **Reduced run**: smaller training subsets than the full"
+        " run's, to fit"
+        " the machine time available (" + text + " sequences; same epoch"
+        " budgets). Every verdict below rests on these subsets."
+    )
 
 
 def _oeg_verdict(traces: Traces, budgets: dict[str, Budget]) -> str:

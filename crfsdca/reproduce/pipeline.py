@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from crfsdca.reproduce import notes
+from crfsdca.reproduce import archive, notes
 from crfsdca.reproduce.claims import check_claims
 from crfsdca.reproduce.experiments import DATASETS, FULL_BUDGETS, QUICK_BUDGETS, Budget
 from crfsdca.reproduce.figures import Traces, draw_figure
-from crfsdca.reproduce.plan import FIGURES, experiments_of, figure_panels
-from crfsdca.reproduce.report import table1_cached, write_report
-from crfsdca.reproduce.runner import run_all, trace_path
+from crfsdca.reproduce.plan import (
+    FIGURES,
+    experiments_of,
+    figure_panels,
+    measurement_experiments,
+)
+from crfsdca.reproduce.report import measurements_table, table1_rows, write_report
+from crfsdca.reproduce.runner import is_cached, run_all
 
 
 class UsageError(ValueError):
@@ -55,9 +60,19 @@ def check_corpora(datasets: Sequence[str], data_dir: str | None) -> None:
             data_loaders.find_data_file(name, spec.split(split)[1].relpath, data_dir)
 
 
-def budgets_for(datasets: Sequence[str], quick: bool) -> dict[str, Budget]:
+def budgets_for(datasets: Sequence[str], quick: bool, subsets: float = 1.0) -> dict[str, Budget]:
+    """Each dataset's budget; ``subsets`` < 1 takes that fraction of the full run's training
+    subsets (at least 100 sequences), the same epoch budgets."""
     table = QUICK_BUDGETS if quick else FULL_BUDGETS
-    return {d: table[d] for d in DATASETS if d in datasets}
+    out = {d: table[d] for d in DATASETS if d in datasets}
+    if subsets != 1.0:
+        if quick or not 0.0 < subsets <= 1.0:
+            raise UsageError(f"--subsets takes a fraction in (0, 1] of a full run; got {subsets}")
+        out = {
+            d: replace(b, max_sequences=max(100, round(b.max_sequences * subsets)))
+            for d, b in out.items()
+        }
+    return out
 
 
 def reproduce(
@@ -71,35 +86,50 @@ def reproduce(
     progress: Callable[[str], None] = lambda line: None,
     extra_experiments: Sequence = (),
     cached_only: bool = False,
+    from_archive: str | Path | None = None,
+    subsets: float = 1.0,
 ) -> Outcome:
     """Run the figures' experiments (cached), draw them, write OUT/REPORT.md.
 
-    ``cached_only``: run nothing; draw and judge what the cached traces allow (the report
-    marks the rest missing, its claims not judged).
+    ``cached_only``: run nothing; draw and judge what today's code has cached (the report
+    marks the rest missing, its claims not judged). ``from_archive``: run nothing and read no
+    corpus: figures and report from the traces of an archive (``archive``), whatever code made
+    them. Otherwise the traces the report read are packed into ``OUT/traces.tar.xz``.
+    ``subsets``: ``budgets_for``'s fraction of the full run's training subsets.
     """
     start = time.perf_counter()
     figures, datasets = check_names(figures, datasets)
-    check_corpora(datasets, data_dir)
     out = Path(out)
-    budgets = budgets_for(datasets, quick)
+    failures: dict[str, str] = {}
+    computed = 0
+    if from_archive is not None:
+        manifest = archive.read_archive(Path(from_archive), out)
+        quick = bool(manifest["quick"])
+        budgets = {d: b for d, b in archive.budgets_of(manifest).items() if d in datasets}
+        traces = Traces(out / archive.UNPACKED, any_code=True)
+        runtime = manifest["runtime"]
+        progress(f"--from-archive: {from_archive}, nothing run")
+    else:
+        check_corpora(datasets, data_dir)
+        budgets = budgets_for(datasets, quick, subsets)
+        panels = {name: figure_panels(name, budgets) for name in figures}
+        runs = experiments_of([p for ps in panels.values() for p in ps])
+        experiments = runs + measurement_experiments(budgets) + list(extra_experiments)
+        before = _n_traces(out)
+        if cached_only:
+            progress(
+                f"--cached-only: {sum(not is_cached(out, e) for e in experiments)}"
+                f" of {len(experiments)} traces missing, not run"
+            )
+        else:
+            failures = run_all(experiments, out, jobs=jobs, data_dir=data_dir, progress=progress)
+        computed = _n_traces(out) - before
+        if computed:
+            notes.log_runtime(out, computed, time.perf_counter() - start, jobs)
+        traces = Traces(out)
+        runtime = notes.read_runtime(out)
     panels = {name: figure_panels(name, budgets) for name in figures}
     panels = {name: p for name, p in panels.items() if p}
-    experiments = experiments_of([p for ps in panels.values() for p in ps]) + list(
-        extra_experiments
-    )
-    before = _n_traces(out)
-    if cached_only:
-        failures = {}
-        progress(
-            f"--cached-only: {sum(not trace_path(out, e).exists() for e in experiments)}"
-            f" of {len(experiments)} traces missing, not run"
-        )
-    else:
-        failures = run_all(experiments, out, jobs=jobs, data_dir=data_dir, progress=progress)
-    computed = _n_traces(out) - before
-    if computed:
-        notes.log_runtime(out, computed, time.perf_counter() - start)
-    traces = Traces(out)
     missing = {}
     for name, ps in panels.items():
         missing[name] = draw_figure(name, ps, traces, out)
@@ -107,49 +137,39 @@ def reproduce(
             f"figure {name}: fig{name}.png"
             + (f" ({len(missing[name])} curves missing)" if missing[name] else "")
         )
-    table = table1_cached(out, datasets, data_dir)
-    ocr_start = None
-    if "ocr" in datasets and "start" in panels:
-        ocr_start = notes.full_ocr_start(out, data_dir)
-    claims = check_claims(
-        traces, budgets, smoke=quick, density=subset_density(out, budgets, data_dir)
-    )
-    claims = [c for c in claims if c.figure.split("/")[0] in panels or c.figure in panels]
-    report = write_report(
-        out,
-        claims,
-        budgets,
-        table,
-        missing,
-        failures,
-        notes.notes(traces, budgets, quick=quick, ocr_start=ocr_start, folder=out),
-    )
+    claims = check_claims(traces, budgets, smoke=quick)
+    shown = set(panels) | {"measurements"}  # the measurements run with every figure
+    claims = [c for c in claims if c.figure.split("/")[0] in shown or c.figure in shown]
+    texts = notes.notes(traces, budgets, quick=quick)
+    texts["measurements"] = measurements_table(traces, budgets)
+    table = table1_rows(traces, budgets)
+    used = traces.used()  # every trace the report reads has been read by now
+    texts["run"] = "\n".join(notes.provenance_lines(runtime, list(used.values())))
+    report = write_report(out, claims, budgets, table, missing, failures, texts)
+    names = {e.digest: e.describe() for e in _all_experiments(budgets)}
+    names.update({t.header["digest"]: _describe(t) for t in used.values()})
+    archive.write_index(out, names, list(used.values()))
+    if from_archive is None:
+        manifest = {
+            "quick": quick,
+            "budgets": {d: b.__dict__ for d, b in budgets.items()},
+            "runtime": runtime,
+        }
+        archive.write_archive(out, sorted(used), manifest)
     return Outcome(report, failures, missing, computed, time.perf_counter() - start, claims)
 
 
-def subset_density(out: Path, budgets: dict[str, Budget], data_dir: str | None) -> dict:
-    """a / A (mean active attributes per token / attributes) of each training subset, cached
-    in OUT/subsets.json."""
-    import json
+def _all_experiments(budgets: dict[str, Budget]) -> list:
+    panels = [p for name in FIGURES for p in figure_panels(name, budgets)]
+    return experiments_of(panels) + measurement_experiments(budgets)
 
-    from crfsdca import __version__
-    from crfsdca.io.modelfile import atomic_write_text
-    from crfsdca.reproduce.problems import load_problem, table1_row
 
-    path = Path(out) / "subsets.json"
-    cached = json.loads(path.read_text()) if path.exists() else {}
-    if cached.get("version") != __version__:
-        cached = {"version": __version__}
-    density = {}
-    for d, b in budgets.items():
-        key = f"{d}:{b.max_sequences}"
-        if key not in cached:
-            row = table1_row(load_problem(d, b.max_sequences, data_dir))
-            cached[key] = row["a"] / row["A"]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(cached, indent=1))
-        density[d] = cached[key]
-    return density
+def _describe(trace) -> str:
+    """The experiment of a trace as ``Experiment.describe`` writes it, from its header."""
+    e = trace.header["experiment"]
+    opts = " ".join(f"{k}={v}" for k, v in sorted(e["options"].items()))
+    n = e["budget"]["max_sequences"] or "all"
+    return f"{e['dataset']}[n={n}] {e['solver']} {opts}".strip()
 
 
 def _n_traces(out: Path) -> int:

@@ -1,8 +1,8 @@
 """Which runs each figure draws, and on which axes: the figures as data.
 
 A figure is a list of panels; a panel is one dataset, one x-axis (``updates``, ``oracle_calls``,
-``epoch``, ``seconds``), one y quantity (``subopt`` = log10(P - P*), ``test_error``,
-``gap_ratio`` = gap estimate / true gap) and its curves (one experiment each).
+``epoch``, ``seconds``, ``cpu_seconds``), one y quantity (``subopt`` = log10(P - P*),
+``test_error``, ``gap_ratio`` = gap estimate / true gap) and its curves (one experiment each).
 """
 
 from __future__ import annotations
@@ -22,11 +22,15 @@ from crfsdca.reproduce.experiments import (
     fig4_runs,
     fig8_runs,
     line_search_start_runs,
+    measurements,
     nonuniformity_runs,
+    one_step_starts,
+    paper_search_runs,
     refresh_runs,
     sag_variant_runs,
     sdca,
     start_runs,
+    time_baselines,
 )
 
 X_LABELS = {
@@ -34,6 +38,8 @@ X_LABELS = {
     "oracle_calls": "epochs of oracle calls (calls / n)",
     "epoch": "epochs (oracle calls / n)",
     "seconds": "solver wall time (s)",
+    "cpu_seconds": "solver CPU time (s), one thread",
+    "radius": "radius R_i (App. C)",
 }
 Y_LABELS = {
     "subopt": "log10 primal sub-optimality P(w) - P*",
@@ -41,6 +47,23 @@ Y_LABELS = {
     "gap_ratio": "gap estimate / true duality gap",
     "newton_per_search": "Newton evaluations per line search (run so far)",
     "line_search_share": "line-search share of step time (run so far)",
+    "difficulty": "gap g_i after 5 epochs of uniform SDCA",
+}
+#: what a reader needs under a figure to read it (printed under it and in the report)
+FIGURE_NOTES = {
+    "4": "By updates, SAG-NUS, SAG-NUS* and OEG end before SDCA: every run has the same budget"
+    " of oracle calls and they spend more than one per update (line-search trials, one oracle"
+    " call each). Any run also stops once P - P* <= 1e-7.",
+    "7": "From epoch 1: the error at the start (w ~ 0) would squash the scale.",
+    "8": "The authors' search at sub-precision 0.5 takes one Newton step from 0.5 (bisecting to"
+    " 0.25 or 0.75 when that step leaves [0, 1]).",
+    "time": "Solver CPU time (time.process_time) of single-threaded runs made after an untimed"
+    " warm-up run of the same solver on 8 sequences (numba's compilation excluded;"
+    " compile_seconds of each trace in traces.csv), on a shared machine whose benchmarks stop"
+    " other processes for minutes at a time: CPU time does not count those stops, wall time"
+    " does (both in traces.csv). L-BFGS and CRFsuite get 4x the epoch budget.",
+    "difficulty": "One point per training sequence: its radius R_i and its exact gap after 5"
+    " epochs of uniform SDCA from the authors' start.",
 }
 
 
@@ -96,8 +119,17 @@ def _fig7(b: dict[str, Budget]) -> list[Panel]:
 
 
 def _fig8(b: dict[str, Budget]) -> list[Panel]:
-    """NER and POS (the paper's figure), then OCR and CONLL (the text's claim)."""
-    runs = lambda d: fig8_runs(d, b[d]).values()  # noqa: E731
+    """NER and POS (the paper's figure), then OCR and CONLL (the text's claim): the authors'
+    search at sub-precision 0.5 (one Newton step), 1e-2, 1e-3 and 1e-4, and crfsdca's one
+    step."""
+
+    def runs(d):
+        paper = paper_search_runs(d, b[d])
+        yield from (paper[k] for k in ("0.5", "0.01", "0.001", "0.0001"))
+        yield fig8_runs(d, b[d])["one step"]
+        if d == "conll2002-ned":
+            yield from one_step_starts(d, b[d]).values()
+
     datasets = ("conll2002-ned", "ewt-pos", "ocr", "conll2000")
     return _panels("line-search sub-precision", datasets, ("updates",), ("subopt",), runs)
 
@@ -113,10 +145,9 @@ def _fig9(b: dict[str, Budget]) -> list[Panel]:
 def _time(b: dict[str, Budget]) -> list[Panel]:
     def runs(d):
         yield from fig4_runs(d, b[d])
-        yield baseline(d, b[d], "lbfgs", "L-BFGS (crfsdca)")
-        yield baseline(d, b[d], "crfsuite", "CRFsuite L-BFGS")
+        yield from time_baselines(d, b[d])
 
-    return _panels("by wall time", b, ("seconds",), ("subopt",), runs)
+    return _panels("by CPU time", b, ("cpu_seconds",), ("subopt",), runs)
 
 
 def _start(b: dict[str, Budget]) -> list[Panel]:
@@ -127,16 +158,33 @@ def _start(b: dict[str, Budget]) -> list[Panel]:
 
 
 def _linesearch(b: dict[str, Budget]) -> list[Panel]:
-    """Newton evaluations per search and the search's time share of SDCA-GAP (§6.2)."""
+    """Newton evaluations per search and the search's time share of SDCA-GAP (§6.2): the
+    authors' search at 1e-2 and 1e-3 and from the previous step, and crfsdca's."""
 
     def runs(d):
-        yield sdca(d, b[d], "gap", 0.8, label="SDCA-GAP")
-        if d in LS_START_DATASETS:
-            starts = line_search_start_runs(d, b[d])
-            yield from (starts[k] for k in ("half", "previous"))
+        paper = paper_search_runs(d, b[d])
+        yield from (paper[k] for k in ("0.01", "0.001", "previous"))
+        yield sdca(d, b[d], "gap", 0.8, label="crfsdca search (float32 predictor + float64)")
 
     ys = ("newton_per_search", "line_search_share")
     return _panels("line-search cost", ALL4, ("epoch",), ys, runs)
+
+
+def _paperls(b: dict[str, Budget]) -> list[Panel]:
+    """SDCA-GAP with the authors' search at every sub-precision and start, against crfsdca's."""
+
+    def runs(d):
+        yield from paper_search_runs(d, b[d]).values()
+        yield sdca(d, b[d], "gap", 0.8, label="crfsdca search, sub-precision 1e-3")
+
+    title = "the authors' line search"
+    return _panels(title, ALL4, ("updates",), ("subopt",), runs)
+
+
+def _difficulty(b: dict[str, Budget]) -> list[Panel]:
+    runs = lambda d: (measurements(d, b[d])["difficulty"],)  # noqa: E731
+    title = "radius R_i against the gap g_i"
+    return _panels(title, ALL4, ("radius",), ("difficulty",), runs)
 
 
 def _fn4(b: dict[str, Budget]) -> list[Panel]:
@@ -187,11 +235,16 @@ FIGURES = {
     "7": ("Fig. 7: test error against epochs", _fig7),
     "8": ("Fig. 8: line-search sub-precision", _fig8),
     "9": ("Fig. 9: gap estimate / true gap", _fig9),
-    "time": ("Fig. 4 against wall time, with CRFsuite's L-BFGS", _time),
+    "time": ("Fig. 4 against CPU time, with CRFsuite's L-BFGS", _time),
     "start": ("Starting point: the authors' start, the epsilon-mix, the uniform law", _start),
     "oeg": ("OEG step-size rule", _oeg),
     "linesearch": ("Sec. 6.2: Newton evaluations per line search and its time share", _linesearch),
     "fn4": ("Footnote 4: where the Newton line search starts", _fn4),
+    "paperls": (
+        "Sec. 6.2: the authors' line search (safe Newton from 0.5, no predictor)",
+        _paperls,
+    ),
+    "difficulty": ("Sec. 6.3: do the radii R_i tell which sequences are hard?", _difficulty),
     "refresh": ("Sec. 6.3: SDCA-GAP with and without periodic exact gaps", _refresh),
     "seeds": ("Fig. 2 over seeds: Gap vs Gap x Importance on OCR", _seeds),
     "sag": ("SAG-NUS / SAG-NUS*: sensitivity to the reconstructed constants", _sag),
@@ -209,8 +262,14 @@ def experiments_of(panels: list[Panel]) -> list[Experiment]:
     seen: dict[str, Experiment] = {}
     for panel in panels:
         for exp in panel.curves:
-            seen.setdefault(exp.reference.digest, exp.reference)
+            if exp.needs_reference:
+                seen.setdefault(exp.reference.digest, exp.reference)
     for panel in panels:
         for exp in panel.curves:
             seen.setdefault(exp.digest, exp)
     return list(seen.values())
+
+
+def measurement_experiments(budgets: dict[str, Budget]) -> list[Experiment]:
+    """Every measurement of the datasets of ``budgets`` (the claims on Table 1, App. A and C)."""
+    return [e for d, b in budgets.items() for e in measurements(d, b).values()]

@@ -29,6 +29,18 @@ def load_problem(dataset: str, max_sequences: int | None, data_dir: str | None) 
     return Problem(train=train, feature_map=fm, test=test, name=dataset, meta=meta)
 
 
+def load_default_problem(dataset: str, max_sequences: int | None, data_dir: str | None) -> Problem:
+    """crfsdca's default model of a dataset (3 bias rows, every attribute the encoder knows),
+    as ``crfsdca train`` builds it."""
+    import data_loaders
+
+    _, train, test = data_loaders.load_encoded(
+        dataset, data_dir=data_dir, max_sequences=max_sequences
+    )
+    fm = FeatureMap(train.n_attributes, train.n_labels)
+    return Problem(train=train, feature_map=fm, test=test, name=dataset)
+
+
 def restrict_to_training_support(
     train: SequenceData, test: SequenceData
 ) -> tuple[SequenceData, SequenceData]:

@@ -1,14 +1,29 @@
 """Run experiments into ``OUT/traces/<digest>.jsonl``: cached, resumable, crash-isolated.
 
 A trace is written (atomically) only when its run has finished, so an interrupted run leaves
-the finished traces in place and a re-run computes only the missing ones. A run that raises
-leaves ``OUT/failed/<digest>.txt`` (one line) and no trace; the other runs go on.
+the finished traces in place and a re-run computes only the missing ones. The digest includes
+the code's (``provenance``), and a trace counts as cached only when its header names the
+experiment and the code of today's digest: a trace of other code is run again, never reused.
+A run that raises leaves ``OUT/failed/<digest>.txt`` (one line) and no trace; the others go on.
+
+Wall times exclude numba's compilation: before the timed run, the same solver and options run
+untimed for the whole budget on the first ``WARM_SEQUENCES`` sequences of the problem (the
+same argument types, so every kernel the run calls is compiled or loaded from the cache
+first), and the header records how long numba's compiler still held its lock during the timed
+run (``compile_seconds``, expected 0) and how many kernels it compiled then.
+
+Every record holds the solver's wall time (``seconds``) and the process's CPU time over the same
+span (``cpu_seconds`` in its extra: ``Monitor(cpu_clock=True)``; CRFsuite's from the same log
+lines). The runs are single-threaded, so CPU time is their solver time without the time the
+process was stopped or waited for a core on a shared machine: the report's time figures and
+claims use it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import math
 import multiprocessing
 import time
 import traceback
@@ -19,8 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from crfsdca.reproduce.experiments import Experiment
+from crfsdca.reproduce.provenance import provenance
 
 TRACES, FAILED = "traces", "failed"
+WARM_SEQUENCES = 8  # the untimed warm-up run's training (and test) sequences
 
 
 class _Reached(Exception):
@@ -35,6 +52,20 @@ def failure_path(out: Path, exp: Experiment) -> Path:
     return Path(out) / FAILED / f"{exp.digest}.txt"
 
 
+def is_cached(out: Path, exp: Experiment) -> bool:
+    """Whether ``exp``'s trace exists and was made by this code for this experiment."""
+    from crfsdca.solvers.trace import read_trace
+
+    path = trace_path(out, exp)
+    if not path.exists():
+        return False
+    try:
+        header = read_trace(path).header
+    except (OSError, ValueError, TypeError):
+        return False
+    return header.get("experiment") == exp.inputs() and header.get("digest") == exp.digest
+
+
 def read_p_star(out: Path, exp: Experiment) -> float:
     from crfsdca.solvers.trace import read_trace
 
@@ -42,15 +73,24 @@ def read_p_star(out: Path, exp: Experiment) -> float:
 
 
 def run_experiment(exp: Experiment, out: Path, data_dir: str | None = None) -> Path:
-    """Compute ``exp``'s trace unless it exists; returns its path."""
+    """Compute ``exp``'s trace unless this code has (``is_cached``); returns its path."""
     path = trace_path(out, exp)
-    if path.exists():
+    if is_cached(out, exp):
         return path
-    from crfsdca.reproduce.problems import load_problem
+    from crfsdca.reproduce.problems import load_default_problem, load_problem
 
-    problem = load_problem(exp.dataset, exp.budget.max_sequences, data_dir)
+    opts = exp.opts
+    if exp.solver == "measure" and opts.get("model") == "default":
+        problem = load_default_problem(exp.dataset, exp.budget.max_sequences, data_dir)
+    else:
+        problem = load_problem(exp.dataset, exp.budget.max_sequences, data_dir)
+    start, cpu_start = time.perf_counter(), time.process_time()
     if exp.solver == "reference":
         trace = _reference_trace(exp, problem)
+    elif exp.solver == "measure":
+        from crfsdca.reproduce.measurements import measurement_trace
+
+        trace = measurement_trace(opts.pop("kind"), problem, opts)
     elif exp.solver == "crfsuite":
         from crfsdca.reproduce.crfsuite_run import crfsuite_trace
 
@@ -59,6 +99,9 @@ def run_experiment(exp: Experiment, out: Path, data_dir: str | None = None) -> P
         trace = _solver_trace(exp, problem, read_p_star(out, exp))
     trace.header["experiment"] = exp.inputs()
     trace.header["digest"] = exp.digest
+    trace.header["provenance"] = provenance()
+    trace.header["run_seconds"] = round(time.perf_counter() - start, 2)
+    trace.header["run_cpu_seconds"] = round(time.process_time() - cpu_start, 2)
     path.parent.mkdir(parents=True, exist_ok=True)
     trace.to_jsonl(path)
     return path
@@ -106,6 +149,32 @@ def _reference_trace(exp: Experiment, problem):
 
 
 def _solver_trace(exp: Experiment, problem, p_star: float):
+    """The timed run, after an untimed one of the same solver on the problem's first
+    ``WARM_SEQUENCES`` sequences (module docstring)."""
+    from crfsdca.kernels.compile_clock import compile_clock
+
+    warm_start = time.perf_counter()
+    _run(exp, head_problem(problem, WARM_SEQUENCES), -math.inf)
+    warm = time.perf_counter() - warm_start
+    with compile_clock() as compiled:
+        trace = _run(exp, problem, p_star)
+    trace.header["p_star"] = p_star
+    trace.header["warmup_seconds"] = round(warm, 2)
+    trace.header["compile_seconds"] = round(compiled.seconds, 3)
+    trace.header["compiled_kernels"] = compiled.compiles
+    return trace
+
+
+def head_problem(problem, k: int):
+    """The problem on the first k training and test sequences (same model and types)."""
+    from dataclasses import replace
+
+    test = None if problem.test is None else problem.test.head(k)
+    return replace(problem, train=problem.train.head(k), test=test, regularization=None)
+
+
+def _run(exp: Experiment, problem, p_star: float):
+    """Run ``exp``'s solver on ``problem`` until its budget ends or P - P* <= stop_below."""
     from crfsdca.errors import ConvergenceWarning
     from crfsdca.solvers import SOLVERS
     from crfsdca.solvers.monitor import Monitor
@@ -123,7 +192,7 @@ def _solver_trace(exp: Experiment, problem, p_star: float):
         if record.primal - p_star <= budget.stop_below:
             raise _Reached
 
-    monitor = Monitor(problem, exp.solver, config, callback=stop_when_reached)
+    monitor = Monitor(problem, exp.solver, config, callback=stop_when_reached, cpu_clock=True)
     solver = cls(config)
     state = None
     if start is not None:
@@ -135,7 +204,6 @@ def _solver_trace(exp: Experiment, problem, p_star: float):
         warnings.simplefilter("ignore", ConvergenceWarning)
         with np.errstate(all="ignore"):
             solver.solve(problem, monitor, state)
-    monitor.trace.header["p_star"] = p_star
     monitor.trace.header["start"] = start or "solver default"
     return monitor.trace
 
@@ -172,7 +240,7 @@ def run_all(
     Returns {digest: "<experiment>: <error>"} of the runs that failed.
     """
     out = Path(out)
-    todo = [e for e in experiments if not trace_path(out, e).exists()]
+    todo = [e for e in experiments if not is_cached(out, e)]
     progress(
         f"{len(experiments) - len(todo)} of {len(experiments)} traces cached; {len(todo)} to run"
     )
@@ -182,7 +250,7 @@ def run_all(
     for batch in (refs, rest):
         ready = []
         for exp in batch:
-            if exp.solver != "reference" and exp.reference.digest in failures:
+            if exp.needs_reference and exp.reference.digest in failures:
                 failures[exp.digest] = f"{exp.describe()}: its reference optimum P* failed"
                 _record_failure(out, exp, "its reference optimum P* failed")
             else:

@@ -10,14 +10,18 @@ there within the common range, when B is still above the level at x_A * TIE. *Be
 mirror case, *tied* the rest. From the counts over the levels:
 
 - ``order``: ``ahead`` (A ahead at more than half of the levels and behind at none),
-  ``behind`` (the mirror), ``tied`` (ahead and behind each at < 1/3 of the levels), ``mixed``
-  otherwise. (A first version asked for 2/3 of the levels; the levels 10^1 and 10^0 are
-  reached at the first evaluations by nearly every run, so they are tied by construction);
-- ``faster`` (claim "A is faster than B"): ahead -> holds, mixed -> partly, tied or behind ->
-  does not hold;
+  ``behind`` (the mirror), ``tied`` (ahead and behind each at < 1/3 of the levels), else
+  ``partly ahead`` (behind at none), ``partly behind`` (ahead at none) or ``mixed`` (ahead at
+  some levels, behind at others). (A first version asked for 2/3 of the levels; the levels
+  10^1 and 10^0 are reached at the first evaluations by nearly every run, so they are tied by
+  construction);
+- ``faster`` (claim "A is faster than B"): ahead -> holds, partly ahead or mixed -> partly,
+  tied, partly behind or behind -> does not hold; "much faster" is the same rule with a lead
+  of a factor 1.5 (PAR) for TIE;
 - ``on_par`` (claim "A and B are on par", band r): at a level, neither leads the other by a
   factor r (the rule of *ahead* with r for TIE); at every level -> holds, at half of them or
-  more -> partly, else does not hold.
+  more -> partly, else does not hold. Its rows count the levels inside and outside the band
+  r, not the 10% leads.
 
 A verdict over several datasets (``combine``): holds if it holds on all, does not hold if it
 holds on none and is partly on none, partly otherwise.
@@ -65,48 +69,47 @@ class Race:
     def ratios(self) -> list[float]:
         return [_ratio(p, q) for p, q in zip(self.xa, self.xb, strict=True)]
 
-    def counts(self) -> tuple[int, int, int]:
-        """(ahead, behind, tied) of A."""
+    def counts(self, band: float = TIE) -> tuple[int, int, int]:
+        """(ahead, behind, tied) of A, a lead being a factor ``band``."""
         prev_a, prev_b = self.prev_a or self.xa, self.prev_b or self.xb
         ahead = behind = 0
         for p, q, p0, q0 in zip(self.xa, self.xb, prev_a, prev_b, strict=True):
-            ahead += _leads(p, q, q0)
-            behind += _leads(q, p, p0)
+            ahead += _leads(p, q, q0, band)
+            behind += _leads(q, p, p0, band)
         return ahead, behind, len(self.levels) - ahead - behind
 
-    def order(self) -> str:
+    def order(self, band: float = TIE) -> str:
         n = len(self.levels)
         if n == 0:
             return "none"
-        ahead, behind, _ = self.counts()
-        if 2 * ahead > n and behind == 0:
-            return "ahead"
-        if 2 * behind > n and ahead == 0:
-            return "behind"
+        ahead, behind, _ = self.counts(band)
         if 3 * ahead < n and 3 * behind < n:
             return "tied"
-        return "mixed"
+        if ahead and behind:
+            return "mixed"
+        if behind == 0:
+            return "ahead" if 2 * ahead > n else "partly ahead"
+        return "behind" if 2 * behind > n else "partly behind"
 
     def within(self, band: float) -> int:
         """Number of levels where neither curve leads the other by more than ``band`` (the
         rule of ``ahead`` with the factor ``band`` instead of TIE)."""
-        prev_a, prev_b = self.prev_a or self.xa, self.prev_b or self.xb
-        return sum(
-            not (_leads(p, q, q0, band) or _leads(q, p, p0, band))
-            for p, q, p0, q0 in zip(self.xa, self.xb, prev_a, prev_b, strict=True)
-        )
+        return len(self.levels) - sum(self.counts(band)[:2])
 
-    def describe(self) -> str:
+    def describe(self, band: float = TIE) -> str:
+        """The x of both curves at every level, then the counts of leads by a factor ``band``
+        (the verdict's own band)."""
         if not self.levels:
             return f"{self.a} vs {self.b}: no level reached"
         cells = "; ".join(
             f"{lv:.0e}: {_fmt(p)}/{_fmt(q)}"
             for lv, p, q in zip(self.levels, self.xa, self.xb, strict=True)
         )
-        ahead, behind, tied = self.counts()
+        ahead, behind, tied = self.counts(band)
+        lead = "10%" if band == TIE else f"a factor {band:g}"
         return (
             f"{self.a} vs {self.b}, {self.x}/n to reach each level within {self.common:.1f}"
-            f" ({cells}): ahead {ahead}, behind {behind}, tied {tied}"
+            f" ({cells}): leads by {lead}: ahead {ahead}, behind {behind}, tied {tied}"
         )
 
 
@@ -131,8 +134,11 @@ def _ratio(a: float, b: float) -> float:
     return a / b
 
 
-def faster(race: Race) -> str:
-    return {"ahead": HOLDS, "mixed": PARTLY}.get(race.order(), FAILS if race.levels else NOT_JUDGED)
+def faster(race: Race, band: float = TIE) -> str:
+    """Claim "A is faster than B" (``band``: the factor a lead needs; PAR for "much")."""
+    if not race.levels:
+        return NOT_JUDGED
+    return {"ahead": HOLDS, "partly ahead": PARTLY, "mixed": PARTLY}.get(race.order(band), FAILS)
 
 
 def on_par(race: Race, band: float = PAR) -> str:
@@ -161,6 +167,16 @@ def share(values: list[bool]) -> str:
     return HOLDS if all(values) else FAILS if not any(values) else PARTLY
 
 
+def spearman(x, y) -> float:
+    """Spearman's rank correlation of two sequences (0 when one is constant; ties broken by
+    position)."""
+    rx = np.argsort(np.argsort(x)).astype(float)
+    ry = np.argsort(np.argsort(y)).astype(float)
+    if rx.std() == 0 or ry.std() == 0:
+        return 0.0
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
 class Costs:
     """Curves of experiments read off their traces; Missing when a trace or P* is absent."""
 
@@ -172,6 +188,13 @@ class Costs:
         if trace is None or not trace.records:
             raise Missing(exp.describe())
         return trace
+
+    def measurement(self, exp: Experiment) -> dict:
+        """The numbers of a ``measure`` experiment (Missing when it was not run)."""
+        trace = self.traces.get(exp)
+        if trace is None:
+            raise Missing(exp.describe())
+        return trace.header["measurement"]
 
     def p_star(self, exp: Experiment) -> float:
         p_star = self.traces.p_star(exp)

@@ -27,7 +27,12 @@ from crfsdca.kernels.solvers import hinge, sdca_epoch, trees
 from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
-from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
+from crfsdca.solvers.sdca_config import (
+    LINE_SEARCH_METHODS,
+    LINE_SEARCH_STARTS,
+    SDCAConfig,
+    SDCAState,
+)
 from crfsdca.structures.hinge import exact as hinge_exact
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
@@ -152,6 +157,7 @@ class LocalSDCA(Runner):
             non_uniformity=float(cfg.non_uniformity),
             stop_gap=float(stop_gap),
             line_search_start=LINE_SEARCH_STARTS.index(cfg.line_search_start),
+            line_search_method=LINE_SEARCH_METHODS.index(cfg.line_search_method),
         )
 
     def kernel_args(
@@ -244,7 +250,7 @@ class LocalSDCA(Runner):
             self.take_steps(steps)
             self.anneal()
             return False
-        done = self.take_steps(steps, stop_gap=cfg.tol)
+        done = self.take_steps(steps, stop_gap=self.stop_gap())
         epoch = st.oracle_calls / self.n
         refresh = (
             cfg.refresh_every > 0
@@ -268,6 +274,10 @@ class LocalSDCA(Runner):
         if float(d.gap_estimates.mean()) <= g * entropy:
             self.temperature[0] = g * self.cfg.smooth_decay
             self.counters["temperature"] = float(self.temperature[0])
+
+    def stop_gap(self) -> float:
+        """The running gap estimate at which the steps stop for an exact check: ``tol``."""
+        return self.cfg.tol
 
     def local_round(
         self, w: NDArray[np.float64], n_steps: int, variant: str = "practical"

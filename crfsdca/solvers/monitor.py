@@ -45,6 +45,7 @@ class Monitor:
         checkpointer: Callable[[Any, Trace], None] | None = None,
         checkpoint_every: float | None = 1.0,
         checkpoint_seconds: float | None = None,
+        cpu_clock: bool = False,
     ) -> None:
         self.problem = problem
         self.solver_name = solver_name
@@ -78,6 +79,12 @@ class Monitor:
         self.stop_reason = ""
         self._elapsed = 0.0
         self._started: float | None = None
+        # the process's CPU time beside the wall clock, paused with it; recorded in every
+        # record's extra as ``cpu_seconds`` when ``cpu_clock`` (immune to the process being
+        # stopped; equal to the solver time of a single-threaded run that is never preempted)
+        self.cpu_clock = cpu_clock
+        self._cpu_elapsed = 0.0
+        self._cpu_started = 0.0
         self._next_eval = 0.0
         self.last_primal = NAN
         self._last_test: dict[str, Any] = {}
@@ -88,11 +95,18 @@ class Monitor:
         """Start (or resume, with ``elapsed`` seconds already spent) the solver clock."""
         self._elapsed = elapsed
         self._started = time.perf_counter()
+        self._cpu_started = time.process_time()
 
     @property
     def seconds(self) -> float:
         running = 0.0 if self._started is None else time.perf_counter() - self._started
         return self._elapsed + running
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The process's CPU time while the solver clock ran (a resumed run counts from 0)."""
+        running = 0.0 if self._started is None else time.process_time() - self._cpu_started
+        return self._cpu_elapsed + running
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -101,11 +115,13 @@ class Monitor:
             yield
             return
         self._elapsed += time.perf_counter() - self._started
+        self._cpu_elapsed += time.process_time() - self._cpu_started
         self._started = None
         try:
             yield
         finally:
             self._started = time.perf_counter()
+            self._cpu_started = time.process_time()
 
     def resume_schedule(self, oracle_calls: int) -> None:
         """Continue the evaluation and checkpoint schedules of a run resumed at oracle_calls."""
@@ -160,12 +176,12 @@ class Monitor:
         """Record progress; evaluate when due; return True when the run must stop."""
         epoch = self.epoch_of(oracle_calls)
         self._epoch = epoch
-        seconds = self.seconds
+        seconds, cpu = self.seconds, self.cpu_seconds
         due = force or epoch + 1e-12 >= self._next_eval
         gap = primal - dual if primal is not None and math.isfinite(dual) else NAN
         if due:
             with self.paused():
-                values = (dual, gap_estimate, primal, extra)
+                values = (dual, gap_estimate, primal, self._with_cpu(extra, cpu))
                 record = self._record(weights, epoch, oracle_calls, updates, seconds, *values)
             gap = record.gap
             while self._next_eval <= epoch + 1e-12:
@@ -203,10 +219,15 @@ class Monitor:
             return record
         epoch = self.epoch_of(oracle_calls)
         self._epoch = epoch
-        seconds = self.seconds
+        seconds, cpu = self.seconds, self.cpu_seconds
+        values["extra"] = self._with_cpu(values.get("extra"), cpu)
         with self.paused():
             counters = (oracle_calls, updates)
             return self._record(weights, epoch, *counters, seconds, final=True, **values)
+
+    def _with_cpu(self, extra: dict[str, Any] | None, cpu: float) -> dict[str, Any] | None:
+        """``extra`` with ``cpu_seconds`` when this monitor records the CPU clock."""
+        return {**(extra or {}), "cpu_seconds": cpu} if self.cpu_clock else extra
 
     def _score(self, weights: NDArray[np.float64], record: TraceRecord) -> TraceRecord:
         """``record`` with the test error (and F1) of ``weights``."""

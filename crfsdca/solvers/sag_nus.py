@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 STEP_RULES = ("mixed", "lmax")
 FIRST_VISITS = ("initial", "half-mean")
-SKIP_RULES = ("never", "doubling")
+SKIP_RULES = ("never", "doubling", "linear")
 SKIPPED_VISITS = ("freeze", "decay")
 RESCALE_BELOW = 1e-100  # fold c into z below this scale (§5; ours)
 DRAW_BLOCK = 1 << 16  # steps drawn at once (bounds the memory of the uniforms)
@@ -71,11 +71,16 @@ class SAGNUSConfig(SolverConfig):
     revisit_factor: float = option(0.5, "L_i is multiplied by this before a revisit's line search")
     line_search_threshold: float = option(1.49e-8, "no line search when ||g_i||^2 <= this")
     max_doublings: int = option(50, "cap on the doublings of L_i in one line search")
+    lipschitz_growth: float = option(
+        2.0, "a failed line-search test multiplies L_i by this (the doubling of baselines.md §3)"
+    )
     lipschitz_halflife: float = option(
         1.0, "L_max halves every this many n iterations (factor 2^(-1/(h n)) per iteration)"
     )
     skip_line_search: str = option(
-        "never", "never | doubling: after c_i first-test successes skip 2^(c_i-1) line searches"
+        "never",
+        "never | doubling: after c_i first-test successes skip 2^(c_i-1) line searches | linear:"
+        " skip c_i",
     )
     skipped_visit: str = option(
         "freeze",
@@ -94,6 +99,8 @@ class SAGNUSConfig(SolverConfig):
         _check_choice("first_visit", self.first_visit, FIRST_VISITS)
         _check_choice("skip_line_search", self.skip_line_search, SKIP_RULES)
         _check_choice("skipped_visit", self.skipped_visit, SKIPPED_VISITS)
+        if not self.lipschitz_growth > 1.0:
+            raise ValueError(f"lipschitz_growth must be > 1; got {self.lipschitz_growth}")
         for name in ("initial_lipschitz", "revisit_factor", "lipschitz_halflife"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0; got {getattr(self, name)}")
@@ -110,7 +117,9 @@ class SAGNUSSkipConfig(SAGNUSConfig):
     """Options of SAG-NUS*: SAG-NUS with line-search skipping (baselines.md §4)."""
 
     skip_line_search: str = option(
-        "doubling", "never | doubling: after c_i first-test successes skip 2^(c_i-1) line searches"
+        "doubling",
+        "never | doubling: after c_i first-test successes skip 2^(c_i-1) line searches | linear:"
+        " skip c_i",
     )
 
 
@@ -215,11 +224,13 @@ class _Runner(Runner):
             initial_l=float(cfg.initial_lipschitz),
             decay=2.0 ** (-1.0 / (cfg.lipschitz_halflife * self.n)),
             mixed_step=cfg.step_size == "mixed",
-            skip=cfg.skip_line_search == "doubling",
+            skip=cfg.skip_line_search != "never",
             max_doublings=int(cfg.max_doublings),
             budget=int(budget),
             rescale=float(self.rescale_below),
             skip_decay=cfg.skipped_visit == "decay",
+            growth=float(cfg.lipschitz_growth),
+            skip_linear=cfg.skip_line_search == "linear",
         )
 
     def kernel_memory(self) -> sag.SAGMemory:

@@ -13,6 +13,7 @@ from crfsdca.solvers.samplers import SCHEMES, check_scheme
 from crfsdca.structures.dual import DualState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
+LINE_SEARCH_METHODS = ("crfsdca", "paper")  # codes of sdca_epoch.StepParams.line_search_method
 # the hinge loss's block steps: hinge.PAIRWISE, hinge.FW, hinge.SMOOTH, hinge.ACTIVE
 HINGE_STEPS = ("pairwise", "fw", "smooth", "active")
 
@@ -37,6 +38,12 @@ class SDCAConfig(SolverConfig):
         "model",
         "first Newton point: model (root of a quadratic model of f' from f'(0), f'(1) and the"
         " block gap) | half (0.5) | previous (the sequence's last step size)",
+    )
+    line_search_method: str = option(
+        "crfsdca",
+        "crfsdca (a float32 predictor, then rtsafe in float64) | paper (the authors' safe"
+        " Newton: float64 only, its first step tested against [0, 1], returns its last step's"
+        " point; --line-search-tol 0.5 with --line-search-start half is the paper's one step)",
     )
     fixed_step: float = option(0.0, "fixed step size in (0, 1]; > 0 turns the line search off")
     init: str = option(
@@ -93,6 +100,11 @@ class SDCAConfig(SolverConfig):
             raise ValueError(
                 f"line_search_start must be one of {', '.join(LINE_SEARCH_STARTS)};"
                 f" got {self.line_search_start!r}"
+            )
+        if self.line_search_method not in LINE_SEARCH_METHODS:
+            raise ValueError(
+                f"line_search_method must be one of {', '.join(LINE_SEARCH_METHODS)};"
+                f" got {self.line_search_method!r}"
             )
         if self.init not in ("gibbs", "smoothed"):
             raise ValueError(f"init must be gibbs or smoothed; got {self.init!r}")

@@ -59,6 +59,8 @@ class SAGParams(NamedTuple):
     budget: int  # oracle calls at most
     rescale: float  # fold the lazy scale c into z when it falls below this
     skip_decay: bool  # a skipped visit still decays (and may raise) L_max
+    growth: float = 2.0  # a failed line-search test multiplies L_i by this
+    skip_linear: bool = False  # §4's skip budget after c successes: c (else 2^(c - 1))
 
 
 # indices into the float64 ``scalars`` vector of the memory tuple
@@ -167,7 +169,8 @@ def lipschitz_end(i, L, outcome, doublings, memory, samplers, params):
     if outcome != SKIPPED:
         if doublings == 0:
             successes[i] += 1
-            skips[i] = 1 << min(successes[i] - 1, 62) if params.skip else 0
+            budget = successes[i] if params.skip_linear else 1 << min(successes[i] - 1, 62)
+            skips[i] = budget if params.skip else 0
         else:
             successes[i] = 0
     lipschitz[i] = L

@@ -74,8 +74,9 @@ def _update_memory(structure, i, sa, memory, sws):
 
 
 @njit(cache=True, nogil=True)
-def _line_search(L, f, gsq, structure, i, sws, max_doublings):
-    """Smallest L 2^j, j = 0..max_doublings, with f(w - g/L) <= f(w) - ||g||^2 / (2L) (§3.3).
+def _line_search(L, f, gsq, structure, i, sws, max_doublings, growth):
+    """Smallest L growth^j, j = 0..max_doublings, with f(w - g/L) <= f(w) - ||g||^2 / (2L)
+    (§3.3; growth 2 by default).
 
     Each trial is one oracle call. Returns (L, trials, doublings), doublings = -1 when the cap
     was reached without success.
@@ -85,7 +86,7 @@ def _line_search(L, f, gsq, structure, i, sws, max_doublings):
         if sag_trial(structure, i, inv, sws) <= f - 0.5 * gsq * inv:
             return L, j + 1, j
         if j < max_doublings:
-            L *= 2.0
+            L *= growth
     return L, max_doublings + 1, -1
 
 
@@ -102,7 +103,7 @@ def _lipschitz_step(i, was_covered, f, gsq, structure, sws, memory, samplers, pa
         outcome = sag.SMALL_GRADIENT
         if gsq > params.threshold:
             max_d = params.max_doublings
-            L, calls, doublings = _line_search(L, f, gsq, structure, i, sws, max_d)
+            L, calls, doublings = _line_search(L, f, gsq, structure, i, sws, max_d, params.growth)
             outcome = sag.CAPPED if doublings < 0 else sag.SEARCHED
     sag.lipschitz_end(i, L, outcome, doublings, memory, samplers, params)
     return calls, outcome

@@ -32,7 +32,7 @@ from crfsdca.kernels.primitives import (
 )
 from crfsdca.kernels.solvers import trees
 from crfsdca.kernels.solvers.hinge import hinge_step
-from crfsdca.kernels.solvers.line_search import line_search, model_start
+from crfsdca.kernels.solvers.line_search import line_search, model_start, safe_newton
 from crfsdca.kernels.solvers.prox import prepare
 from crfsdca.kernels.solvers.sdca import _update_range, block_gap_given_nu, update_block
 from crfsdca.kernels.solvers.team import move
@@ -40,6 +40,7 @@ from crfsdca.kernels.structures import chain_blocks, junction_blocks, tree_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
+CRFSDCA, PAPER = 0, 1  # line-search methods (SDCAConfig.line_search_method)
 
 
 class StepParams(NamedTuple):
@@ -53,6 +54,7 @@ class StepParams(NamedTuple):
     non_uniformity: float  # probability of drawing from the scheme's law (else uniform)
     stop_gap: float  # stop once the running gap estimate is <= this (< 0: never)
     line_search_start: int  # HALF, PREVIOUS or MODEL
+    line_search_method: int = CRFSDCA  # CRFSDCA (predictor, then rtsafe) or PAPER (safe_newton)
     gaps_only: bool = False  # no step: each drawn example's exact block gap (``exact_gaps``)
 
 
@@ -139,6 +141,11 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
     # choice: one compiled line search serves both)
     in_place = outs is not None and n_low == 0.0
     tol, max_newton = params.tol, params.max_newton
+    if params.line_search_method == PAPER:
+        gamma, its, status, have_logs, h = safe_newton(
+            bufs, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
+        )
+        return gamma, its, status, have_logs, h, 0, in_place, cycles() - c3
     gamma, its, status, have_logs, h, n32 = line_search(
         bufs, b32, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
     )
@@ -324,7 +331,7 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     logs = np.zeros(1, dual_dtype)
     per_example = np.zeros(1)
     dual = DualArrays(logs, logs, per_example, per_example, per_example)
-    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
+    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF, CRFSDCA)
     bufs, b32 = _block_buffers(1)  # their types only
     x = 0.0
     search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None)
@@ -408,7 +415,7 @@ def exact_gaps(structure, log_edge, log_node, w, prox=None):
     unused = np.zeros(0)
     dual = DualArrays(_flat(log_edge), _flat(log_node), unused, gaps, unused)
     sampler = Sampler(UNIFORM, np.zeros(1), np.zeros(1))
-    params = StepParams(1.0, 1.0, 1.0, 1, -1.0, 0.0, -1.0, HALF, True)
+    params = StepParams(1.0, 1.0, 1.0, 1, -1.0, 0.0, -1.0, HALF, gaps_only=True)
     threads = max(1, min(n, get_num_threads()))
     bounds = [n * c // threads for c in range(threads + 1)]
 

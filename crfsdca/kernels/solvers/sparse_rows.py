@@ -130,3 +130,140 @@ def scatter_runs(flat, off, length, values):
         for j in range(off[r], off[r] + length[r]):
             flat[j] = values[q]
             q += 1
+
+
+# -- updates in the form the steps produce them: per-token node-marginal changes -------------
+@njit(cache=True, nogil=True)
+def node_deltas(seq_offsets, examples, log_node, committed, out):
+    """The node-marginal change of every token of the sequences ``examples`` (in order) since
+    it was last committed, rounded to the dtype of ``out`` ((tokens, K), float32 or float64,
+    filled and returned); ``committed`` (float64,
+    one row per token) is advanced by exactly the rounded change, so it stays the sum of
+    what was sent (the residual ``exp(log_node) - committed`` is what the rounding kept back,
+    and is sent with the token's next change)."""
+    K = log_node.shape[1]
+    q = 0
+    for e in examples:
+        for t in range(seq_offsets[e], seq_offsets[e + 1]):
+            for k in range(K):
+                out[q, k] = np.exp(np.float64(log_node[t, k])) - committed[t, k]
+                committed[t, k] += np.float64(out[q, k])
+            q += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def add_tokens(w, slot, rows, n_rows, saved, table, examples, deltas, coef):
+    """w[a] += coef * v * delta_t for every attribute (a, v) of every token of the sequences
+    ``examples`` (ids into ``table`` = (seq_offsets, attr_offsets, attr_ids, attr_values); no
+    values: all 1), tokens in the order of ``deltas``. A row first reached gets the next slot
+    (``slot[a]`` was -1): it is appended to ``rows`` after ``n_rows`` and its values before
+    kept in ``saved`` (for the adaptive check and a rejected round). Returns the new count.
+    A token's change is converted and scaled once, not per attribute occurrence."""
+    seq_offsets, attr_offsets, attr_ids, attr_values = table
+    K = deltas.shape[1]
+    ones = attr_values.size == 0
+    d = np.empty(K)
+    q = 0
+    for e in examples:
+        for t in range(seq_offsets[e], seq_offsets[e + 1]):
+            for k in range(K):
+                d[k] = coef * np.float64(deltas[q, k])
+            for p in range(attr_offsets[t], attr_offsets[t + 1]):
+                a = attr_ids[p]
+                b = a * K
+                if slot[a] < 0:
+                    slot[a] = n_rows
+                    rows[n_rows] = a
+                    for k in range(K):
+                        saved[n_rows, k] = w[b + k]
+                    n_rows += 1
+                if ones:
+                    for k in range(K):
+                        w[b + k] += d[k]
+                else:
+                    v = attr_values[p]
+                    for k in range(K):
+                        w[b + k] += v * d[k]
+            q += 1
+    return n_rows
+
+
+@njit(cache=True, nogil=True)
+def row_changes(w, u, saved, rows):
+    """(w_before . Delta, |Delta|^2) over ``rows``, Delta = w - saved (row j saved in slot j),
+    and u = w there (what :func:`settle_rows` sets when the change is kept: one pass)."""
+    K = saved.shape[1]
+    dot = 0.0
+    sq = 0.0
+    for j in range(rows.size):
+        b = rows[j] * K
+        for k in range(K):
+            v = w[b + k]
+            d = v - saved[j, k]
+            dot += saved[j, k] * d
+            sq += d * d
+            u[b + k] = v
+    return dot, sq
+
+
+@njit(cache=True, nogil=True)
+def settle_rows(w, u, saved, slot, rows, t, copied):
+    """Keep t times the change of the ``rows`` since saved (t = 1: w as it is; t = 0: w as
+    saved, bit for bit; else saved + t (w - saved)), u = w there (already done when
+    ``copied``, by :func:`row_changes`), slots freed."""
+    K = saved.shape[1]
+    for j in range(rows.size):
+        a = rows[j]
+        slot[a] = -1
+        b = a * K
+        if t == 1.0:
+            if not copied:
+                for k in range(K):
+                    u[b + k] = w[b + k]
+        else:
+            for k in range(K):
+                v = saved[j, k] if t == 0.0 else saved[j, k] + t * (w[b + k] - saved[j, k])
+                w[b + k] = v
+                u[b + k] = v
+
+
+@njit(cache=True, nogil=True)
+def uncommit(seq_offsets, examples, committed, deltas, t):
+    """committed -= (1 - t) * delta for the tokens of ``examples`` (the sent changes kept at
+    the mix t only; t = 0: taken back)."""
+    K = deltas.shape[1]
+    q = 0
+    for e in examples:
+        for i in range(seq_offsets[e], seq_offsets[e + 1]):
+            for k in range(K):
+                committed[i, k] -= (1.0 - t) * np.float64(deltas[q, k])
+            q += 1
+
+
+@njit(cache=True, nogil=True)
+def residual_terms(attr_offsets, attr_ids, attr_values, log_node, committed, w, K):
+    """Over every token t of a shard, with r_t = exp(log_node[t]) - committed[t]: (sum_t
+    r_t . s_t, sum_t |x_t| |r_t|), s_t[k] = sum_a x_ta w[a, k] (the token's scores)."""
+    dot = 0.0
+    bound = 0.0
+    ones = attr_values.size == 0
+    r = np.empty(K)
+    for t in range(committed.shape[0]):
+        rr = 0.0
+        for k in range(K):
+            r[k] = np.exp(np.float64(log_node[t, k])) - committed[t, k]
+            rr += r[k] * r[k]
+        if rr == 0.0:
+            continue
+        xx = 0.0
+        for p in range(attr_offsets[t], attr_offsets[t + 1]):
+            v = 1.0 if ones else attr_values[p]
+            xx += v * v
+            b = attr_ids[p] * K
+            s = 0.0
+            for k in range(K):
+                s += r[k] * w[b + k]
+            dot += v * s
+        bound += np.sqrt(xx * rr)
+    return dot, bound
