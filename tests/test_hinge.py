@@ -247,7 +247,8 @@ def test_chain_steps_reach_the_scipy_qp(kind, step, tol, sigma):
     p.loss = "hinge"
     rows = constraints(p, psi)
     best, _ = scipy_optimum(p, rows, sigma)
-    result = train(p, hinge_step=step, tol=tol, eval_every=10)
+    # the temperature is lowered at most once an evaluation: every 100 epochs for the smoothing
+    result = train(p, hinge_step=step, tol=tol, eval_every=100 if step == "smooth" else 10)
     last = result.trace.records[-1]
     assert result.stop_reason == "tol" and last.gap <= tol
     w = result.weights
@@ -293,6 +294,7 @@ def test_the_active_set_holds_the_dual_state(atoms):
             y = stored[s, t0:t1]
             r_node[np.arange(t1 - t0), y] -= alpha[i, s]
             r_edge[np.arange(t1 - t0 - 1), y[:-1], y[1:]] -= alpha[i, s]
-        assert r_node.min() >= -1e-10 and r_edge.min() >= -1e-10
+        assert r_node.min() >= -1e-10 and np.all(r_edge >= -1e-10)
         np.testing.assert_allclose(r_node.sum(axis=1), rest[i], atol=1e-10)
-        np.testing.assert_allclose(r_edge.reshape(-1, K * K).sum(axis=1), rest[i], atol=1e-10)
+        edge_sums = r_edge.reshape(-1, K * K).sum(axis=1)
+        np.testing.assert_allclose(edge_sums, np.full(edge_sums.size, rest[i]), atol=1e-10)
