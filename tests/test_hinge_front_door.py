@@ -28,6 +28,17 @@ def chunk(tmp_path_factory):
         (["--loss", "hinge", "--solver", "oeg"], "--solver oeg has no hinge loss"),
         (["--loss", "hinge", "--scheduler", "tcp://127.0.0.1:1"], "--loss hinge: a --scheduler"),
         (["--loss", "hinge", "--hinge-step", "away"], "--hinge-step must be one of pairwise, fw"),
+        (
+            ["--loss", "hinge", "--hinge-step", "active", "--order", "2"],
+            "--hinge-step active trains chains; --order 2 takes",
+        ),
+        (
+            ["--loss", "hinge", "--hinge-step", "smooth", "--l1", "0.1"],
+            "--hinge-step smooth does not train the elastic net",
+        ),
+        (["--loss", "hinge", "--smooth-decay", "1.5"], "--smooth-decay must be in (0, 1)"),
+        (["--loss", "hinge", "--smooth-temperature", "0"], "--smooth-temperature must be > 0"),
+        (["--loss", "hinge", "--hinge-atoms", "0"], "--hinge-atoms must be >= 1"),
     ],
 )
 def test_misuse_of_the_hinge_loss_is_one_usage_line(chunk, args, message):

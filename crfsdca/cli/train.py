@@ -119,6 +119,18 @@ def train(
             f"--l1: --solver {solver} has no l1 term; the elastic net is trained by"
             f" --solver {' and --solver '.join(L1_SOLVERS)} (Prox-SDCA, OWL-QN)"
         )
+    step = run["options"].get("hinge_step")
+    if loss == "hinge" and step in ("smooth", "active") and (graph == "tree" or order == 2):
+        shape = "--graph tree" if graph == "tree" else "--order 2"
+        raise click.UsageError(
+            f"--hinge-step {step} trains chains; {shape} takes --hinge-step fw or pairwise"
+        )
+    if loss == "hinge" and step == "smooth" and (l1 > 0 or workers):
+        what = "the elastic net (--l1)" if l1 > 0 else "on --workers (its temperature is serial)"
+        raise click.UsageError(
+            f"--hinge-step smooth does not train {what} yet; use --hinge-step active, fw or"
+            " pairwise"
+        )
     if loss == "hinge" and scheduler:
         raise click.UsageError(
             "--loss hinge: a --scheduler cluster trains the log-loss only; use --workers"

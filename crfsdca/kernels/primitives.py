@@ -24,6 +24,11 @@ bufs, hws)``                            marginals of y* = argmax_y Hamming(y, y_
                                         y) (and their logs, 0 and -inf) in the block layout;
                                         returns (Hamming(y*, y_i), the hinge loss H_i(w))
                                         (``crfsdca.kernels.solvers.hinge``; non-finite H_i: failure)
+``smoothed_oracle(s, i, w, sws, bufs,   the smoothed hinge loss's oracle: nu_i = the clique
+hws)``                                  marginals of exp([Hamming(y, y_i) + w F(x_i, y)] / g),
+                                        g = hws.temp[0], as ``block_oracle`` writes them;
+                                        hws.out[0] = E_nu_i Hamming(., y_i); returns log Z
+                                        (``crfsdca.kernels.solvers.smooth``; chains only)
 ======================================  ==================================================
 
 The buffers of one step (``sws``) are built in Python, outside the kernels, by
@@ -174,6 +179,11 @@ def direction_capacity(structure, sws):
 
 def loss_augmented_map(structure, i, w, sws, bufs, hws):
     """The corner nu_i of y* (loss-augmented MAP) into bufs; returns (Hamming loss, H_i(w))."""
+    raise NotImplementedError
+
+
+def smoothed_oracle(structure, i, w, sws, bufs, hws):
+    """nu_i of the loss-augmented scores at temperature hws.temp[0] into bufs; returns log Z."""
     raise NotImplementedError
 
 

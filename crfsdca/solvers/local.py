@@ -78,6 +78,17 @@ class LocalSDCA(Runner):
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)
+        self.smooth = problem.loss == "hinge" and cfg.hinge_step == "smooth"
+        if self.smooth:
+            if self.prox is not None:
+                raise ValueError(
+                    "hinge_step='smooth' does not train the elastic net (l1 > 0) yet; use"
+                    " 'fw' or 'pairwise'"
+                )
+            self.counters.setdefault("temperature", float(cfg.smooth_temperature))
+        # the smoothed hinge loss's temperature, shared by every workspace's HingeArrays
+        self.temperature = np.array([self.counters.get("temperature", 1.0)])
+        self.atoms = self._atoms()
         self.hinge = self.hinge_arrays(self.workspace)
         for key in ("predictor_evaluations", "step_seconds", *PHASE_SECONDS):
             self.counters.setdefault(key, 0.0)
@@ -90,8 +101,30 @@ class LocalSDCA(Runner):
         None."""
         if self.problem.loss != "hinge":
             return None
-        step = hinge.PAIRWISE if self.cfg.hinge_step == "pairwise" else hinge.FW
-        return hinge.make_hinge(self.structure.blocks, workspace[2], step)
+        steps = {"pairwise": hinge.PAIRWISE, "smooth": hinge.SMOOTH, "active": hinge.ACTIVE}
+        step = steps.get(self.cfg.hinge_step, hinge.FW)
+        arrays = hinge.make_hinge(self.structure.blocks, workspace[2], step)
+        atoms, alpha, count = self.atoms
+        return arrays._replace(temp=self.temperature, atoms=atoms, alpha=alpha, count=count)
+
+    def _atoms(self) -> tuple:
+        """The stored labellings of the ACTIVE hinge step (``hinge.make_atoms``; empty for the
+        other steps): at the gold corner every block holds its gold labelling with weight 1;
+        a resumed state starts with none (its mass untracked: Frank-Wolfe steps move it)."""
+        if self.problem.loss != "hinge" or self.cfg.hinge_step != "active":
+            return hinge.make_atoms(0, 0, 0)[:3]
+        if self.structure.kind != "chain":
+            raise ValueError(
+                f"hinge_step='active' trains chains; a {self.structure.kind} takes 'fw' or"
+                " 'pairwise'"
+            )
+        labels = self.problem.train.labels
+        atoms, alpha, count, _ = hinge.make_atoms(self.n, labels.size, self.cfg.hinge_atoms)
+        if self.state.oracle_calls == 0:  # the gold corner (``structures.hinge.gold_corner``)
+            atoms[0] = labels
+            alpha[:, 0] = 1.0
+            count[:] = 1
+        return atoms, alpha, count
 
     def _elastic_net(self, dual) -> Any:
         """Prox-SDCA's arrays when the problem has an l1 term (else None), with dual.weights
@@ -213,6 +246,10 @@ class LocalSDCA(Runner):
         steps = max(1, int(round(cfg.eval_every * self.n)))
         steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls)
         steps = max(steps, 1)
+        if self.smooth:  # the estimates are the smoothed loss's: the monitor certifies
+            self.take_steps(steps)
+            self.anneal()
+            return False
         done = self.take_steps(steps, stop_gap=self.stop_gap())
         epoch = st.oracle_calls / self.n
         refresh = (
@@ -224,6 +261,19 @@ class LocalSDCA(Runner):
             self.exact_pass(check=done < steps)
             return True
         return False
+
+    def anneal(self) -> None:
+        """Lower the smoothed hinge loss's temperature g by ``smooth_decay`` when the running
+        estimate of its gap, mean_i g KL~(mu_i || nu_i), falls below g mean_i H~(mu_i): the
+        hinge gap is at most their sum, and then the smoothing's term bounds it. mu carries
+        over; the gap estimates of the old g stay until their examples are visited."""
+        d, g = self.state.dual, float(self.temperature[0])
+        table = self.structure.blocks.runs
+        entropy = float(sdca_epoch.all_entropies(table, d.log_edge, d.log_node).mean())
+        self.counters["smoothing_term"] = g * entropy
+        if float(d.gap_estimates.mean()) <= g * entropy:
+            self.temperature[0] = g * self.cfg.smooth_decay
+            self.counters["temperature"] = float(self.temperature[0])
 
     def stop_gap(self) -> float:
         """The running gap estimate at which the steps stop for an exact check: ``tol``."""

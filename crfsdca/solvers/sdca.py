@@ -101,10 +101,13 @@ def initial_dual(problem: Problem, config, dtype=np.float64) -> DualState:
     """The dual start of ``config.init`` on the problem's structure (w = w_hat(mu) exactly):
     ``smoothed`` (epsilon ``config.init_epsilon``), ``gibbs`` (``config.gibbs_score``) or
     ``uniform`` (OEG's and SPDC's: the smoothed start at epsilon = 1); the hinge loss starts
-    at the gold corner (``structures.hinge.gold_corner``)."""
+    at the gold corner (``structures.hinge.gold_corner``), or, smoothed by entropy
+    (``hinge_step='smooth'``), at the smoothed start (``structures.hinge.smoothed_start``)."""
     if getattr(problem, "loss", "log") == "hinge":
-        from crfsdca.structures.hinge import gold_corner
+        from crfsdca.structures.hinge import gold_corner, smoothed_start
 
+        if getattr(config, "hinge_step", "fw") == "smooth":
+            return smoothed_start(problem, config.init_epsilon, dtype)
         return gold_corner(problem, dtype)
     if config.init == "gibbs":
         return problem.structure.gibbs_dual(config.gibbs_score, dtype)

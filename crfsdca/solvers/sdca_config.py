@@ -14,7 +14,8 @@ from crfsdca.structures.dual import DualState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
 LINE_SEARCH_METHODS = ("crfsdca", "paper")  # codes of sdca_epoch.StepParams.line_search_method
-HINGE_STEPS = ("pairwise", "fw")  # the hinge loss's block steps: hinge.PAIRWISE, hinge.FW
+# the hinge loss's block steps: hinge.PAIRWISE, hinge.FW, hinge.SMOOTH, hinge.ACTIVE
+HINGE_STEPS = ("pairwise", "fw", "smooth", "active")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +64,21 @@ class SDCAConfig(SolverConfig):
         "fw",
         "block step of the hinge loss (--loss hinge): fw (Frank-Wolfe toward the loss-augmented"
         " MAP: BCFW's and the seed's closed-form step) | pairwise (from the worst labelling of"
-        " the block's support to the MAP: linear convergence, slower at first on corpora)",
+        " the block's support to the MAP: linear convergence, slower at first on corpora) |"
+        " smooth (the CRF's step on the hinge loss smoothed by entropy at a temperature"
+        " lowered as the smoothed gap falls: chains, no l1) | active (pairwise from the worst"
+        " of the block's stored labellings to the MAP: Osokin et al.'s BCPFW; chains)",
+    )
+    hinge_atoms: int = option(
+        128, "labellings stored per sequence by --hinge-step active (its active set)"
+    )
+    smooth_temperature: float = option(
+        1.0, "first temperature of --hinge-step smooth (the entropy's weight in the loss)"
+    )
+    smooth_decay: float = option(
+        0.5,
+        "factor on the temperature of --hinge-step smooth once the smoothed gap falls below the"
+        " entropy term (temperature x mean entropy), in (0, 1)",
     )
 
     def __post_init__(self) -> None:
@@ -103,6 +118,12 @@ class SDCAConfig(SolverConfig):
             raise ValueError(
                 f"hinge_step must be one of {', '.join(HINGE_STEPS)}; got {self.hinge_step!r}"
             )
+        if self.hinge_atoms < 1:
+            raise ValueError(f"hinge_atoms must be >= 1; got {self.hinge_atoms}")
+        if not (np.isfinite(self.smooth_temperature) and self.smooth_temperature > 0.0):
+            raise ValueError(f"smooth_temperature must be > 0; got {self.smooth_temperature}")
+        if not 0.0 < self.smooth_decay < 1.0:
+            raise ValueError(f"smooth_decay must be in (0, 1); got {self.smooth_decay}")
         if self.refresh_every < 0:
             raise ValueError(f"refresh_every must be >= 0 (0 = never); got {self.refresh_every}")
         if isinstance(self.threads, bool) or not isinstance(self.threads, (int, np.integer)):

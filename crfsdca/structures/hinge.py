@@ -101,3 +101,21 @@ def gold_corner(problem, dtype=np.float64) -> DualState:
         weights=np.zeros(problem.feature_map.n_features),
         step_sizes=np.full(n, 0.5),
     )
+
+
+def smoothed_start(problem, epsilon: float, dtype=np.float64) -> DualState:
+    """The dual start of the smoothed hinge loss (``kernels.solvers.smooth``): the CRF's
+    smoothed start (every mu_i an epsilon-mix of the gold labelling and the uniform law,
+    inside the polytope, where the entropy's step is defined) with l_i = E_mu_i[Hamming(.,
+    y_i)] in ``entropies`` (from the node marginals; chains only: the other structures have
+    no smoothed oracle yet)."""
+    if problem.structure.kind != "chain":
+        raise ValueError(
+            f"hinge_step='smooth' trains chains; a {problem.structure.kind} takes 'fw' or"
+            " 'pairwise'"
+        )
+    dual = problem.structure.smoothed_dual(epsilon, dtype)
+    data = problem.train
+    gold = np.exp(dual.log_node[np.arange(data.labels.size), data.labels].astype(np.float64))
+    dual.entropies = np.add.reduceat(1.0 - gold, data.seq_offsets[:-1])
+    return dual

@@ -30,6 +30,15 @@ of the duality gap P(w) - D (at scale 1); the maximiser gamma* = clip(g_i / (c |
 is BCFW's exact line search and the seed's closed-form step. With an l1 term (Prox-SDCA,
 ``crfsdca.kernels.solvers.prox``) the quadratic becomes the exact (lambda n / s) g*(v + gamma a),
 piecewise quadratic, whose stationary point :func:`prox_step` finds exactly.
+
+Pairwise steps move mass from an away corner nu- to y* (slope H_i - H(nu-), gamma <= the mass
+of nu- in mu_i). PAIRWISE takes nu- as the worst labelling of mu_i's face (any labelling whose
+cliques all have mass: many short drop steps on a corpus); ACTIVE (Osokin et al. 2016's BCPFW,
+chains) keeps the labellings each block moved toward, with their weights alpha (``make_atoms``,
+``move_atoms``), and takes nu- as the stored labelling of least augmented score, gamma <= its
+weight. mu_i = sum_s alpha_s corner(y_s) + the untracked rest (mass a full active set, or a
+resumed state, does not hold: Frank-Wolfe steps shrink it). SMOOTH is the entropy-smoothed
+step of ``crfsdca.kernels.solvers.smooth``.
 """
 
 from typing import NamedTuple
@@ -47,10 +56,16 @@ from crfsdca.kernels.primitives import (
     loss_augmented_map,
 )
 from crfsdca.kernels.solvers.prox import prepare, quad_term
+from crfsdca.kernels.solvers.smooth import smooth_step
 from crfsdca.kernels.solvers.team import move
-from crfsdca.kernels.structures.hamming import MAP_ONLY, WITH_AWAY, WITH_LINEAR  # noqa: F401
+from crfsdca.kernels.structures.hamming import (  # noqa: F401
+    MAP_ONLY,
+    WITH_ATOMS,
+    WITH_AWAY,
+    WITH_LINEAR,
+)
 
-FW, PAIRWISE = 0, 1  # the block step (``HingeArrays.mode[1]``)
+FW, PAIRWISE, SMOOTH, ACTIVE = 0, 1, 2, 3  # the block step (``HingeArrays.mode[1]``)
 
 
 VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
@@ -61,8 +76,13 @@ class HingeArrays(NamedTuple):
     ``backptr`` and ``chosen`` (int64, the decoders' back pointers), ``ids`` (0, 1, 2, ...),
     ``scores`` and ``pair`` (float64, the decoders' tables), ``mu`` (a copy of mu_i), the
     direction's flat entries ``idx``, ``val``, ``out`` = (Hamming loss of y-, H of y-,
-    <mu_i, augmented scores> - gold score) of the last call, and ``mode`` = (what the MAP
-    computes: MAP_ONLY, WITH_LINEAR or WITH_AWAY; the step: FW or PAIRWISE)."""
+    <mu_i, augmented scores> - gold score) of the last call (the smoothed oracle: out[0] =
+    E_nu Hamming), ``mode`` = (what the MAP computes: MAP_ONLY, WITH_LINEAR or WITH_AWAY; the
+    step: FW, PAIRWISE, SMOOTH or ACTIVE), ``temp`` = (the temperature g of the SMOOTH step,
+    ``crfsdca.kernels.solvers.smooth``) and the ACTIVE step's atoms (``make_atoms``): the
+    stored labellings ``atoms`` (M, tokens) of every block, their weights ``alpha`` (n, M),
+    their number ``count`` (n,) and ``pick`` = (block, away atom or -1, MAP atom or -1, token
+    offset, length) of the last step."""
 
     path: np.ndarray
     backptr: np.ndarray
@@ -75,21 +95,38 @@ class HingeArrays(NamedTuple):
     val: np.ndarray
     out: np.ndarray
     mode: np.ndarray
+    temp: np.ndarray
+    atoms: np.ndarray
+    alpha: np.ndarray
+    count: np.ndarray
+    pick: np.ndarray
 
 
-def make_hinge(structure, sws, step: int = FW, what: int = WITH_LINEAR) -> HingeArrays:
+def make_hinge(
+    structure, sws, step: int = FW, what: int = WITH_LINEAR, temperature: float = 1.0
+) -> HingeArrays:
     """HingeArrays for ``structure`` (a structure's kernel type; ``sws`` its step workspace):
     every decoder buffer has the largest block's size, which bounds its nodes times labels,
-    cliques and tables. ``step``: FW or PAIRWISE (which computes the away corner too)."""
+    cliques and tables. ``step``: FW, PAIRWISE (which computes the away corner too), SMOOTH
+    (at ``temperature``) or ACTIVE (its atoms empty here: ``make_atoms``)."""
     size = max(int(structure.max_block), 1)
     capacity = max(int(_capacity(structure, sws)), 1)
     ints = (np.zeros(size, np.int64) for _ in range(3))
     K = int(structure.dims[1])  # pair: a chain's T K^2 edge tables (as a tree's, one a node)
     floats = (np.zeros(size), np.zeros(size + K * K), np.zeros(size))
-    what = WITH_AWAY if step == PAIRWISE else what
+    what = {PAIRWISE: WITH_AWAY, ACTIVE: WITH_ATOMS}.get(step, what)
     mode = np.array([what, step], np.int64)
     entries = (np.zeros(capacity, np.int64), np.zeros(capacity))
-    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode)
+    temp = np.array([float(temperature)])
+    atoms = make_atoms(0, 0, 0)
+    return HingeArrays(*ints, np.arange(size), *floats, *entries, np.zeros(3), mode, temp, *atoms)
+
+
+def make_atoms(n: int, tokens: int, m: int) -> tuple:
+    """(atoms, alpha, count, pick) of the ACTIVE step for n blocks of ``tokens`` tokens in all,
+    at most m atoms a block, none stored yet (all of mu_i's mass untracked)."""
+    atoms = np.zeros((m, tokens), np.int32)
+    return atoms, np.zeros((n, m)), np.zeros(n, np.int64), np.zeros(5, np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -220,7 +257,11 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws, team, s):
     0): the exact step of the module docstring along the Frank-Wolfe direction nu+ - mu_i or,
     in PAIRWISE mode, along nu+ - nu- (nu- the away corner: the worst labelling of mu_i's
     support, gamma <= gamma_max), then mu_i, l_i and w (or v and w = S_tau(v) on the step's
-    support, with the elastic net's ``prox``) move."""
+    support, with the elastic net's ``prox``) move. In SMOOTH mode the step of the smoothed
+    loss (``smooth.smooth_step``, without the elastic net) instead."""
+    if prox is None:  # noqa: SIM102 (numba prunes the branch on None at compile time)
+        if hws.mode[1] == SMOOTH:
+            return smooth_step(i, structure, dual, w, params, ws, hws, team, s)
     bufs, _, sws = ws
     lam_n, scale = params.lam_n, params.scale
     mu_arrays = (dual.log_edge, dual.log_node)
@@ -232,8 +273,13 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws, team, s):
     if not np.isfinite(h):
         return 0.0, 0.0, 0, 1, (c1 - c0, 0, 0), 0
     top, slope, gain = 1.0, gap, loss - dual.entropies[i]
-    pairwise = hws.mode[1] == PAIRWISE and np.isfinite(hws.out[1])
-    if pairwise:  # no away corner, or a zero step (underflow): a Frank-Wolfe step instead
+    step = hws.mode[1]
+    pairwise = step != FW and np.isfinite(hws.out[1])
+    if pairwise and step == ACTIVE:  # no atom, or the MAP is the away atom: a FW step
+        away = hws.pick[1]
+        top = hws.alpha[i, away] if away >= 0 else 0.0
+        pairwise = top > 0.0 and away != hws.pick[2]
+    elif pairwise:  # no away corner, or a zero step (underflow): a Frank-Wolfe step instead
         top = _gamma_max(runs, bufs)
         pairwise = top > 0.0
     if pairwise:  # nu- replaces mu_i in the direction
@@ -257,8 +303,42 @@ def hinge_step(i, structure, dual, w, params, ws, prox, hws, team, s):
             _mix_update(gamma, mu_arrays, runs, bufs.mu, bufs.nu, bufs.mu)
         dual.entropies[i] += gamma * gain
         move(structure, i, gamma, kappa, sws, w, prox, m, team, s)
+        if step == ACTIVE:
+            move_atoms(hws, gamma, pairwise, top)
     dual.step_sizes[i] = gamma
     return gap, gamma, 0, 0, (c1 - c0, 0, c2 - c1), 0
+
+
+@njit(cache=True, nogil=True)
+def move_atoms(hws, gamma, pairwise, top):
+    """The atoms' weights after a step of size gamma toward the MAP labelling (hws.path) of
+    block pick[0]: from the away atom pick[1] (dropped at gamma = top) or, Frank-Wolfe, from
+    every atom (times 1 - gamma); the MAP gains gamma, as a new atom when it is none and there
+    is room (else that mass joins the untracked rest, which no pairwise step takes from).
+    Atoms whose weight reaches 0 are removed (the last one takes their place)."""
+    i, away, fw, t0, T = hws.pick[0], hws.pick[1], hws.pick[2], hws.pick[3], hws.pick[4]
+    alpha, atoms = hws.alpha[i], hws.atoms
+    count = hws.count[i]
+    if pairwise:
+        alpha[away] = 0.0 if gamma >= top else alpha[away] - gamma
+    else:
+        for s in range(count):
+            alpha[s] *= 1.0 - gamma
+    if fw >= 0:
+        alpha[fw] += gamma
+    elif count < alpha.shape[0]:
+        atoms[count, t0 : t0 + T] = hws.path[:T]
+        alpha[count] = gamma
+        count += 1
+    s = 0
+    while s < count:
+        if alpha[s] > 0.0:
+            s += 1
+            continue
+        count -= 1
+        alpha[s], alpha[count] = alpha[count], 0.0
+        atoms[s, t0 : t0 + T] = atoms[count, t0 : t0 + T]
+    hws.count[i] = count
 
 
 @njit(cache=True, nogil=True)

@@ -26,7 +26,10 @@ from crfsdca.kernels.structures.chain import (
     unary_scores,
     viterbi,
 )
-from crfsdca.kernels.structures.chain_oracle import sequence_block_marginals
+from crfsdca.kernels.structures.chain_oracle import (
+    block_forward_backward,
+    sequence_block_marginals,
+)
 from crfsdca.kernels.structures.direction import (
     _edge_difference_sum,
     add_direction,
@@ -410,6 +413,8 @@ def _away(unary, log_trans, mu, gold, T, K, sws, bufs, hws):
             for l in range(K):
                 lin += mu[t * K * K + k * K + l] * log_trans[k, l]
     hws.out[2] = lin
+    if hws.mode[0] == H.WITH_ATOMS:
+        _atom_away(unary, log_trans, gold, T, K, bufs, hws)
     if hws.mode[0] != H.WITH_AWAY:
         return
     # the chain as a tree (parent of t: t - 1) whose edge into t has its own masked table
@@ -437,15 +442,62 @@ def _away(unary, log_trans, mu, gold, T, K, sws, bufs, hws):
         H.corner_values(bufs.log_mix, E + t * K, K, path[t])
 
 
-@P.implements(P.loss_augmented_map, ChainBlocks)
-def _loss_augmented_map(s, i, w, sws, bufs, hws):
+@njit(cache=True, nogil=True)
+def _atom_score(unary, log_trans, atoms, s, t0, T):
+    """The score of the stored labelling atoms[s, t0:t0 + T] (unary: augmented)."""
+    a = atoms[s, t0]
+    score = unary[0, a]
+    for t in range(1, T):
+        b = atoms[s, t0 + t]
+        score += unary[t, b] + log_trans[a, b]
+        a = b
+    return score
+
+
+@njit(cache=True, nogil=True)
+def _atom_away(unary, log_trans, gold, T, K, bufs, hws):
+    """The away corner over the block's atoms (``hws.pick`` = (block, -, MAP atom or -1, token
+    offset, T) on entry): the atom of least augmented score, its index into pick[1] (-1 and
+    out[1] = -inf without atoms), its Hamming loss and score into out[0], out[1] and its
+    corner into bufs.log_mix."""
+    i, t0 = hws.pick[0], hws.pick[3]
+    atoms, count = hws.atoms, hws.count[i]
+    best, away = np.inf, -1
+    for s in range(count):
+        score = _atom_score(unary, log_trans, atoms, s, t0, T)
+        if score < best:
+            best, away = score, s
+    hws.pick[1] = away
+    hws.out[1] = -np.inf
+    if away < 0:
+        return
+    hws.out[0] = H.atom_hamming(atoms, away, t0, gold)
+    hws.out[1] = best
+    E = (T - 1) * K * K
+    for t in range(T - 1):
+        hit = atoms[away, t0 + t] * K + atoms[away, t0 + t + 1]
+        H.corner_values(bufs.log_mix, t * K * K, K * K, hit)
+    for t in range(T):
+        H.corner_values(bufs.log_mix, E + t * K, K, atoms[away, t0 + t])
+
+
+@njit(cache=True, nogil=True)
+def _augmented(s, i, w, sws):
+    """(T, token offset, augmented unary scores (T, K) in sws, log transitions, gold labels)
+    of sequence i: the Hamming loss added to its node scores."""
     lay = s.layout
-    K = s.dims[1]
     t0 = lay.seq_offsets[i]
     data = (lay.seq_offsets, lay.attr_offsets, lay.attr_ids, lay.attr_values, lay.labels)
     T, log_trans, _ = sequence_potentials(data, i, w, s.dims, sws.fb)
     unary, gold = sws.fb[0][:T], lay.labels[t0 : t0 + T]
     H.hamming_augment(unary, gold)  # the gold labelling's score is unchanged
+    return T, t0, unary, log_trans, gold
+
+
+@P.implements(P.loss_augmented_map, ChainBlocks)
+def _loss_augmented_map(s, i, w, sws, bufs, hws):
+    K = s.dims[1]
+    T, t0, unary, log_trans, gold = _augmented(s, i, w, sws)
     path = hws.path[:T]
     delta = hws.scores[: T * K].reshape((T, K))
     back = hws.backptr[: T * K].reshape((T, K))
@@ -457,8 +509,28 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
         H.corner_entry(bufs.nu, bufs.log_nu, E + t * K, K, path[t])
     loss = H.hamming(path, gold)
     g = gold_score(unary, log_trans, gold)
+    if hws.mode[0] == H.WITH_ATOMS:
+        hws.pick[0], hws.pick[1], hws.pick[3], hws.pick[4] = i, -1, t0, T
+        hws.pick[2] = H.find_atom(hws.atoms, hws.count[i], t0, path)
     if hws.mode[0] != H.MAP_ONLY:
         _away(unary, log_trans, bufs.mu, gold, T, K, sws, bufs, hws)
         hws.out[1] -= g
         hws.out[2] -= g
     return loss, top - g
+
+
+@P.implements(P.smoothed_oracle, ChainBlocks)
+def _smoothed_oracle(s, i, w, sws, bufs, hws):
+    K = s.dims[1]
+    T, _, unary, log_trans, gold = _augmented(s, i, w, sws)
+    inv = 1.0 / hws.temp[0]
+    H.scale(unary.reshape(-1), inv)
+    trans = hws.pair[: K * K]
+    trans[:] = log_trans.reshape(-1)
+    H.scale(trans, inv)
+    trans = trans.reshape((K, K))
+    trans_max = transition_exp(trans, sws.fb[1])
+    logs, probs = _block_views(bufs, T, K)
+    log_z = block_forward_backward(unary, trans, sws.fb[1], trans_max, sws.fb[2:], logs, probs)
+    hws.out[0] = H.expected_hamming(probs[0], gold)
+    return log_z

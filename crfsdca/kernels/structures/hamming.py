@@ -7,8 +7,9 @@ import numpy as np
 from crfsdca.kernels.jit import njit
 
 # what the loss-augmented MAP computes besides y* (``HingeArrays.mode[0]``): nothing, the
-# linear value <mu_i, augmented scores> (the Frank-Wolfe gap), or that and the away corner
-MAP_ONLY, WITH_LINEAR, WITH_AWAY = 0, 1, 2
+# linear value <mu_i, augmented scores> (the Frank-Wolfe gap), that and the away corner over
+# mu_i's face, or that and the away corner over the block's stored labellings (its atoms)
+MAP_ONLY, WITH_LINEAR, WITH_AWAY, WITH_ATOMS = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
@@ -56,3 +57,43 @@ def masked_negation(scores, mu, n):
     minimises the augmented score over the labellings of mu_i's support, its minimal face."""
     for p in range(n):
         scores[p] = -scores[p] if mu[p] > 0.0 else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def scale(x, c):
+    """x *= c (the scores at temperature 1 / c)."""
+    for p in range(x.shape[0]):
+        x[p] *= c
+
+
+@njit(cache=True, nogil=True)
+def expected_hamming(node, labels):
+    """E Hamming(., labels) under the node marginals node (T, K): sum_t 1 - node[t, y_t]."""
+    d = 0.0
+    for t in range(labels.shape[0]):
+        d += 1.0 - node[t, labels[t]]
+    return d
+
+
+@njit(cache=True, nogil=True)
+def find_atom(atoms, count, t0, path):
+    """The column s < count with atoms[s, t0:t0 + T] = path (T = len(path)), else -1."""
+    T = path.shape[0]
+    for s in range(count):
+        same = True
+        for t in range(T):
+            if atoms[s, t0 + t] != path[t]:
+                same = False
+                break
+        if same:
+            return s
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def atom_hamming(atoms, s, t0, labels):
+    """Hamming(atom s, labels) of the atom at atoms[s, t0:t0 + len(labels)]."""
+    d = 0.0
+    for t in range(labels.shape[0]):
+        d += 1.0 if atoms[s, t0 + t] != labels[t] else 0.0
+    return d

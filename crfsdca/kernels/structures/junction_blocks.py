@@ -505,3 +505,10 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
         hws.out[0] = H.hamming(path, gold)
         _corner(s, i, path, bufs.log_mix, None)
     return loss, top - g
+
+
+@P.implements(P.smoothed_oracle, JunctionBlocks)
+def _smoothed_oracle(s, i, w, sws, bufs, hws):
+    """No smoothed oracle here yet: a failure (nan), which ``structures.hinge.smoothed_start``
+    never lets a run reach (it refuses hinge_step='smooth' on anything but chains)."""
+    return np.nan

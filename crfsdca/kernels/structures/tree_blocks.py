@@ -533,3 +533,10 @@ def _loss_augmented_map(s, i, w, sws, bufs, hws):
         hws.out[1] -= g
         hws.out[2] -= g
     return loss, top - g
+
+
+@P.implements(P.smoothed_oracle, TreeBlocks)
+def _smoothed_oracle(s, i, w, sws, bufs, hws):
+    """No smoothed oracle here yet: a failure (nan), which ``structures.hinge.smoothed_start``
+    never lets a run reach (it refuses hinge_step='smooth' on anything but chains)."""
+    return np.nan
