@@ -14,7 +14,7 @@ from crfsdca.cli.main import main
 from crfsdca.reproduce import FIGURES, QUICK_BUDGETS, Experiment, reproduce, trace_path
 from crfsdca.reproduce.claims import SMOKE, check_claims
 from crfsdca.reproduce.figures import Traces
-from crfsdca.reproduce.plan import Panel
+from crfsdca.reproduce.plan import Panel, experiments_of, figure_panels, measurement_experiments
 from crfsdca.solvers.trace import read_trace
 
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
@@ -151,7 +151,7 @@ def test_one_failing_experiment_is_reported_and_the_others_finish(quick, tmp_pat
     result = run("--quick", "--out", out, "--figure", "2", "--datasets", "ocr")
     assert result.exit_code == 1
     assert "1 experiment(s) failed" in result.stderr
-    assert "missing curves: broken: bad" in (out / "REPORT.md").read_text()
+    assert "Missing curves: broken: bad" in (out / "REPORT.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -213,7 +213,10 @@ def test_digest_depends_on_inputs_not_on_labels():
 def test_jobs_2_gives_the_serial_traces(quick, tmp_path):
     out = tmp_path / "parallel"
     outcome = reproduce(["2"], ["ocr"], quick=True, jobs=2, out=out)
-    assert outcome.ok and outcome.computed == 6  # P* and five sampling schemes
+    budgets = {"ocr": QUICK_BUDGETS["ocr"]}
+    planned = experiments_of(figure_panels("2", budgets)) + measurement_experiments(budgets)
+    assert len(planned) == 10  # P*, five sampling schemes, the dataset's four measurements
+    assert outcome.ok and outcome.computed == len(planned)
     for path in (out / "traces").glob("*.jsonl"):
         serial, parallel = read_trace(quick[0] / "traces" / path.name), read_trace(path)
         assert [r.primal for r in parallel.records] == [r.primal for r in serial.records]
