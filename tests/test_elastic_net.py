@@ -117,9 +117,7 @@ def _junction_loss(data, fm, w, i):
     return float(logsumexp(score) - score[np.all(ys == gold, axis=1)][0])
 
 
-@pytest.mark.parametrize(
-    "kind", ["chain", "tree", pytest.param("second-order", marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("kind", ["chain", "tree", "second-order"])
 def test_certified_optimum_equals_the_bound_constrained_minimum(kind):
     """Prox-SDCA's certified optimum (gap <= 1e-12) has the objective of an independent
     L-BFGS-B minimisation over w = w+ - w- to 1e-8 relative and the same zero coordinates;
@@ -268,10 +266,7 @@ def test_a_vanishing_l1_term_follows_plain_sdca():
     np.testing.assert_allclose(runner.weights, plain.weights, rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.parametrize(
-    ("sampling", "dtype"),
-    [("importance", "float64"), pytest.param("uniform", "float32", marks=pytest.mark.slow)],
-)
+@pytest.mark.parametrize(("sampling", "dtype"), [("importance", "float64"), ("uniform", "float32")])
 def test_samplings_and_float32_duals_reach_the_certified_optimum(sampling, dtype):
     """Another sampling scheme and float32 duals reach the optimum of gap sampling (float32
     logs hold mu to ~6e-8 relative, so their certificate holds to about that)."""

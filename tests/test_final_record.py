@@ -86,13 +86,7 @@ def test_certified_stop_between_evaluations_writes_the_final_record(sampling):
     assert_last_record_is_returned_state("sdca", problem, result, monitor)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.slow) if n == "spdc-df" else n
-        for n in sorted(set(SOLVERS) - set(CRFSUITE_ONLY))
-    ],
-)
+@pytest.mark.parametrize("name", sorted(set(SOLVERS) - set(CRFSUITE_ONLY)))
 def test_tol_stop(name):
     problem = problem_for_tests()
     options = {"tol": 1e-8, "max_epochs": 2000 if name == "lbfgs" else 600, "eval_every": 3}

@@ -150,18 +150,8 @@ STRUCTURES = {  # (problem, features psi(i, y) for the enumeration; None: _refer
 }
 
 
-#: (structure, rule) pairs that take the default set's longest (their kernels compile in others)
-SLOW_CASES = {("tree", "robust"), ("second-order chain", "robust")}
-
-
-@pytest.mark.parametrize(
-    ("kind", "adapt_rule"),
-    [
-        pytest.param(k, r, marks=[pytest.mark.slow] if (k, r) in SLOW_CASES else [])
-        for k in STRUCTURES
-        for r in ("robust", "off")
-    ],
-)
+@pytest.mark.parametrize("adapt_rule", ["robust", "off"])
+@pytest.mark.parametrize("kind", list(STRUCTURES))
 def test_dual_free_spdc_reaches_the_brute_force_optimum(kind, adapt_rule):
     """Stopped by its own gap P(x) - D(mu) <= 1e-9, the primal iterate's objective equals the
     brute-force optimum (scipy on an enumeration of every labelling) to 1e-8; the gap is a true

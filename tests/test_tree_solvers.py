@@ -202,13 +202,7 @@ SOLVER_OPTIONS = {
 }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.slow) if n in ("sag-nus", "oeg") else n
-        for n in SOLVER_OPTIONS
-    ],
-)
+@pytest.mark.parametrize("name", list(SOLVER_OPTIONS))
 def test_every_solver_reaches_the_lbfgs_optimum(problem, optimum, name):
     """Stopped by its own certificate (SDCA, OEG: the duality gap; SAG: P - D(nu(w))), each
     solver's primal equals the certified L-BFGS optimum to 1e-6 relative (and is not below it);
