@@ -1,8 +1,8 @@
 """Parity with CRFsuite on the elastic net: python-crfsuite's L-BFGS with c1 > 0 (OWL-QN),
-crfsdca's certified Prox-SDCA and crfsdca's OWL-QN reach the same objective on 500 CoNLL-2000
+crfsdca's certified Prox-SDCA and crfsdca's OWL-QN reach the same objective on 200 CoNLL-2000
 sentences (crfsuite-chunking attributes, the dense model), with the same non-zero weights: the
 same support (the weights that CRFsuite's 6-decimal dump shows non-zero) and the same number of
-non-zeros (12,549 of 799,919).
+non-zeros (7,083 of 358,683).
 
 CRFsuite minimises sum_i NLL_i + c1 |w|_1 + c2 |w|^2 and logs it as "Loss"; crfsdca's P is that
 over n with lambda = 2 c2 / n and sigma = c1 / n.
@@ -21,7 +21,7 @@ from crfsdca.solvers.sdca import SDCA, SDCAConfig
 pycrfsuite = pytest.importorskip("pycrfsuite")
 pytestmark = pytest.mark.slow
 
-N, C1, C2 = 500, 0.1, 0.1
+N, C1, C2 = 200, 0.1, 0.1
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,9 @@ def test_crfsuite_owlqn_and_certified_sdca_agree(setup):
 
 def test_crfsdca_owlqn_agrees_with_crfsuite(setup):
     problem, theirs, w_crfsuite, n_stored = setup
-    config = LBFGSConfig(tol=1e-7 * theirs, max_epochs=5000)
+    # OWL-QN's last non-zeros settle late: at 1e-7 two weights (7e-5, 4e-6) were still on
+    # their way to 0
+    config = LBFGSConfig(tol=1e-9 * theirs, max_epochs=5000)
     result = LBFGS(config).solve(problem, Monitor(problem, "lbfgs", config, evaluate_test=False))
     last = result.trace.records[-1]
     assert result.stop_reason == "tol"
