@@ -75,6 +75,7 @@ def test_order2_trains_scores_and_saves_order(tmp_path):
     assert lbfgs["order"] == 2 and abs(lbfgs["primal"] - out["primal"]) <= 1e-6
 
 
+@pytest.mark.slow  # the baselines' junction-tree step loops compile for 5-8 s each on a cold cache
 @pytest.mark.parametrize("solver", ["sag-nus", "sag-nus-skip", "oeg"])
 def test_order2_trains_with_the_baselines_to_the_same_optimum(tmp_path, solver):
     data = chunk_file(tmp_path / "train.txt", n=12)

@@ -73,6 +73,7 @@ def test_crf_loss_hinge_predicts_and_refuses_marginals():
     assert np.isclose(sum(logit.predict_marginals(X)[0][0].values()), 1.0)
 
 
+@pytest.mark.slow  # the tree's hinge step loop compiles for 10-15 s on a cold cache
 def test_the_custom_graph_api_trains_saves_and_decodes_a_tree_svm(tmp_path):
     """SequenceCRF(loss="hinge") on TreeData: certified, saved with its loss, decoded as the
     fitted model decodes, no marginals."""

@@ -64,6 +64,11 @@ def _block_direction(s, i, ws):
     return P.block_direction(s, i, bufs, sws, 1.0)
 
 
+# The tests' own kernels (on the structure primitives, not cached) compile for 20-25 s in all:
+# the tests that run them are in the slow set.
+slow_kernels = pytest.mark.slow
+
+
 def _poison(fast):
     """NaN in ``kernels.order2``'s messages and scratch rows (``JunctionStepWorkspace.fast``),
     which the generic kernels never touch."""
@@ -71,6 +76,7 @@ def _poison(fast):
         array[...] = np.nan
 
 
+@slow_kernels
 @pytest.mark.parametrize("order2", [True, False])
 def test_the_primitives_run_the_fast_path_on_second_order_chains(order2):
     """The structure primitives (what the solvers call) take the fast path on a block of >= 3
@@ -105,6 +111,7 @@ def both(problem, w, mu):
     )
 
 
+@slow_kernels
 @pytest.mark.parametrize(("seed", "K", "scale"), [(0, 3, 1.0), (1, 4, 3.0), (2, 2, 10.0)])
 def test_the_fast_path_matches_the_generic_kernels(seed, K, scale):
     data = second_order_data(random_sequences(seed, n=25, max_T=7, K=K))
@@ -120,6 +127,7 @@ def test_the_fast_path_matches_the_generic_kernels(seed, K, scale):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
 
 
+@slow_kernels
 def test_marginals_too_small_for_scaled_space_fall_back_to_log_space():
     data = second_order_data(random_sequences(4, n=10, max_T=6, K=3))
     problem = junction_problem(data)

@@ -103,7 +103,7 @@ def memory(c: Costs, b) -> Judged:
         " sequence, and both store w (and SAG its gradient sum), so short sequences and large d"
         " pull the ratio below K"
     )
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return Judged.of(parts, verdict, why)
 
 
 @register(

@@ -458,7 +458,7 @@ def few_epochs(c: Costs, b) -> Judged:
         parts.append(f"{SHORT[d]}: epochs to final error +0.1 pt " + ", ".join(cells))
     verdict = share(ok)
     why = f"{sum(not x for x in ok)} of {len(ok)} runs need more than {EARLY} epochs"
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return Judged.of(parts, verdict, why)
 
 
 __all__ = ["THRESHOLD", "mean_error", "ocr_sag_verdict"]

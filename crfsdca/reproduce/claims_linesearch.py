@@ -93,7 +93,7 @@ def newton_per_search(c: Costs, b) -> Judged:
         f"outside [1.5, 2.5]: {', '.join(outside)}. From 0.5, a step size near 0 or 1 takes"
         " several Newton steps, or a bisection, to reach"
     )
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return Judged.of(parts, verdict, why)
 
 
 @register(
@@ -127,7 +127,7 @@ def line_search_time(c: Costs, b) -> Judged:
         " costs O(a K) per token for the a active attributes, so the share falls where a K is"
         " large against K^2 (NER: K = 9, a = 20) and rises where K^2 dominates (POS: K = 49)"
     )
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return Judged.of(parts, verdict, why)
 
 
 def stopped(c: Costs, b) -> list[str]:
@@ -199,10 +199,8 @@ def eval_cost(c: Costs, b) -> Judged:
     and f'' over wall time per oracle call of the steps (the kernel's cycle counts; the oracle
     includes the scores w^T F); roughly the same = ratio within [0.5, 2]. Holds if on every
     dataset, does not hold if on none, partly otherwise."""
-    parts, ratio = _cost_rows(c, b)
-    verdict = share([0.5 <= r <= 2 for r in ratio.values()])
     why = "the ratio leaves [0.5, 2] somewhere: the oracle also computes the scores w^T F_c"
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return _ratio_within(c, b, 0.5, 2.0, why)
 
 
 @register(
@@ -216,10 +214,16 @@ def cost_model(c: Costs, b) -> Judged:
     ([0.25, 1]) on every dataset -> holds; on none -> does not hold; partly otherwise. (The
     model counts the marginal tables alone; the oracle's scores w^T F_c cost O(a K) more per
     token, which App. A.3 calls an overhead that is not critical.)"""
-    parts, ratio = _cost_rows(c, b)
-    verdict = share([0.25 <= r <= 1 for r in ratio.values()])
     why = "the measured ratio is off the model's 1/2 by more than a factor 2 somewhere"
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return _ratio_within(c, b, 0.25, 1.0, why)
+
+
+def _ratio_within(c: Costs, b, lo: float, hi: float, why: str) -> Judged:
+    """The cost rows of every dataset (``_cost_rows``), judged by the share of datasets whose
+    line-search-to-oracle ratio lies in [lo, hi]; ``why`` when not on all of them."""
+    parts, ratio = _cost_rows(c, b)
+    verdict = share([lo <= r <= hi for r in ratio.values()])
+    return Judged.of(parts, verdict, why)
 
 
 @register(

@@ -80,7 +80,7 @@ def within2(c: Costs, b) -> Judged:
         " Below 0.5 late, with gap sampling: sequences whose stale g_i is small are rarely"
         " redrawn while their true gaps no longer are"
     )
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return Judged.of(parts, verdict, why)
 
 
 @register("fig9-direction", "9", "Gap sampling underestimates, uniform overestimates the gap", None)
@@ -264,7 +264,7 @@ def uniform_unstable(c: Costs, b) -> Judged:
         " mixes the log-marginals (as the paper recommends), and the huge w_hat(u) only makes"
         " P and -D large; the run from u converges more slowly where it converges"
     )
-    return Judged("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+    return Judged.of(parts, verdict, why)
 
 
 # -- fidelity: SAG-NUS's constants, wall time ------------------------------------------------

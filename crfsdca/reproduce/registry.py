@@ -24,6 +24,12 @@ class Judged:
     verdict: str
     reason: str = ""
 
+    @classmethod
+    def of(cls, parts: list[str], verdict: str, why: str) -> Judged:
+        """What was measured, ``parts`` joined by "; ", and ``why`` as the reason unless the
+        claim holds."""
+        return cls("; ".join(parts), verdict, "" if verdict == HOLDS else why)
+
 
 @dataclass
 class Claim:
