@@ -39,6 +39,10 @@ def chunk(tmp_path_factory):
         (["--loss", "hinge", "--smooth-decay", "1.5"], "--smooth-decay must be in (0, 1)"),
         (["--loss", "hinge", "--smooth-temperature", "0"], "--smooth-temperature must be > 0"),
         (["--loss", "hinge", "--hinge-atoms", "0"], "--hinge-atoms must be >= 1"),
+        # the structured SVM's own options on the log-loss: refused, not ignored
+        (["--hinge-step", "active"], "--hinge-step applies to --loss hinge"),
+        (["--loss", "log", "--hinge-atoms", "4"], "--hinge-atoms applies to --loss hinge"),
+        (["--smooth-temperature", "2"], "--smooth-temperature applies to --loss hinge"),
     ],
 )
 def test_misuse_of_the_hinge_loss_is_one_usage_line(chunk, args, message):

@@ -119,6 +119,13 @@ def train(
             f"--l1: --solver {solver} has no l1 term; the elastic net is trained by"
             f" --solver {' and --solver '.join(L1_SOLVERS)} (Prox-SDCA, OWL-QN)"
         )
+    hinge_only = ("hinge_step", "hinge_atoms", "smooth_temperature", "smooth_decay")
+    given = [name for name in hinge_only if name in run["options"]]
+    if loss != "hinge" and given:
+        flag = "--" + given[0].replace("_", "-")
+        raise click.UsageError(
+            f"{flag} applies to --loss hinge (the structured SVM); got --loss {loss}"
+        )
     step = run["options"].get("hinge_step")
     if loss == "hinge" and step in ("smooth", "active") and (graph == "tree" or order == 2):
         shape = "--graph tree" if graph == "tree" else "--order 2"
