@@ -20,6 +20,11 @@ from crfsdca.structures.junction import (
     second_order_data,
 )
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 
 def custom_data(seed=0, n=8, max_T=5, K=3, A=6):
     """Per example: cliques (t, t+1, t+2) on even t and (t, t+1) elsewhere, a unary factor

@@ -19,6 +19,11 @@ from crfsdca.structures.junction import (
     second_order_data,
 )
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 
 def problem_of(kind, seed=6, n=30):
     if kind == "second-order":

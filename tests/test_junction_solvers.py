@@ -32,6 +32,11 @@ from crfsdca.structures.junction import (
 )
 from crfsdca.structures.problem import Problem
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 K, A = 3, 7
 # cliques of up to 3 nodes joined by separators of 2 and of 1 nodes, a forest, a single node
 SHAPES = [

@@ -23,6 +23,11 @@ from crfsdca.structures.junction import (
 from crfsdca.structures.junction_tree import JunctionTree, junction_from_tree, second_order_chain
 from crfsdca.structures.tree import TreeData, TreeOracle
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 ARITIES = (2, 3, 1)
 # hand-made junction trees: cliques of 3 with separators of 2 and 1, a forest, a clique of 4,
 # given clique parents rooted elsewhere than clique 0, two cliques joined by an empty separator

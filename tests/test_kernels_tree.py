@@ -12,6 +12,11 @@ from crfsdca.errors import GraphError
 from crfsdca.kernels.structures import tree as kt
 from crfsdca.structures.graphs import Tree, chain_graph
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 TREES = {
     "single node": [-1],
     "edge": [-1, 0],

@@ -19,6 +19,11 @@ from crfsdca.structures.junction import (
 )
 from crfsdca.structures.junction_tree import is_second_order_chain, second_order_chain
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 
 @njit
 def _oracle_and_direction(s, w, mu, kappa, ws):
@@ -64,11 +69,6 @@ def _block_direction(s, i, ws):
     return P.block_direction(s, i, bufs, sws, 1.0)
 
 
-# The tests' own kernels (on the structure primitives, not cached) compile for 20-25 s in all:
-# the tests that run them are in the slow set.
-slow_kernels = pytest.mark.slow
-
-
 def _poison(fast):
     """NaN in ``kernels.order2``'s messages and scratch rows (``JunctionStepWorkspace.fast``),
     which the generic kernels never touch."""
@@ -76,7 +76,6 @@ def _poison(fast):
         array[...] = np.nan
 
 
-@slow_kernels
 @pytest.mark.parametrize("order2", [True, False])
 def test_the_primitives_run_the_fast_path_on_second_order_chains(order2):
     """The structure primitives (what the solvers call) take the fast path on a block of >= 3
@@ -111,7 +110,6 @@ def both(problem, w, mu):
     )
 
 
-@slow_kernels
 @pytest.mark.parametrize(("seed", "K", "scale"), [(0, 3, 1.0), (1, 4, 3.0), (2, 2, 10.0)])
 def test_the_fast_path_matches_the_generic_kernels(seed, K, scale):
     data = second_order_data(random_sequences(seed, n=25, max_T=7, K=K))
@@ -127,7 +125,6 @@ def test_the_fast_path_matches_the_generic_kernels(seed, K, scale):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
 
 
-@slow_kernels
 def test_marginals_too_small_for_scaled_space_fall_back_to_log_space():
     data = second_order_data(random_sequences(4, n=10, max_T=6, K=3))
     problem = junction_problem(data)

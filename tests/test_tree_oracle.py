@@ -16,6 +16,11 @@ from crfsdca.solvers.monitor import Monitor
 from crfsdca.structures.chain import Oracle
 from crfsdca.structures.tree import TreeData, TreeOracle, tree_problem, trees_from_parents
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 
 def random_trees(lengths, rng, n_types=2):
     parents, types = [], []

@@ -29,6 +29,11 @@ from crfsdca.structures.tree import (
     trees_from_parents,
 )
 
+# The tree and junction-tree kernels against brute force and the solvers on them: their kernels
+# compile for minutes on an empty cache, so they run in the slow set (`.ci/run` runs it); the
+# default set trains, saves and tags trees and second-order chains through the front door.
+pytestmark = pytest.mark.slow
+
 K, A, N_TYPES = 3, 7, 3
 # a single node, stars (centre first, centre inside), forests, a chain, random recursive trees
 SHAPES = [
