@@ -27,12 +27,7 @@ from crfsdca.kernels.solvers import hinge, sdca_epoch, trees
 from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
-from crfsdca.solvers.sdca_config import (
-    LINE_SEARCH_METHODS,
-    LINE_SEARCH_STARTS,
-    SDCAConfig,
-    SDCAState,
-)
+from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
 from crfsdca.structures.hinge import exact as hinge_exact
 from crfsdca.structures.objectives import dual_value, lambda_n
 from crfsdca.structures.problem import Problem
@@ -78,6 +73,8 @@ class LocalSDCA(Runner):
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)
+        # the line search, a type: the loop compiles the one the run takes
+        self.search = sdca_epoch.PaperSearch() if cfg.line_search_method == "paper" else None
         self.smooth = problem.loss == "hinge" and cfg.hinge_step == "smooth"
         if self.smooth:
             if self.prox is not None:
@@ -157,7 +154,6 @@ class LocalSDCA(Runner):
             non_uniformity=float(cfg.non_uniformity),
             stop_gap=float(stop_gap),
             line_search_start=LINE_SEARCH_STARTS.index(cfg.line_search_start),
-            line_search_method=LINE_SEARCH_METHODS.index(cfg.line_search_method),
         )
 
     def kernel_args(
@@ -176,6 +172,7 @@ class LocalSDCA(Runner):
             ws=self.workspace,
             prox=self.prox,
             loss=self.hinge,
+            search=self.search,
         )
 
     # -- steps -------------------------------------------------------------------------------
@@ -317,7 +314,9 @@ class LocalSDCA(Runner):
         if self.hinge is not None:
             _, gaps = hinge_exact(blocks, d.log_edge, d.log_node, d.weights)
         else:
-            gaps = sdca_epoch.exact_gaps(blocks, d.log_edge, d.log_node, d.weights, self.prox)
+            gaps = sdca_epoch.exact_gaps(
+                blocks, d.log_edge, d.log_node, d.weights, self.prox, self.search
+            )
         self._check_status(0 if np.all(np.isfinite(gaps)) else -1)
         d.gap_estimates[:] = gaps
         self.sampler.rebuild(gaps)

@@ -13,7 +13,7 @@ from crfsdca.solvers.samplers import SCHEMES, check_scheme
 from crfsdca.structures.dual import DualState
 
 LINE_SEARCH_STARTS = ("half", "previous", "model")  # codes of sdca_epoch.line_search_start
-LINE_SEARCH_METHODS = ("crfsdca", "paper")  # codes of sdca_epoch.StepParams.line_search_method
+LINE_SEARCH_METHODS = ("crfsdca", "paper")  # the paper's: sdca_epoch.PaperSearch (LocalSDCA.search)
 # the hinge loss's block steps: hinge.PAIRWISE, hinge.FW, hinge.SMOOTH, hinge.ACTIVE
 HINGE_STEPS = ("pairwise", "fw", "smooth", "active")
 

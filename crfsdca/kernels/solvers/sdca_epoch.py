@@ -40,7 +40,6 @@ from crfsdca.kernels.structures import chain_blocks, junction_blocks, tree_block
 
 UNIFORM, IMPORTANCE, GAP, GAP_IMPORTANCE, MAX = 0, 1, 2, 3, 4
 HALF, PREVIOUS, MODEL = 0, 1, 2  # line-search starting points (SDCAConfig.line_search_start)
-CRFSDCA, PAPER = 0, 1  # line-search methods (SDCAConfig.line_search_method)
 
 
 class StepParams(NamedTuple):
@@ -54,8 +53,15 @@ class StepParams(NamedTuple):
     non_uniformity: float  # probability of drawing from the scheme's law (else uniform)
     stop_gap: float  # stop once the running gap estimate is <= this (< 0: never)
     line_search_start: int  # HALF, PREVIOUS or MODEL
-    line_search_method: int = CRFSDCA  # CRFSDCA (predictor, then rtsafe) or PAPER (safe_newton)
     gaps_only: bool = False  # no step: each drawn example's exact block gap (``exact_gaps``)
+
+
+class PaperSearch(NamedTuple):
+    """The ``search`` of a run that takes the paper's line search (``line_search.safe_newton``)
+    instead of crfsdca's (None: the predictor, then ``rtsafe``). A type, not a run-time code:
+    the step loop of a run compiles the one line search it takes."""
+
+    safe_newton: bool = True
 
 
 class DualArrays(NamedTuple):
@@ -92,6 +98,7 @@ class EpochArgs(NamedTuple):
     prox: object = None  # ``kernels.solvers.prox.ProxArrays`` for the elastic net, else None
     loss: object = None  # ``kernels.solvers.hinge.HingeArrays`` for the hinge loss, else None
     team: object = None  # a ``team.Team`` for one thread of a multi-threaded stretch, else None
+    search: object = None  # None: crfsdca's line search; a ``PaperSearch``: the paper's
 
 
 @njit(cache=True, nogil=True)
@@ -127,9 +134,10 @@ def _ov_writable_logs(mu_arrays):
 
 
 @njit(cache=True, nogil=True)
-def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
+def _search(i, dual, params, block, cb, gap, fp0, n_low, pw, method):
     """The step size of block i (the fixed step, or the line search with cb = c |v_i|^2, or
-    q(1) and the elastic net's ``pw``); returns (gamma, evaluations, status, evaluated,
+    q(1) and the elastic net's ``pw``: crfsdca's, or the paper's when ``method`` is a
+    :class:`PaperSearch`, decided at compile time); returns (gamma, evaluations, status, evaluated,
     entropy, predictor evaluations, in place, line-search cycles) (``line_search``)."""
     bufs, b32, runs, mu_arrays = block
     if params.fixed_step > 0.0:
@@ -141,7 +149,7 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
     # choice: one compiled line search serves both)
     in_place = outs is not None and n_low == 0.0
     tol, max_newton = params.tol, params.max_newton
-    if params.line_search_method == PAPER:
+    if method is not None:  # noqa: SIM108 (numba prunes the branch on None at compile time)
         gamma, its, status, have_logs, h = safe_newton(
             bufs, runs, cb, fp0, g0, tol, max_newton, outs, pw, in_place
         )
@@ -153,7 +161,7 @@ def _search(i, dual, params, block, cb, gap, fp0, n_low, pw):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
+def _step(i, structure, dual, w, params, ws, prox, loss, team, s, search):
     """One SDCA step on example i; returns (gap before the step, gamma, evaluations, status,
     cycles = (oracle, block gap, line search) cycles, single-precision predictor evaluations).
 
@@ -163,7 +171,8 @@ def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
     for the log-loss (the CRF), a ``hinge.HingeArrays`` for the structured hinge loss, whose
     step (``hinge.hinge_step``) replaces this one (decided at compile time). ``team``: None, or
     a ``team.Team`` whose row of ``deltas`` records the step's change of w (of v with the
-    elastic net) as well; ``s``: the step's number in the stretch.
+    elastic net) as well; ``s``: the step's number in the stretch; ``search``: None or a
+    :class:`PaperSearch` (``_search``).
     """
     if loss is not None:
         return hinge_step(i, structure, dual, w, params, ws, prox, loss, team, s)
@@ -184,8 +193,10 @@ def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
     kappa = -scale / lam_n
     b = block_direction(structure, i, bufs, sws, kappa)
     if prox is None:  # decided at compile time
+        block = (bufs, b32, runs, mu_arrays)
+        cb = lam_n / scale * b
         gamma, its, status, have_logs, h, n32, in_place, ls_cycles = _search(
-            i, dual, params, (bufs, b32, runs, mu_arrays), lam_n / scale * b, gap, fp0, n_low, None
+            i, dual, params, block, cb, gap, fp0, n_low, None, search
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
@@ -194,7 +205,7 @@ def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
         m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
         pw, cb = prepare(prox, m, kappa, w, lam_n / scale)
         gamma, its, status, have_logs, h, n32, in_place, ls_cycles = _search(
-            i, dual, params, (bufs, b32, runs, mu_arrays), cb, gap, fp0, n_low, pw
+            i, dual, params, (bufs, b32, runs, mu_arrays), cb, gap, fp0, n_low, pw, search
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
@@ -204,7 +215,9 @@ def _step(i, structure, dual, w, params, ws, prox, loss, team, s):
 
 
 @njit(cache=True, nogil=True)
-def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=None, team=None):
+def _run_steps(
+    structure, dual, w, sampler, params, draws, ws, prox=None, loss=None, team=None, search=None
+):
     """Run draws.shape[0] steps (or fewer once the gap estimate <= params.stop_gap).
 
     Returns (steps done, status, stats) with status 0 = ok, i + 1 = non-finite oracle on
@@ -239,7 +252,7 @@ def _run_steps(structure, dual, w, sampler, params, draws, ws, prox=None, loss=N
         i = j if team is None else team.examples[j]
         draws[s, 0] = i  # the draw is used: record the example stepped on
         g, gamma, its, status, phase_cycles, n32 = _step(
-            i, structure, dual, w, params, ws, prox, loss, team, s
+            i, structure, dual, w, params, ws, prox, loss, team, s, search
         )
         stats[4] = cycles() - start
         stats[5] += phase_cycles[0]
@@ -331,10 +344,10 @@ def compile_step_parts(run_table, dual_dtype) -> None:
     logs = np.zeros(1, dual_dtype)
     per_example = np.zeros(1)
     dual = DualArrays(logs, logs, per_example, per_example, per_example)
-    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF, CRFSDCA)
+    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
     bufs, b32 = _block_buffers(1)  # their types only
     x = 0.0
-    search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None)
+    search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None, None)
     _search.callee.compile(tuple(typeof(a) for a in search))
     update = (x, logs, 0, bufs, 0, 0, x, True)  # ``update_block``'s loop over the runs
     _update_range.callee.compile(tuple(typeof(a) for a in update))
@@ -402,14 +415,14 @@ def run_steps(args: EpochArgs):
     return int(done), int(status), stats
 
 
-def exact_gaps(structure, log_edge, log_node, w, prox=None):
+def exact_gaps(structure, log_edge, log_node, w, prox=None, search=None):
     """Exact block gaps of the dual state (flat views of its clique and node arrays) at w:
     ``_run_steps`` with ``StepParams.gaps_only`` over every example in order (one oracle call
     and the block gap each, no step), so that the SDCA loop's compiled code serves the exact
-    passes too (``prox``: the run's, for the same specialisation; it is not read; the log-loss
-    only: the hinge loss has its own exact pass, ``structures.hinge``). In chunks on
-    numba's number of threads (the kernel releases the GIL; each gap is computed alone, so the
-    result does not depend on the threads); nan from a non-finite oracle on."""
+    passes too (``prox``, ``search``: the run's, for the same specialisation; they are not
+    read; the log-loss only: the hinge loss has its own exact pass, ``structures.hinge``). In
+    chunks on numba's number of threads (the kernel releases the GIL; each gap is computed
+    alone, so the result does not depend on the threads); nan from a non-finite oracle on."""
     n = structure.runs.start.size - 1
     gaps = np.zeros(n)
     unused = np.zeros(0)
@@ -424,7 +437,7 @@ def exact_gaps(structure, log_edge, log_node, w, prox=None):
         draws[:, 1] = (np.arange(lo, hi) + 0.5) / n  # the uniform law reads example i there
         ws = make_workspace(structure)
         # every argument passed, as a run passes them (an omitted default is another type)
-        args = (structure, dual, w, sampler, params, draws, ws, prox, None, None)
+        args = (structure, dual, w, sampler, params, draws, ws, prox, None, None, search)
         done, status, _ = _run_steps(*args)
         if status:
             gaps[status - 1 : hi] = np.nan  # the chunk stopped there
