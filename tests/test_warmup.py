@@ -275,13 +275,13 @@ def test_compile_ahead_is_told_whether_the_fit_scores_a_test_set(monkeypatch):
 
 @pytest.mark.slow
 def test_the_loop_parts_compiled_ahead_are_the_ones_the_loop_loads(tmp_path):
-    """compile_worker.compile_loop_parts and compile_block_parts compile the line search, the
-    block update, the block gap and the primal direction for the argument types the SDCA loop
-    calls them with: a train after them, on the same cache, loads them (compiles none) and
-    still compiles the rest of its loop."""
+    """compile_worker.compile_loop_parts compiles the line search, the block update, the block
+    gap and the primal direction for the argument types the SDCA loop calls them with: a train
+    after it, on the same cache, loads them (compiles none) and still compiles the rest of its
+    loop."""
     env = _cold_env(tmp_path / "cache", CRFSDCA_COMPILE_AHEAD="0")
     parts = "from crfsdca.estimators import compile_worker as c; "
-    parts += "c.compile_loop_parts('float64'); c.compile_block_parts('float64')"
+    parts += "c.compile_loop_parts('float64')"
     ahead = subprocess.run(
         [sys.executable, "-c", parts], env=env, capture_output=True, text=True, timeout=1800
     )

@@ -25,19 +25,11 @@ def _tiny_problem():
 
 
 def compile_loop_parts(dual_dtype: str) -> None:
-    """Compile the line search and the block update of the SDCA loop as the loop calls them
-    (``sdca_epoch.compile_step_parts``), for a chain run's run table and ``dual_dtype``."""
+    """Compile the parts of the SDCA step that follow the block oracle
+    (``sdca_epoch.compile_parts``), for a chain run on ``dual_dtype`` duals."""
     from crfsdca.kernels.solvers import sdca_epoch
 
-    sdca_epoch.compile_step_parts(_tiny_problem().structure.blocks.runs, dual_dtype)
-
-
-def compile_block_parts(dual_dtype: str) -> None:
-    """Compile the block gap, the primal direction and its update of w as the SDCA step calls
-    them (``sdca_epoch.compile_block_parts``), for a chain run on ``dual_dtype`` duals."""
-    from crfsdca.kernels.solvers import sdca_epoch
-
-    sdca_epoch.compile_block_parts(_tiny_problem().structure.blocks, dual_dtype)
+    sdca_epoch.compile_parts(_tiny_problem().structure.blocks, dual_dtype)
 
 
 def compile_evaluation(dual_dtype: str, test: bool = True) -> None:
@@ -70,7 +62,6 @@ if __name__ == "__main__":
         sys.exit(1)  # no ready line: the fit compiles its kernels itself
     dtype = sys.argv[1] if len(sys.argv) > 1 else "float64"
     test = sys.argv[2:3] != ["no-test"]
-    compile_block_parts(dtype)
     compile_loop_parts(dtype)
     compile_evaluation(dtype, test=test)
     # the run goes on from here; a fit that stopped listening (it failed before its loop)

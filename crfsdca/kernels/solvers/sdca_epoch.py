@@ -332,27 +332,6 @@ def _capacity(structure, ws):
     return direction_capacity(structure, ws[2])
 
 
-def compile_step_parts(run_table, dual_dtype) -> None:
-    """Compile ``_search`` and ``sdca._update_range`` as the step loop calls them (their callee
-    versions, ``crfsdca.kernels.jit``) on a dual of ``dual_dtype`` whose blocks ``run_table``
-    describes (a structure's ``RunTable``), without compiling anything else: the argument
-    types are built from arrays of those dtypes. A second process compiles them into the
-    shared cache while a first run's loop compiles its block oracle
-    (``crfsdca.estimators.compile_ahead``); a type that differs from the loop's only means
-    the loop compiles its own."""
-    runs = block_runs.py_func(run_table, 0)
-    logs = np.zeros(1, dual_dtype)
-    per_example = np.zeros(1)
-    dual = DualArrays(logs, logs, per_example, per_example, per_example)
-    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
-    bufs, b32 = _block_buffers(1)  # their types only
-    x = 0.0
-    search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None, None)
-    _search.callee.compile(tuple(typeof(a) for a in search))
-    update = (x, logs, 0, bufs, 0, 0, x, True)  # ``update_block``'s loop over the runs
-    _update_range.callee.compile(tuple(typeof(a) for a in update))
-
-
 def loop_args(structure, dual_dtype) -> EpochArgs:
     """``_run_steps``'s arguments for ``structure`` (a structure's kernel type) and a dual of
     ``dual_dtype`` without an elastic net, as a run passes them, but of arrays of length 1
@@ -378,14 +357,20 @@ def compile_loop(structure, dual_dtype) -> None:
     run_steps(loop_args(structure, dual_dtype))
 
 
-def compile_block_parts(structure, dual_dtype) -> None:
-    """Compile the block gap and the structure's primal direction and its update of w as the
-    step calls them, for ``structure`` (a structure's kernel type) and a dual of
-    ``dual_dtype``, without compiling anything else. A second process compiles them into the
-    shared cache while a first run's loop compiles its block oracle
-    (``crfsdca.estimators.compile_ahead``): the callees under the direction's primitives, which
-    are compiled here only to reach them (a primitive is never cached:
-    ``kernels.primitives.implements``)."""
+def compile_parts(structure, dual_dtype) -> None:
+    """Compile the parts of the SDCA step that follow the block oracle, as the step calls
+    them, for ``structure`` (a structure's kernel type) and a dual of ``dual_dtype``, without
+    compiling anything else (the argument types are built from arrays of those types): in the
+    reverse of the order in which the step loop's typing reaches them, the structure's update
+    of w by the primal direction, ``sdca._update_range``, ``_search``, the primal direction and
+    the block gap (their callee versions, ``crfsdca.kernels.jit``).
+
+    A second process compiles them into the shared cache while a first run's loop compiles
+    its block oracle (``crfsdca.estimators.compile_ahead``); the two meet in the middle, each
+    part compiled once when the loop reaches what the second process has not. A type that
+    differs from the loop's only means the loop compiles its own. The structure primitives
+    (the direction and its update) are compiled here only to reach their callees (a primitive
+    is never cached: ``kernels.primitives.implements``)."""
     from numba.core.registry import cpu_target
 
     ctx = cpu_target.typing_context
@@ -395,13 +380,22 @@ def compile_block_parts(structure, dual_dtype) -> None:
         return ctx.resolve_function_type(ctx.resolve_value_type(stub), args, {})
 
     kind = typeof(structure)
-    bufs, b32 = (typeof(b) for b in _block_buffers(1))
-    runs = typeof(block_runs.py_func(structure.runs, 0))
-    logs = typeof(np.zeros(1, dual_dtype))
-    block_gap_given_nu.callee.compile((types.UniTuple(logs, 2), runs, bufs, b32))
+    runs = block_runs.py_func(structure.runs, 0)
+    logs = np.zeros(1, dual_dtype)
+    per_example = np.zeros(1)
+    dual = DualArrays(logs, logs, per_example, per_example, per_example)
+    params = StepParams(1.0, 1.0, 1e-9, 1, -1.0, 0.5, -1.0, HALF)
+    bufs, b32 = _block_buffers(1)  # their types only
     sws = typeof(step_workspace(structure))
-    typed(block_direction, kind, types.int64, bufs, sws, types.float64)
+    x = 0.0
     typed(add_block_direction, kind, types.int64, types.float64, sws, typeof(np.zeros(1)))
+    update = (x, logs, 0, bufs, 0, 0, x, True)  # ``update_block``'s loop over the runs
+    _update_range.callee.compile(tuple(typeof(a) for a in update))
+    search = (0, dual, params, (bufs, b32, runs, (logs, logs)), x, x, x, x, None, None)
+    _search.callee.compile(tuple(typeof(a) for a in search))
+    bufs_t, b32_t, runs_t, logs_t = (typeof(v) for v in (bufs, b32, runs, logs))
+    typed(block_direction, kind, types.int64, bufs_t, sws, types.float64)
+    block_gap_given_nu.callee.compile((types.UniTuple(logs_t, 2), runs_t, bufs_t, b32_t))
 
 
 def direction_size(structure, ws) -> int:
