@@ -264,6 +264,7 @@ def test_ewt_tree_model_evaluates_as_trained(tmp_path):
     assert scores["token_accuracy"] == trained["test_token_accuracy"]
 
 
+@pytest.mark.slow  # compiles the tree loops of SAG-NUS and OEG (25 s); chains: test_final_record
 @pytest.mark.parametrize("solver", ["sag-nus", "sag-nus-skip", "oeg"])
 def test_train_tree_with_the_primal_and_eg_baselines(tmp_path, solver):
     """SAG-NUS, SAG-NUS* and OEG train on trees from the CLI (the first 9 sentences): the
