@@ -264,7 +264,9 @@ def test_ctrl_c_writes_a_final_checkpoint_that_resumes(tmp_path):
     assert len(records) == len(header["records"]) + 1
 
 
-@pytest.mark.parametrize("solver", ["sdca", "sag-nus", "oeg"])
+@pytest.mark.parametrize(  # the baselines' starts compile OEG's kernels: slow set
+    "solver", ["sdca", *(pytest.param(s, marks=pytest.mark.slow) for s in ("sag-nus", "oeg"))]
+)
 def test_solver_states_round_trip_through_checkpoint_arrays(solver):
     from _synthetic import random_problem
 

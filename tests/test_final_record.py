@@ -27,6 +27,15 @@ DUAL_SOLVERS = ("sdca", "oeg")
 #: CRFsuite's algorithms but L-BFGS: no duality gap, so no tol stop; counters in the result
 CRFSUITE_ONLY = ("l2sgd", "ap", "pa", "arow")
 STOCHASTIC = ("sdca", "sag-nus", "sag-nus-skip", "oeg")
+#: the baselines' step loops compile for 8-21 s each on a cold cache: the slow set has them
+SLOW_ON_COLD = ("oeg", "sag-nus", "sag-nus-skip", "spdc-df")
+
+
+def solvers(names):
+    """``names`` sorted, those of :data:`SLOW_ON_COLD` in the slow set."""
+    return [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_ON_COLD else n for n in sorted(names)
+    ]
 
 
 def problem_for_tests():
@@ -86,7 +95,7 @@ def test_certified_stop_between_evaluations_writes_the_final_record(sampling):
     assert_last_record_is_returned_state("sdca", problem, result, monitor)
 
 
-@pytest.mark.parametrize("name", sorted(set(SOLVERS) - set(CRFSUITE_ONLY)))
+@pytest.mark.parametrize("name", solvers(set(SOLVERS) - set(CRFSUITE_ONLY)))
 def test_tol_stop(name):
     problem = problem_for_tests()
     options = {"tol": 1e-8, "max_epochs": 2000 if name == "lbfgs" else 600, "eval_every": 3}
@@ -97,7 +106,7 @@ def test_tol_stop(name):
     assert_last_record_is_returned_state(name, problem, result, monitor)
 
 
-@pytest.mark.parametrize("name", sorted(SOLVERS))
+@pytest.mark.parametrize("name", solvers(SOLVERS))
 def test_max_epochs_stop_between_evaluations(name):
     problem = problem_for_tests()
     options = {"tol": 0.0, "max_epochs": 7.5, "eval_every": 2}
@@ -110,7 +119,7 @@ def test_max_epochs_stop_between_evaluations(name):
         assert result.trace.records[-1].epoch == pytest.approx(7.5, abs=1 / problem.n_sequences)
 
 
-@pytest.mark.parametrize("name", sorted(SOLVERS))
+@pytest.mark.parametrize("name", solvers(SOLVERS))
 def test_time_limit_stop(name):
     problem = problem_for_tests()
     result, monitor = solve(name, problem, tol=0.0, time_limit=1e-9)
@@ -118,7 +127,7 @@ def test_time_limit_stop(name):
     assert_last_record_is_returned_state(name, problem, result, monitor)
 
 
-@pytest.mark.parametrize("name", sorted(set(SOLVERS) - {"lbfgs"}))
+@pytest.mark.parametrize("name", solvers(set(SOLVERS) - {"lbfgs"}))
 def test_ctrl_c_stop(name):
     """SIGINT during the run: the solver finishes the stretch under way and records it."""
     problem = problem_for_tests()

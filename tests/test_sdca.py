@@ -159,6 +159,7 @@ def test_every_sampling_scheme_reaches_the_lbfgs_optimum(sampling):
     assert -1e-13 <= problem.primal(result.weights) - p_star <= last.gap
 
 
+@pytest.mark.slow  # the authors' line search is a step loop of its own: 5-8 s of compiling
 @pytest.mark.parametrize("start", ["half", "previous"])
 def test_the_authors_line_search_reaches_the_lbfgs_optimum(start):
     """--line-search-method paper (safe_newton, float64 only, no predictor): the same optimum,
