@@ -29,6 +29,10 @@ BASELINES = ["sag-nus", "sag-nus-skip", "oeg"]
 DATA_DIR = os.environ.get("CRFSDCA_DATA_DIR")
 NO_BUDGET = 10**9
 
+#: the compiled SAG-NUS and OEG loops compile for 25 s on a cold cache for these tests alone:
+#: the slow set has them, the default set the configs' checks
+compiles_the_baselines = pytest.mark.slow
+
 
 def sag_runner(problem, **options):
     config = SAGNUSConfig(**options)
@@ -50,7 +54,7 @@ SAG_VARIANTS = [
 ]
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 @pytest.mark.parametrize("n_bias_rows", [0, 3])
 @pytest.mark.parametrize("variant", range(len(SAG_VARIANTS)))
 def test_compiled_sag_matches_numpy_reference(n_bias_rows, variant):
@@ -79,7 +83,7 @@ def test_compiled_sag_matches_numpy_reference(n_bias_rows, variant):
         np.testing.assert_allclose(stored, ref.y[i], rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 @pytest.mark.parametrize("rescale_below", [0.0, 0.9])
 def test_lazy_updates_give_the_dense_iterates(rescale_below):
     problem = random_problem(seed=12, n=25, max_T=5, K=3, A=40, regularization=0.02)
@@ -95,7 +99,7 @@ def test_lazy_updates_give_the_dense_iterates(rescale_below):
     np.testing.assert_allclose(runner.state.memory.grad_sum, ref.d, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 def test_sag_budget_counts_every_line_search_call():
     problem = random_problem(seed=14, n=10, max_T=4)
     runner, _ = sag_runner(problem)
@@ -112,7 +116,7 @@ OEG_VARIANTS = [
 ]
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 @pytest.mark.parametrize("n_bias_rows", [0, 3])
 @pytest.mark.parametrize("variant", range(len(OEG_VARIANTS)))
 def test_compiled_oeg_matches_numpy_reference(n_bias_rows, variant):
@@ -140,7 +144,7 @@ def test_compiled_oeg_matches_numpy_reference(n_bias_rows, variant):
     assert runner.counters["visits"] == indices.size
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 @pytest.mark.parametrize("scale", [1.0, 1e3])
 @pytest.mark.parametrize("T", [1, 2, 4])
 def test_pairwise_marginals_match_enumeration(scale, T):
@@ -166,7 +170,7 @@ def test_pairwise_marginals_match_enumeration(scale, T):
     np.testing.assert_allclose(np.exp(log_edge[: T - 1]), edge[: T - 1], atol=1e-10)
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 def test_gibbs_start_is_the_gold_gibbs_distribution():
     problem = random_problem(seed=15, n=6, max_T=4)
     dual = gibbs_start(problem, 2.0)
@@ -196,7 +200,7 @@ def check_trace(result, p_star):
     assert np.all(duals <= p_star + 1e-10)  # every reported dual value is a true lower bound
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 @pytest.mark.parametrize("name", BASELINES)
 def test_baseline_reaches_the_lbfgs_optimum(name):
     problem = random_problem(seed=5, n=30, max_T=6, K=3, A=8)
@@ -235,7 +239,7 @@ def corpus(tmp_path):
     return path
 
 
-@pytest.mark.slow  # the baselines' step loops: slow set (SAG-NUS, OEG: 25 s of compiling)
+@compiles_the_baselines
 def test_cli_offers_the_baselines_and_rejects_foreign_options(corpus):
     runner = CliRunner()
     text = runner.invoke(main, ["train", "--help"]).output

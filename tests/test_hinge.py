@@ -151,17 +151,13 @@ def train(p, **options):
 
 
 KINDS = ["chain", "chain2", "tree", "junction"]
-# each structure's hinge kernels (its loss-augmented MAP, its step loop) compile for 5-15 s on a
-# cold cache: the default set keeps the chains, the slow set has every structure
-SLOW_ON_COLD = {"tree", "junction"}
+#: the structured SVM's kernels (loss-augmented MAP, step loops) compile for 45 s on a cold cache
+#: for these tests alone: the slow set has them, the default set the refusals
+compiles_the_svm = pytest.mark.slow
 
 
-def kinds(names):
-    return [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_ON_COLD else k for k in names]
-
-
-@pytest.mark.slow  # the structured SVM's kernels: slow set (45 s of compiling)
-@pytest.mark.parametrize("kind", kinds(KINDS))
+@compiles_the_svm
+@pytest.mark.parametrize("kind", KINDS)
 def test_loss_augmented_map_equals_enumeration(kind):
     """Every structure's loss-augmented MAP: its value H_i and the loss of its labelling equal
     the enumeration's (the labelling is one of the argmax's, ties aside), on random weights."""
@@ -176,12 +172,9 @@ def test_loss_augmented_map_equals_enumeration(kind):
             assert got[i] == pytest.approx(max(values), abs=1e-10)
 
 
-QP_KINDS = kinds(["chain", "chain2", "tree", "junction"])
-
-
-@pytest.mark.slow  # the structured SVM's kernels: slow set (45 s of compiling)
+@compiles_the_svm
 @pytest.mark.parametrize("sigma", [0.0, 0.03])
-@pytest.mark.parametrize("kind", QP_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_ssvm_optimum_equals_the_scipy_qp(kind, sigma):
     """Pairwise SDCA certifies a gap of 1e-9; its objective equals the QP's optimum to 1e-6,
     its primal is the enumeration's, and the gap bounds P(w) - P*; P - D = mean block gap."""
@@ -206,7 +199,7 @@ def test_ssvm_optimum_equals_the_scipy_qp(kind, sigma):
     assert gaps.mean() == pytest.approx(last.primal - last.dual, abs=1e-10)
 
 
-@pytest.mark.slow  # the structured SVM's kernels: slow set (45 s of compiling)
+@compiles_the_svm
 def test_frank_wolfe_steps_ascend_the_dual_and_keep_the_identities():
     """The seed's closed-form (BCFW) step: the dual never decreases, the gap stays the mean
     block gap, and w stays w_hat(mu)."""
@@ -243,7 +236,7 @@ def test_a_misspelt_loss_is_refused():
 
 # the chain's steps with a state of their own: the active set of labellings (Osokin et al.'s
 # BCPFW) and the entropy smoothing at an annealed temperature (certified on the hinge gap)
-@pytest.mark.slow  # the structured SVM's kernels: slow set (45 s of compiling)
+@compiles_the_svm
 @pytest.mark.parametrize(
     "step, tol, sigma", [("active", 1e-9, 0.0), ("active", 1e-9, 0.03), ("smooth", 1e-6, 0.0)]
 )
@@ -275,7 +268,7 @@ def test_chain_steps_reach_the_scipy_qp(kind, step, tol, sigma):
         np.testing.assert_allclose(w, w_hat, atol=1e-10)
 
 
-@pytest.mark.slow  # the structured SVM's kernels: slow set (45 s of compiling)
+@compiles_the_svm
 @pytest.mark.parametrize("atoms", [2, 128])
 def test_the_active_set_holds_the_dual_state(atoms):
     """Every block's stored labellings and weights account for its marginals: mu_i minus the

@@ -50,7 +50,7 @@ def test_misuse_of_the_hinge_loss_is_one_usage_line(chunk, args, message):
     assert message in line
 
 
-@pytest.mark.slow  # the structured SVM's kernels: slow set (45 s of compiling)
+@pytest.mark.slow  # the structured SVM's kernels: slow set (test_hinge.py)
 def test_a_hinge_model_records_its_loss_evaluates_and_tags(chunk, tmp_path):
     model = tmp_path / "svm.npz"
     done = cli("train", chunk / "chunk.txt", "--template", "conll", "--loss", "hinge",
@@ -65,7 +65,7 @@ def test_a_hinge_model_records_its_loss_evaluates_and_tags(chunk, tmp_path):
     assert tagged.exit_code == 0 and len(tagged.stdout.strip().splitlines()) == 2
 
 
-@pytest.mark.slow  # the structured SVM's kernels: slow set (45 s of compiling)
+@pytest.mark.slow  # the structured SVM's kernels: slow set (test_hinge.py)
 def test_crf_loss_hinge_predicts_and_refuses_marginals():
     X = [[{"w": w} for w in s.split()] for s in ["the cat", "a big dog", "the dog", "a cat"]]
     y = [["D", "N"], ["D", "A", "N"], ["D", "N"], ["D", "N"]]

@@ -36,6 +36,10 @@ from crfsdca.structures.objectives import dual_value
 from crfsdca.structures.radii import example_radii, radii
 from crfsdca.structures.tree import tree_problem
 
+#: SPDC's step loops (every structure's) compile on a cold cache for these tests alone: the
+#: slow set has them, the default set the rates, the options' checks and the memory guard
+compiles_spdc = pytest.mark.slow
+
 
 def solve(problem, budget_stop=False, **options):
     """Run spdc-df; a stop by a budget (ConvergenceWarning) fails unless ``budget_stop``."""
@@ -52,7 +56,7 @@ def spdc_runner(problem, **options):
 
 
 # -- the compiled steps are Algorithm 7 ------------------------------------------------------------
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 @pytest.mark.parametrize("n_bias_rows", [0, 3])
 @pytest.mark.parametrize(
     "init, start, rescale_below", [("smoothed", "zero", 0.0), ("uniform", "dual", 0.999)]
@@ -151,14 +155,9 @@ STRUCTURES = {  # (problem, features psi(i, y) for the enumeration; None: _refer
 }
 
 
-# the method's step loop compiles for 8-10 s per structure on a cold cache: the default set keeps
-# the chains, the slow set has the tree and the second-order chain
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 @pytest.mark.parametrize("adapt_rule", ["robust", "off"])
-@pytest.mark.parametrize(
-    "kind",
-    [k if k.startswith("chain") else pytest.param(k, marks=pytest.mark.slow) for k in STRUCTURES],
-)
+@pytest.mark.parametrize("kind", list(STRUCTURES))
 def test_dual_free_spdc_reaches_the_brute_force_optimum(kind, adapt_rule):
     """Stopped by its own gap P(x) - D(mu) <= 1e-9, the primal iterate's objective equals the
     brute-force optimum (scipy on an enumeration of every labelling) to 1e-8; the gap is a true
@@ -185,7 +184,7 @@ def test_dual_free_spdc_reaches_the_brute_force_optimum(kind, adapt_rule):
     assert last.dual == pytest.approx(dual_value(lam, w_hat @ w_hat, entropies.sum(), n), abs=1e-10)
 
 
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 def test_gap_passes_are_counted_and_adapt_off_measures_none():
     """Every adaptation measures the gap with n log-partitions: oracle calls = steps + n x gap
     passes, one pass at the start and one per period; without adaptation calls = steps."""
@@ -202,7 +201,7 @@ def test_gap_passes_are_counted_and_adapt_off_measures_none():
     assert off.trace.records[-1].updates == 13 * n
 
 
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 @pytest.mark.parametrize(
     "max_epochs, period, eval_every", [(11, 10, 1), (2.5, 1, 1), (12, 10, 3), (0.5, 1, 1)]
 )
@@ -253,7 +252,7 @@ def test_algorithm_4_doubles_halves_or_keeps_the_convexity_estimate():
     assert adapt(state._replace(gap=0.0), 1e-3, 0.95, 1.5)[1] == 0  # no positive reference
 
 
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 def test_the_adaptation_raises_the_estimate_while_the_gap_shrinks_faster():
     problem = random_problem(seed=34, n=10, max_T=4)
     result = solve(problem, budget_stop=True, tol=0.0, max_epochs=40, adapt_period=3, seed=0)
@@ -283,11 +282,8 @@ def single_examples(problem):
         yield pair
 
 
-@pytest.mark.slow  # SPDC's step loop: slow set
-@pytest.mark.parametrize(  # the tree and the second-order chain's gold features: slow set (9 s)
-    "kind",
-    [k if k.startswith("chain") else pytest.param(k, marks=pytest.mark.slow) for k in STRUCTURES],
-)
+@compiles_spdc
+@pytest.mark.parametrize("kind", list(STRUCTURES))
 def test_radii_are_the_distance_to_a_constant_labelling(kind):
     """R_i from the primitives is ||F(x_i, y_i) - F(x_i, y~_i)||^2 with both feature vectors
     from the oracle's gold features of one-example problems; on chains it is the chain's own
@@ -310,7 +306,7 @@ def test_float32_duals_reach_a_certified_gap():
     assert result.stop_reason == "tol" and result.trace.records[-1].gap <= 1e-5
 
 
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 def test_tree_duals_stay_float64():
     with pytest.raises(ValueError, match="tree duals are kept in float64"):
         SPDC(SPDCConfig(dual_dtype="float32")).initial_state(tiny_tree())
@@ -366,7 +362,7 @@ def test_spdc_options_do_not_apply_to_other_solvers(tmp_path):
     assert "--adapt-period does not apply to --solver sdca" in result.output
 
 
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 def test_a_seed_fixes_the_run():
     problem = random_problem(seed=37, n=10, max_T=4)
     runs = [
@@ -380,7 +376,7 @@ def test_a_seed_fixes_the_run():
     assert not np.array_equal(runs[0].weights, runs[2].weights)
 
 
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 def test_a_resumed_run_continues_the_same_iterates():
     """A state written to a checkpoint's arrays and header and read back continues the run as
     if it had not stopped."""
@@ -400,7 +396,7 @@ def test_a_resumed_run_continues_the_same_iterates():
 
 
 # -- users reach it ------------------------------------------------------------------------------
-@pytest.mark.slow  # SPDC's step loop: slow set
+@compiles_spdc
 def test_users_reach_spdc_df_from_the_crf_and_the_command_line(tmp_path):
     """``CRF(algorithm="spdc-df")`` certifies its gap and predicts as SDCA's model does; the
     command line trains with it, writes its trace (P(x) - D(mu) at every record) and plots it."""

@@ -11,10 +11,9 @@ shared cache, for a chain run's argument types, the parts of the step after the 
 in the reverse of the order the loop's typing reaches them (the update of w, the block
 update, the line search, the primal direction, the block gap: ``compile_loop_parts``), so
 that the two processes meet in the middle and the loop loads what it has not reached yet
-(in the order the loop reaches them, the fit compiled the first of them itself while this
-process compiled it: 1.6 s of duplicates; 13.39-15.74 s against 12.45-14.98 s per first
-fit, interleaved); then on a three-sentence corpus the kernels of the dual start and of the
-sampler, the exact primal and, when the fit scores a test set, its Viterbi (``compile_evaluation``).
+(in the loop's order, both compiled the first parts at once: BENCHMARKS.md section 7); then on
+a three-sentence corpus the kernels of the dual start and of the sampler, the exact primal
+and, when the fit scores a test set, its Viterbi (``compile_evaluation``).
 The fit compiles its loop before its dual start (``LoopSolver.solve``: ``compile_loop``), then
 loads the start's kernels and waits for that process's :data:`READY` line before its first
 evaluation; a fit with no test set goes on while the process compiles the Viterbi for the

@@ -192,11 +192,10 @@ def _step(i, structure, dual, w, params, ws, prox, loss, team, s, search):
         return gap, 0.0, 0, 0, (c1 - c0, c2 - c1, 0), 0
     kappa = -scale / lam_n
     b = block_direction(structure, i, bufs, sws, kappa)
+    block = (bufs, b32, runs, mu_arrays)
     if prox is None:  # decided at compile time
-        block = (bufs, b32, runs, mu_arrays)
-        cb = lam_n / scale * b
         gamma, its, status, have_logs, h, n32, in_place, ls_cycles = _search(
-            i, dual, params, block, cb, gap, fp0, n_low, None, search
+            i, dual, params, block, lam_n / scale * b, gap, fp0, n_low, None, search
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
@@ -205,7 +204,7 @@ def _step(i, structure, dual, w, params, ws, prox, loss, team, s, search):
         m = block_direction_entries(structure, i, sws, prox.idx, prox.a)
         pw, cb = prepare(prox, m, kappa, w, lam_n / scale)
         gamma, its, status, have_logs, h, n32, in_place, ls_cycles = _search(
-            i, dual, params, (bufs, b32, runs, mu_arrays), cb, gap, fp0, n_low, pw, search
+            i, dual, params, block, cb, gap, fp0, n_low, pw, search
         )
         if gamma > 0.0:
             dual.entropies[i] = update_block(gamma, mu_arrays, runs, bufs, have_logs, h, in_place)
