@@ -145,17 +145,32 @@ finally:
 """
 
 
+@pytest.fixture(scope="module")
+def first_trains(tmp_path_factory):
+    """The compilations per kernel and the weights of a first train (empty cache) with the
+    compile-ahead process ("1") and without it ("0"): two epochs on the warm-up sentences,
+    scoring them as a test set, with an exact gap pass after the first epoch."""
+    tmp_path = tmp_path_factory.mktemp("first_trains")
+    corpus = _corpus(tmp_path)
+    counts, weights = {}, {}
+    for ahead in ("1", "0"):
+        env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
+        model = tmp_path / f"model{ahead}.npz"
+        counts[ahead] = _specialisations(
+            env, corpus, "--test", str(corpus), "--epochs", "2", "--refresh-every", "1",
+            "--model", str(model),
+        )  # fmt: skip
+        weights[ahead] = SequenceCRF.load(model).weights_
+    return counts, weights
+
+
 @pytest.mark.slow
-def test_the_sdca_loop_compiles_one_line_search(tmp_path):
+def test_the_sdca_loop_compiles_one_line_search(first_trains):
     """On an empty cache an SDCA run compiles each line-search kernel and the block gap once (in
     place or not is decided at run time; the block gap fills the float32 copies also where they
     go unused), and the f' loop twice (with and without f''); its exact gap pass runs the
     loop's kernel, which is compiled once."""
-    corpus = _corpus(tmp_path)
-    counts = _specialisations(
-        _cold_env(tmp_path / "cache"), corpus, "--test", str(corpus), "--epochs", "2",
-        "--refresh-every", "1",  # an exact gap pass after the first epoch: its kernel too
-    )  # fmt: skip
+    counts = first_trains[0]["0"]  # the run that compiles everything itself
     line_search = ["line_search", "rtsafe", "line_derivatives", "line_slope", "predict_step"]
     once = [f"line_search.{name}" for name in line_search]
     once += ["sdca._update_range", "sdca.block_gap_given_nu", "sdca._mu_segment"]
@@ -166,22 +181,13 @@ def test_the_sdca_loop_compiles_one_line_search(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(tmp_path):
+def test_a_first_train_compiles_its_evaluation_kernels_in_a_second_process(first_trains):
     """On an empty cache the exact primal and the test set's Viterbi come from the
     compile-ahead process (crfsdca.estimators.compile_ahead): the train compiles its solver
     loop (which runs the exact gap pass too) but neither, and writes the model of a train that
     compiles all itself."""
-    corpus = _corpus(tmp_path)
+    counts, weights = first_trains
     evaluation = ["chain_batch._chunk_loss", "chain_batch._chunk_predict"]
-    counts, weights = {}, {}
-    for ahead in ("1", "0"):
-        env = _cold_env(tmp_path / f"cache{ahead}", CRFSDCA_COMPILE_AHEAD=ahead)
-        model = tmp_path / f"model{ahead}.npz"
-        counts[ahead] = _specialisations(
-            env, corpus, "--test", str(corpus), "--epochs", "2", "--refresh-every", "1",
-            "--model", str(model),
-        )  # fmt: skip
-        weights[ahead] = SequenceCRF.load(model).weights_
     assert all(counts["0"].get(name) == 1 for name in evaluation), counts["0"]
     assert not any(counts["1"].get(name) for name in evaluation), counts["1"]
     assert counts["1"]["sdca_epoch._run_steps"] == 1
