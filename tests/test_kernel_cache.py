@@ -10,9 +10,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from numba.core.caching import NullCache
+from numba.core.errors import NumbaWarning
 
 from crfsdca.kernels import cache
 from crfsdca.kernels.cache import (
@@ -270,6 +272,21 @@ def test_a_kernel_with_no_writable_folder_is_compiled_not_cached(monkeypatch):
     monkeypatch.setattr(cache, "_current", here)
     located = kernel_cache(KernelCache, chain.log_forward.py_func)
     assert Path(located.cache_path) == here.folder / "kernels" / "structures"
+
+
+def test_a_kernel_numba_cannot_cache_is_a_warning_naming_its_file():
+    """numba declines to cache a function with dynamic globals (a ctypes pointer, say) with a
+    warning at the kernel's file and line, which it reads from the locator: the digest
+    locator has them (an AttributeError from inside numba's cache before)."""
+    located = kernel_cache(KernelCache, chain.log_forward.py_func)
+    uncachable = SimpleNamespace(
+        lifted=(), library=SimpleNamespace(has_dynamic_globals=True),
+        fndesc=SimpleNamespace(qualname="chain.log_forward"),
+    )  # fmt: skip
+    with pytest.warns(NumbaWarning, match="Cannot cache compiled function") as caught:
+        assert located._impl.check_cachable(uncachable) is False
+    assert Path(caught[0].filename) == Path(chain.__file__)
+    assert caught[0].lineno == chain.log_forward.py_func.__code__.co_firstlineno
 
 
 def test_the_compile_ahead_process_of_other_sources_ends_without_its_ready_line():

@@ -221,8 +221,9 @@ class DigestLocator(caching._CacheLocator):
     below it the kernel's folder relative to the package, and the digest as the freshness
     stamp. Functions outside the package are left to numba's locators."""
 
-    def __init__(self, path: Path, stamp: str, lineno: int) -> None:
+    def __init__(self, path: Path, stamp: str, lineno: int, py_file: str) -> None:
         self._path, self._stamp, self._lineno = str(path), stamp, lineno
+        self._py_file = py_file  # where numba's "cannot cache" warning points
 
     def get_cache_path(self) -> str:
         return self._path
@@ -242,7 +243,8 @@ class DigestLocator(caching._CacheLocator):
             return None  # not one of the package's kernels
         if where.folder is None:
             raise UncachedKernel(py_file)
-        self = cls(where.folder / relative, where.digest, py_func.__code__.co_firstlineno)
+        lineno = py_func.__code__.co_firstlineno
+        self = cls(where.folder / relative, where.digest, lineno, py_file)
         try:
             self.ensure_cache_path()
         except OSError as err:
