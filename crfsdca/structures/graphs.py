@@ -12,6 +12,7 @@ CSR (``children_start``, ``children``), and the node degrees. A linear chain of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +21,7 @@ from numpy.typing import NDArray
 from crfsdca._dtypes import INDEX
 from crfsdca.errors import GraphError
 
-__all__ = ["Tree", "chain_graph"]
+__all__ = ["Tree", "chain_graph", "trees"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,6 +82,18 @@ class Tree:
         object.__setattr__(self, "children", kids)
         object.__setattr__(self, "degrees", degrees.astype(INDEX))
 
+    @classmethod
+    def _checked(cls, parents, edge_types, example, order, children_start, children, degrees):
+        """A Tree from arrays already checked and derived (:func:`trees`)."""
+        tree = object.__new__(cls)
+        for name, value in (
+            ("parents", parents), ("edge_types", edge_types), ("example", example),
+            ("order", order), ("children_start", children_start), ("children", children),
+            ("degrees", degrees),
+        ):  # fmt: skip
+            object.__setattr__(tree, name, value)
+        return tree
+
     @property
     def n_nodes(self) -> int:
         return int(self.parents.size)
@@ -121,3 +134,112 @@ def chain_graph(T: int) -> Tree:
     if T < 1:
         raise GraphError(f"a chain needs at least one node; got T = {T}")
     return Tree(np.arange(-1, T - 1, dtype=INDEX))
+
+
+#: the deepest forests :func:`trees` builds at once (one pass of numpy calls per level)
+MAX_LEVELS = 256
+
+
+def trees(parents: Sequence, edge_types: Sequence | None = None) -> tuple[Tree, ...]:
+    """One :class:`Tree` per example of the parent sequences (and edge types) as int64 arrays,
+    as ``Tree(parents[i], edge_types[i], example=i)`` builds it (the same arrays), computed for
+    all examples at once: a corpus of 12,544 dependency trees takes 1 s one by one. Any input
+    the vectorised checks do not pass (a bad parent, a cycle, a wrong shape) is built one by
+    one, so the error is :class:`Tree`'s own; so are forests of :data:`MAX_LEVELS` levels or
+    more (one pass of numpy calls per level)."""
+    arrays = [np.asarray(p, INDEX) for p in parents]
+    types = None if edge_types is None else [np.asarray(t, INDEX) for t in edge_types]
+    built = None if types is not None and len(types) != len(arrays) else _forest(arrays, types)
+    if built is None:
+        given = [None] * len(arrays) if types is None else types
+        return tuple(
+            Tree(p, t, example=i) for i, (p, t) in enumerate(zip(arrays, given, strict=True))
+        )
+    return built
+
+
+def _well_formed(arrays: list[np.ndarray], sizes: list[int] | None) -> bool:
+    """Whether every array is 1-d integer, non-empty (or of the given sizes)."""
+    for i, a in enumerate(arrays):
+        if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+            return False
+        if (a.size == 0) if sizes is None else (a.size != sizes[i]):
+            return False
+    return True
+
+
+def _forest(arrays: list[np.ndarray], types: list[np.ndarray] | None) -> tuple[Tree, ...] | None:
+    """The trees of :func:`trees` from the concatenated parent arrays; None where they are to
+    be built one by one (:class:`Tree`'s checks raise the error)."""
+    if not arrays or not _well_formed(arrays, None):
+        return None
+    sizes = np.array([a.size for a in arrays], INDEX)
+    if types is not None and not _well_formed(types, sizes.tolist()):
+        return None
+    m, N = sizes.size, int(sizes.sum())
+    offsets = np.zeros(m + 1, INDEX)
+    np.cumsum(sizes, out=offsets[1:])
+    example = np.repeat(np.arange(m, dtype=INDEX), sizes)
+    local = np.arange(N, dtype=INDEX) - offsets[example]
+    parents = np.concatenate(arrays).astype(INDEX)
+    if np.any((parents < -1) | (parents >= sizes[example]) | (parents == local)):
+        return None  # out of range or a self-loop
+    has_parent = parents >= 0
+    kinds = np.zeros(N, INDEX) if types is None else np.concatenate(types).astype(INDEX)
+    if np.any(kinds[has_parent] < 0):
+        return None
+    up = np.where(has_parent, parents + offsets[example], -1)  # global parent index
+    depth = _depths(up)
+    if depth is None or depth.max() >= MAX_LEVELS:
+        return None  # a cycle; or deep trees, cheaper one by one than level by level
+    counts = np.bincount(up[has_parent], minlength=N)
+    start = np.zeros(N + 1, INDEX)
+    np.cumsum(counts, out=start[1:])
+    kids = np.argsort(np.where(has_parent, up, N), kind="stable")[: int(has_parent.sum())]
+    rank = _breadth_first_ranks(up, depth, example, m)
+    order = np.lexsort((rank, example)).astype(INDEX)
+    degrees = (counts + has_parent).astype(INDEX)
+    out = []
+    for i in range(m):
+        lo, hi = int(offsets[i]), int(offsets[i + 1])
+        c0, c1 = int(start[lo]), int(start[hi])
+        out.append(
+            Tree._checked(
+                parents[lo:hi], kinds[lo:hi], i, order[lo:hi] - lo, start[lo : hi + 1] - c0,
+                kids[c0:c1].astype(INDEX) - lo, degrees[lo:hi],
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
+def _depths(up: NDArray[np.int64]) -> NDArray[np.int64] | None:
+    """Each node's number of ancestors (``up``: global parent indices, -1 for roots), by pointer
+    doubling; None if some node never reaches a root (it lies on a cycle or below one)."""
+    jump = up.copy()  # an ancestor of each node, or -1 once the root is passed
+    dist = (up >= 0).astype(INDEX)  # the steps from the node to jump (to its root at -1)
+    for _ in range(int(up.size).bit_length() + 1):
+        active = np.flatnonzero(jump >= 0)
+        if active.size == 0:
+            return dist
+        via = jump[active]
+        dist[active] += dist[via]  # numpy reads every right-hand side before it writes
+        jump[active] = jump[via]
+    return None
+
+
+def _breadth_first_ranks(up, depth, example, m: int) -> NDArray[np.int64]:
+    """Each node's place in its tree's breadth-first order (roots in index order, then level by
+    level, a level's nodes by their parent's place, then by index: ``_order``'s queue)."""
+    rank = np.empty(up.size, INDEX)
+    placed = np.zeros(m, INDEX)  # nodes of each example on the levels above
+    by_level = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_level], np.arange(int(depth.max()) + 2))
+    for d in range(bounds.size - 1):
+        nodes = by_level[bounds[d] : bounds[d + 1]]  # in index order
+        key = (example[nodes],) if d == 0 else (rank[up[nodes]], example[nodes])
+        nodes = nodes[np.lexsort(key)]  # stable: index order within equal keys
+        ex = example[nodes]
+        first = np.searchsorted(ex, ex, side="left")
+        rank[nodes] = placed[ex] + np.arange(nodes.size) - first
+        placed += np.bincount(ex, minlength=m)
+    return rank

@@ -36,6 +36,7 @@ from crfsdca.kernels.primitives import RunTable
 from crfsdca.kernels.solvers import sag_epoch
 from crfsdca.kernels.structures import tree as kernels
 from crfsdca.kernels.structures import tree_blocks, tree_eg, tree_scaled
+from crfsdca.structures import graphs
 from crfsdca.structures.chain import ChainStructure
 from crfsdca.structures.dual import INITIAL_GAP, DualState, filled, smoothed_entropies
 from crfsdca.structures.graphs import Tree
@@ -230,11 +231,7 @@ def _check_labels(data: TreeData) -> None:
 
 def trees_from_parents(parents: Sequence[Sequence[int]], edge_types=None) -> tuple[Tree, ...]:
     """One Tree per example from lists of parent indices (errors name the example)."""
-    types = [None] * len(parents) if edge_types is None else list(edge_types)
-    return tuple(
-        Tree(np.asarray(p, INDEX), None if t is None else np.asarray(t, INDEX), example=i)
-        for i, (p, t) in enumerate(zip(parents, types, strict=True))
-    )
+    return graphs.trees(parents, edge_types)
 
 
 class TreeStructure(ChainStructure):
