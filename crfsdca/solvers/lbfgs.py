@@ -38,6 +38,7 @@ from crfsdca.solvers.base import (
     refuse_hinge,
 )
 from crfsdca.solvers.owlqn import LineSearchFailed, elastic_gap, owlqn
+from crfsdca.structures.objectives import squared_norm
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ class _Objective:
 def _certificate(grad: np.ndarray, lam: float) -> float:
     """||grad||^2 / (2 lambda) bounds P(w) - P* (lambda-strong convexity); no bound without an
     L2 term (lambda = 0: inf)."""
-    return float(grad @ grad) / (2 * lam) if lam > 0 else math.inf
+    return squared_norm(grad) / (2 * lam) if lam > 0 else math.inf
 
 
 class _Stop(Exception):
@@ -137,8 +138,8 @@ class _CRFsuiteTests:
         cfg = self.config
         self.values.append(value)
         if cfg.epsilon > 0:
-            x_norm = max(1.0, float(np.sqrt(w @ w)))
-            if self.n * float(np.sqrt(grad @ grad)) / x_norm <= cfg.epsilon:
+            x_norm = max(1.0, math.sqrt(squared_norm(w)))
+            if self.n * math.sqrt(squared_norm(grad)) / x_norm <= cfg.epsilon:
                 raise _Stop("epsilon")
         if cfg.delta > 0 and iteration >= cfg.period:
             past = self.values[iteration - cfg.period]
@@ -203,7 +204,7 @@ class LBFGS(ConfiguredSolver):
                 updates=iterations * n,
                 primal=value,
                 dual=value - certificate(w, grad),
-                extra={"grad_norm": float(np.sqrt(slope @ slope))},
+                extra={"grad_norm": math.sqrt(squared_norm(slope))},
             )
             if stop:
                 raise _Stop
@@ -263,7 +264,7 @@ class LBFGS(ConfiguredSolver):
                 updates=counters["updates"],
                 primal=value,
                 dual=value - certificate(w, grad),
-                extra={"grad_norm": float(np.sqrt(grad @ grad))},
+                extra={"grad_norm": math.sqrt(squared_norm(grad))},
             )
         monitor.stop_reason = reason
         return SolverResult(

@@ -29,7 +29,7 @@ from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
 from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
 from crfsdca.structures.hinge import exact as hinge_exact
-from crfsdca.structures.objectives import dual_value, lambda_n
+from crfsdca.structures.objectives import dual_value, lambda_n, squared_norm
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
@@ -339,7 +339,7 @@ class LocalSDCA(Runner):
         """Counters and the dual D(mu) for the monitor (serial: w is w_hat(mu))."""
         d, st = self.state.dual, self.state
         lam = self.problem.regularization
-        wsq = float(d.weights @ d.weights)
+        wsq = squared_norm(d.weights)
         dual = dual_value(lam, wsq, float(d.entropies.sum()), self.n)
         return {
             "oracle_calls": st.oracle_calls,

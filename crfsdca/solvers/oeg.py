@@ -35,7 +35,7 @@ from crfsdca.solvers.sdca import initial_dual
 from crfsdca.structures.dual import (
     DualState,
 )
-from crfsdca.structures.objectives import dual_value, lambda_n
+from crfsdca.structures.objectives import dual_value, lambda_n, squared_norm
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ class _Runner(Runner):
 
     def report(self, monitor: Monitor) -> dict[str, Any]:
         d, st = self.state.dual, self.state
-        wsq = float(d.weights @ d.weights)
+        wsq = squared_norm(d.weights)
         dual = dual_value(self.problem.regularization, wsq, float(d.entropies.sum()), self.n)
         return {
             "oracle_calls": st.oracle_calls,

@@ -40,6 +40,7 @@ from crfsdca.solvers.base import RunState, SolverConfig, option
 from crfsdca.solvers.base import check_choice as _check_choice
 from crfsdca.solvers.loop import LoopSolver, Runner, chunk_budget
 from crfsdca.solvers.samplers import tree_capacity
+from crfsdca.structures.objectives import squared_norm
 from crfsdca.structures.problem import Problem
 
 if TYPE_CHECKING:
@@ -309,5 +310,5 @@ class _Runner(Runner):
             with monitor.paused():
                 primal, grad = self.problem.primal_and_gradient(self.weights)
             out["primal"] = primal
-            out["dual"] = primal - float(grad @ grad) / (2.0 * self.problem.regularization)
+            out["dual"] = primal - squared_norm(grad) / (2.0 * self.problem.regularization)
         return out

@@ -43,7 +43,7 @@ from crfsdca.solvers.sdca import _check_memory as check_memory
 from crfsdca.solvers.sdca import initial_dual
 from crfsdca.solvers.spdc_rates import Adaptation, Rates, adapt, theorem4_rates
 from crfsdca.structures.dual import DualState
-from crfsdca.structures.objectives import dual_value, lambda_n
+from crfsdca.structures.objectives import dual_value, lambda_n, squared_norm
 from crfsdca.structures.problem import Problem
 from crfsdca.structures.radii import example_radii
 
@@ -255,7 +255,7 @@ class _Runner(Runner):
 
     def dual(self) -> float:
         d = self.state.dual
-        wsq = float(d.weights @ d.weights)
+        wsq = squared_norm(d.weights)
         return dual_value(self.problem.regularization, wsq, float(d.entropies.sum()), self.n)
 
     def run(self, indices: NDArray[np.int64]) -> int:

@@ -30,7 +30,7 @@ from crfsdca.kernels.solvers import sag_epoch, sdca_epoch
 from crfsdca.kernels.structures import chain, chain_blocks, chain_eg
 from crfsdca.kernels.structures import chain_batch as batch
 from crfsdca.structures.dual import DualState, dual_state_bytes, gibbs_start, smoothed_empirical
-from crfsdca.structures.objectives import lambda_n, weights_from_expectations
+from crfsdca.structures.objectives import dot, lambda_n, weights_from_expectations
 
 __all__ = ["Oracle", "Workspace"]
 
@@ -337,7 +337,7 @@ class ChainStructure:
     def loss(self, w: NDArray[np.float64]) -> float:
         """sum_i -log p(y_i | x_i; w)."""
         oracle = self.problem.oracle
-        return float(oracle.log_partitions(w).sum() - w @ oracle.gold_features())
+        return float(oracle.log_partitions(w).sum() - dot(w, oracle.gold_features()))
 
     def importance_weights(self) -> NDArray[np.float64]:
         from crfsdca.structures.radii import importance_weights

@@ -15,12 +15,33 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["dual_value", "lambda_n", "primal_value", "weights_from_expectations"]
+__all__ = [
+    "dot",
+    "dual_value",
+    "lambda_n",
+    "primal_value",
+    "squared_norm",
+    "weights_from_expectations",
+]
 
 
 def lambda_n(problem) -> float:
     """lambda n, the scale of the dual map (``problem.regularization * problem.n_sequences``)."""
     return problem.regularization * problem.n_sequences
+
+
+def dot(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+    """a . b of two weight-sized vectors, on the calling thread. Not ``a @ b``: a threaded
+    BLAS dot leaves OpenBLAS's threads spinning for about 0.1 s after it returns, on the
+    cores that the SDCA threads and the batch passes that follow it step and score on
+    (measured on CoNLL-2000: a two-thread exact primal 0.12 s after ``w @ w``, 0.07 s
+    without)."""
+    return float(np.einsum("i,i->", a, b))
+
+
+def squared_norm(w: NDArray[np.float64]) -> float:
+    """|w|^2 (:func:`dot`)."""
+    return dot(w, w)
 
 
 def primal_value(lam: float, w_squared: float, loss_sum: float, n: int | float) -> float:

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from crfsdca.features.feature_map import FeatureMap
 from crfsdca.features.sequences import SequenceData
 from crfsdca.structures.chain import ChainStructure, Oracle
-from crfsdca.structures.objectives import primal_value
+from crfsdca.structures.objectives import primal_value, squared_norm
 
 LOSSES = ("log", "hinge")  # the CRF's log-loss, the structured SVM's hinge loss
 
@@ -118,7 +118,7 @@ class Problem:
     def primal(self, w: NDArray[np.float64]) -> float:
         """P(w), with its l1 term (no gradient: forward passes only where the oracle has them)."""
         loss_sum = self.loss_sum(w)
-        value = primal_value(self.regularization, float(w @ w), loss_sum, self.n_sequences)
+        value = primal_value(self.regularization, squared_norm(w), loss_sum, self.n_sequences)
         return value + self.l1_term(w)
 
     def loss_sum(self, w: NDArray[np.float64]) -> float:
@@ -145,7 +145,7 @@ class Problem:
             raise ValueError("the hinge loss has no gradient; train it with the sdca solver")
         loss_sum, grad_sum = self.oracle.value_and_gradient(w)
         n, lam = self.n_sequences, self.regularization
-        value = primal_value(lam, float(w @ w), loss_sum, n) + self.l1_term(w)
+        value = primal_value(lam, squared_norm(w), loss_sum, n) + self.l1_term(w)
         grad = grad_sum / n
         grad += lam * w
         if self.free is not None:
