@@ -1,6 +1,7 @@
 """Junction-tree entropy, KL and the line search against brute force on tiny chains."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from crfsdca.kernels.solvers import line_search as K_ls
 from crfsdca.kernels.solvers import sdca as K_sdca
 from crfsdca.kernels.solvers import trees
 from crfsdca.kernels.solvers.sdca import chain_runs as R
+from crfsdca.structures.objectives import dot, squared_norm
 
 
 def random_chain(rng, T, K, scale=1.0):
@@ -400,3 +402,16 @@ def test_sum_tree_draws_follow_scores():
     assert trees.argmax(mtree) == scores.argmax()
     trees.update(mtree, 2, 5.0, True)
     assert trees.argmax(mtree) == 2
+
+
+def test_dot_and_squared_norm_equal_exact_sums():
+    """The objectives' dot products (numpy's einsum, not BLAS) equal the correctly rounded sum
+    of the products to a relative 1e-13, at a weight vector's size and across scales."""
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=200_003) * np.exp(rng.normal(size=200_003) * 3)
+    b = rng.normal(size=200_003)
+    assert dot(a, b) == pytest.approx(
+        math.fsum(a * b), rel=1e-13, abs=1e-13 * math.fsum(abs(a * b))
+    )
+    assert squared_norm(a) == pytest.approx(math.fsum(a * a), rel=1e-13)
+    assert isinstance(dot(a, b), float) and dot(a[:0], b[:0]) == 0.0

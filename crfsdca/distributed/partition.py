@@ -36,6 +36,7 @@ from crfsdca.solvers.local import LocalSDCA, shard_problem
 from crfsdca.solvers.marginal_update import AttributeTable, MarginalLedger
 from crfsdca.solvers.sdca import SDCA, SDCAConfig, SDCAState
 from crfsdca.solvers.sparse_update import Update, aggregate, apply, attribute_block, touched_rows
+from crfsdca.structures.objectives import squared_norm
 from crfsdca.structures.problem import Problem
 
 
@@ -451,7 +452,7 @@ class PartitionSolver:
             **self.local.objective_terms(w),
             "oracle_calls": float(st.oracle_calls),
             "updates": float(st.updates),
-            "wsq": float(self.w @ self.w),
+            "wsq": squared_norm(self.w),
             "residual_dot": 0.0,
             "residual_bound": 0.0,
         }

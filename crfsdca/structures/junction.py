@@ -61,7 +61,7 @@ from crfsdca.structures.junction_tree import (
     is_second_order_chain,
     second_order_chain,
 )
-from crfsdca.structures.objectives import lambda_n, weights_from_expectations
+from crfsdca.structures.objectives import dot, lambda_n, weights_from_expectations
 from crfsdca.structures.problem import Problem
 
 __all__ = [
@@ -242,7 +242,7 @@ class JunctionOracle:
             raise FloatingPointError(f"non-finite log partition of example {max(bad, 0)}")
         gold = self.gold_features()
         grad -= gold
-        return float(total - w @ gold), grad
+        return float(total - dot(w, gold)), grad
 
     def expected_features(self, log_tables: NDArray[np.floating]) -> NDArray[np.float64]:
         """sum_i E_mu_i F for tables packed like the dual state."""
