@@ -43,8 +43,7 @@ from numpy.typing import NDArray
 from crfsdca.features.sequences import _ranges
 from crfsdca.kernels.solvers import sparse_rows
 from crfsdca.solvers.sparse_update import Update, attribute_block
-from crfsdca.structures.objectives import dot as dense_dot
-from crfsdca.structures.objectives import squared_norm
+from crfsdca.structures.objectives import dot, squared_norm
 
 #: the smallest trial sigma' for some numbers of partitions; the others: a quarter of the safe
 #: value P, at least 1.5 (:func:`sigma_min`). Measured on CoNLL-2000 (BENCHMARKS.md section 9),
@@ -170,11 +169,11 @@ def dot_and_square(
     """(w . Delta w, |Delta w|^2) of a summed update."""
     rows, values, tail = update
     if rows is None:
-        return dense_dot(w, values), squared_norm(values)
+        return dot(w, values), squared_norm(values)
     w_rows = attribute_block(w, n_attributes, n_labels)[rows]
     w_tail = w[n_attributes * n_labels :]
-    dot = float(np.sum(w_rows * values)) + float(w_tail @ tail)
-    return dot, float(np.sum(values * values)) + float(tail @ tail)
+    rows_dot = float(np.sum(w_rows * values)) + float(w_tail @ tail)
+    return rows_dot, float(np.sum(values * values)) + float(tail @ tail)
 
 
 def damped_steps(n_partitions: int) -> NDArray[np.float64]:
