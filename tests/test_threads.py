@@ -251,22 +251,51 @@ def test_the_structured_svm_on_threads_reaches_the_serial_optimum():
     np.testing.assert_allclose(threaded.weights, w_hat, rtol=1e-9, atol=1e-10)
 
 
-def test_a_failed_exact_check_aims_the_teams_next_stop_lower():
-    """The running gap estimate said stop at tol but the exact pass found gap > tol: the team's
-    next stop estimate is tol * tol / gap (the ratio just measured), and a passed check leaves
-    it alone; a serial runner always stops at tol."""
+def test_a_team_checks_the_duality_gap_where_its_estimate_says_stop(monkeypatch):
+    """Where the running gap estimate falls to the stop gap, a team checks P(w) - D(mu) (one
+    primal, no exact pass of n oracle calls): a failed check aims the next stop lower by
+    tol / gap (the ratio just measured) and the stretch goes on; a passed one certifies the
+    run. The checked gap is the one recomputed from the dual state alone."""
     problem = chain_problem(n=60)
     config = SDCAConfig(threads=2, tol=1e-3)
     runner = TeamSDCA(problem, config, SDCA(config).initial_state(problem), threads=2)
     assert runner.stop_gap() == 1e-3
-    runner.exact_pass(check=True)  # at the start: far above tol
-    gap = float(runner.state.dual.gap_estimates.mean())
-    assert gap > 1e-3 and not runner.certified
-    assert runner.stop_gap() == pytest.approx(1e-3 * 1e-3 / gap, rel=1e-12)
-    runner.cfg = SDCAConfig(threads=2, tol=10 * gap)  # now the check passes
-    scale = runner.stop_scale
-    runner.exact_pass(check=True)
-    assert runner.certified and runner.stop_scale == scale
+    checked = []
+
+    def watched():
+        gap = TeamSDCA.duality_gap(runner)
+        primal, dual = certificate_from_dual(problem, runner.state)
+        assert gap == pytest.approx(primal - dual, rel=1e-9, abs=1e-12)
+        checked.append(gap)
+        return gap
+
+    monkeypatch.setattr(runner, "duality_gap", watched)
+    runner.stop_scale = 1e6  # the estimate says stop at once: the checks fail (gap > tol)
+    certified = runner.run_until_eval()
+    assert checked and all(gap > 1e-3 for gap in checked) and not certified
+    assert runner.stop_scale == pytest.approx(1e6 * np.prod([1e-3 / g for g in checked]))
+    assert runner.counters["gap_checks"] == len(checked)
+    assert runner.counters.get("exact_passes", 0) == 0  # no oracle calls beyond the steps
+    assert runner.state.oracle_calls == runner.state.updates
+    gap = TeamSDCA.duality_gap(runner)
+    runner.cfg = SDCAConfig(threads=2, tol=2 * gap)  # now a check passes
+    runner.stop_scale = 1e6
+    assert runner.run_until_eval() and runner.certified
+    assert checked[-1] <= 2 * gap
     serial = LocalSDCA(problem, config, SDCA(config).initial_state(problem))
     serial.exact_pass(check=True)
     assert serial.stop_gap() == 1e-3
+
+
+def test_a_team_run_stops_on_a_checked_gap():
+    """A team run to tol ends on its own check (no exact pass) and the returned state's
+    recorded gap, recomputed from the dual state alone, is at most tol."""
+    problem = chain_problem(n=60)
+    result = solve(problem, 2, tol=1e-4, max_epochs=200, eval_every=50)
+    assert result.stop_reason == "tol"
+    assert result.counters["gap_checks"] >= 1 and result.counters.get("exact_passes", 0) == 0
+    last = result.trace.records[-1]
+    primal, dual = certificate_from_dual(problem, result.state)
+    assert last.gap <= 1e-4
+    assert last.gap == pytest.approx(primal - dual, rel=1e-8, abs=1e-12)
+    assert last.epoch < 50  # between two scheduled evaluations: the check stopped it
