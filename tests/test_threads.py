@@ -8,6 +8,8 @@ one within the certified gaps, on chains, trees, junction trees and with the ela
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from _reference import lbfgs_optimum
@@ -22,7 +24,7 @@ from crfsdca.solvers.local import LocalSDCA
 from crfsdca.solvers.loop import run_loop
 from crfsdca.solvers.monitor import Monitor
 from crfsdca.solvers.sdca import SDCA, SDCAConfig
-from crfsdca.solvers.threads import TeamSDCA, partition, step_threads
+from crfsdca.solvers.threads import BURSTS_PER_EPOCH, TeamSDCA, partition, step_threads
 from crfsdca.structures.objectives import dual_value
 from crfsdca.structures.problem import Problem
 from crfsdca.structures.tree import tree_problem
@@ -299,3 +301,35 @@ def test_a_team_run_stops_on_a_checked_gap():
     assert last.gap <= 1e-4
     assert last.gap == pytest.approx(primal - dual, rel=1e-8, abs=1e-12)
     assert last.epoch < 50  # between two scheduled evaluations: the check stopped it
+
+
+def test_a_thread_stepping_alone_runs_at_most_a_burst_ahead(monkeypatch):
+    """The worst schedule a loaded machine can give a team: in every burst thread 1 starts only
+    once thread 0 has returned. Thread 0 then runs at most a burst ahead, and the run reaches
+    tol in about the epochs of one core (one thread stepping alone on its share for a whole
+    stretch pulls w towards its share's optimum and back, and stalls)."""
+    original = sdca_epoch.run_steps
+    turns = {}  # the burst's shared ``done`` array -> the event thread 0 sets when it returns
+    lead = []
+
+    def in_turn(args):
+        team = args.team
+        if team is None:
+            return original(args)
+        ended = turns.setdefault(id(team.done), (team.done, threading.Event()))[1]
+        if team.rank == 1:
+            ended.wait()
+            lead.append(int(team.done[0]))  # thread 0's steps in the burst, all before 1's
+        try:
+            return original(args)
+        finally:
+            if team.rank == 0:
+                ended.set()
+
+    monkeypatch.setattr(sdca_epoch, "run_steps", in_turn)
+    problem = chain_problem(n=60)
+    result = solve(problem, 2, tol=1e-4, max_epochs=100, eval_every=5)
+    serial = solve(problem, 1, tol=1e-4, max_epochs=100, eval_every=5)
+    assert result.stop_reason == "tol" and serial.stop_reason == "tol"
+    assert lead and max(lead) <= max(2, 60 // BURSTS_PER_EPOCH)
+    assert result.trace.records[-1].epoch <= 2 * serial.trace.records[-1].epoch

@@ -1,4 +1,4 @@
-"""A thread's part in a stretch of multi-threaded SDCA (``crfsdca.solvers.threads``), and how a
+"""A thread's part in a burst of multi-threaded SDCA (``crfsdca.solvers.threads``), and how a
 step's change of w is written with or without one (:func:`move`): the one place every block step
 (the CRF's, ``sdca_epoch``; the structured SVM's, ``hinge``) writes w."""
 
@@ -12,7 +12,7 @@ from crfsdca.kernels.solvers.prox import apply_step, record_step
 
 
 class Team(NamedTuple):
-    """One thread's part in a stretch of multi-threaded SDCA (``crfsdca.solvers.threads``).
+    """One thread's part in a burst of multi-threaded SDCA (``crfsdca.solvers.threads``).
 
     The threads step at once on their own examples, on one shared w, without locks (Hsieh, Yu
     and Dhillon's PASSCoDe-Wild): a thread's update of an entry of w may be lost to another's
@@ -23,11 +23,11 @@ class Team(NamedTuple):
 
     ``examples``: the thread's examples (global indices; the sampler tree's leaf j and the
     multipliers' entry j are ``examples[j]``); ``done`` and ``gap_sums`` (one entry per thread,
-    each written by its own thread and read by all): steps taken in this stretch and the sum of
+    each written by its own thread and read by all): steps taken in this burst and the sum of
     the thread's gap estimates. A thread stops once it has taken its ``quota`` of steps and the
     team's sum to ``target`` (so every thread steps on its examples, and one that is ahead keeps
     stepping while another finishes its quota), or once the gap sums fall to ``stop_gap * n``.
-    ``drop`` >= 0 keeps the change of the thread's step number ``drop`` (of the stretch) out of
+    ``drop`` >= 0 keeps the change of the thread's step number ``drop`` (of the burst) out of
     the shared w (only its row of ``deltas`` has it): a lost update on purpose, for tests (-1:
     none). A team steps with ``scale`` 1 (each step moves w by its own change, as serial SDCA).
     With the elastic net the steps move v, and w = S_tau(v) (``prox``): ``deltas`` are v's.
