@@ -48,11 +48,12 @@ def _defaults_text(field_name: str, solvers: list[str]) -> str:
     parts = []
     for s in solvers:
         default = config_default(s, field_name)
-        parts.append(
-            f"{s}: {default:g}"
-            if isinstance(default, float) and math.isfinite(default)
-            else f"{s}: {default}"
-        )
+        if default is None:  # the help text says what applies
+            parts.append(f"{s}: see above")
+        elif isinstance(default, float) and math.isfinite(default):
+            parts.append(f"{s}: {default:g}")
+        else:
+            parts.append(f"{s}: {default}")
     return "; ".join(parts)
 
 
@@ -76,7 +77,7 @@ def solver_options(func: Callable) -> Callable:
             decl = [f"{opt}/--no-{opt[2:]}"]
             func = click.option(*decl, field_name, default=None, help=help_text)(func)
             continue
-        kind = {"int": int, "float": float, "str": str}.get(str(f.type))
+        kind = {"int": int, "float": float, "float | None": float, "str": str}.get(str(f.type))
         kind = kind or type(f.default)
         func = click.option(opt, field_name, type=kind, default=None, help=help_text)(func)
     return func

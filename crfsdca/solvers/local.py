@@ -27,7 +27,12 @@ from crfsdca.kernels.solvers import hinge, sdca_epoch, trees
 from crfsdca.kernels.solvers.prox import make_prox, soft_threshold
 from crfsdca.solvers.loop import Runner
 from crfsdca.solvers.samplers import TreeSampler
-from crfsdca.solvers.sdca_config import LINE_SEARCH_STARTS, SDCAConfig, SDCAState
+from crfsdca.solvers.sdca_config import (
+    LINE_SEARCH_STARTS,
+    NON_UNIFORMITY,
+    SDCAConfig,
+    SDCAState,
+)
 from crfsdca.structures.hinge import exact as hinge_exact
 from crfsdca.structures.objectives import dual_value, lambda_n, squared_norm
 from crfsdca.structures.problem import Problem
@@ -71,6 +76,10 @@ class LocalSDCA(Runner):
         if cfg.sampling.replace("_", "-") in ("importance", "gap-importance"):
             importance = self.structure.importance_weights()
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
+        #: the fraction of draws from the sampling law (``SDCAConfig.non_uniformity``)
+        self.non_uniformity = (
+            NON_UNIFORMITY if cfg.non_uniformity is None else float(cfg.non_uniformity)
+        )
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)
         # the line search, a type: the loop compiles the one the run takes
@@ -151,7 +160,7 @@ class LocalSDCA(Runner):
             tol=float(cfg.line_search_tol),
             max_newton=int(cfg.max_newton_iterations),
             fixed_step=float(cfg.fixed_step) if cfg.fixed_step > 0 else -1.0,
-            non_uniformity=float(cfg.non_uniformity),
+            non_uniformity=float(self.non_uniformity),
             stop_gap=float(stop_gap),
             line_search_start=LINE_SEARCH_STARTS.index(cfg.line_search_start),
         )
@@ -231,7 +240,7 @@ class LocalSDCA(Runner):
         out = np.empty(n_steps, np.int64)
         for k in range(n_steps):
             i = -1
-            if s.scheme != "uniform" and u[k, 0] < self.cfg.non_uniformity and s.tree[1] > 0.0:
+            if s.scheme != "uniform" and u[k, 0] < self.non_uniformity and s.tree[1] > 0.0:
                 i = s.draw(float(u[k, 1]), self.n)
                 trees.update(s.tree, i, -np.inf if s.use_max else 0.0, s.use_max)
             out[k] = i if i >= 0 else min(int(u[k, 1] * self.n), self.n - 1)

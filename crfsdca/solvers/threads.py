@@ -41,6 +41,7 @@ from crfsdca.kernels.solvers.prox import soft_threshold
 from crfsdca.kernels.solvers.team import Team
 from crfsdca.solvers.local import PHASE_SECONDS, LocalSDCA
 from crfsdca.solvers.samplers import TreeSampler
+from crfsdca.solvers.sdca_config import TEAM_NON_UNIFORMITY
 
 if TYPE_CHECKING:
     from crfsdca.solvers.sdca_config import SDCAConfig, SDCAState
@@ -98,6 +99,8 @@ class TeamSDCA(LocalSDCA):
         # the exact w (with the elastic net: the exact v) and each thread's changes of it
         self.exact = self._shared().copy()
         self.deltas = np.zeros((threads, self.exact.size))
+        if cfg.non_uniformity is None:  # concurrent steps drawn from the gap law lag near the end
+            self.non_uniformity = TEAM_NON_UNIFORMITY
         #: the running gap estimate stops the steps at tol * stop_scale (:meth:`stop_gap`)
         self.stop_scale = 1.0
         #: the team's steps between two meetings of the threads (:meth:`take_steps`)
