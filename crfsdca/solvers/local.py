@@ -248,25 +248,33 @@ class LocalSDCA(Runner):
 
     def run_until_eval(self) -> bool:
         """Serial SDCA: steps up to the next evaluation point; True after an exact gap pass."""
-        cfg, st = self.cfg, self.state
-        steps = max(1, int(round(cfg.eval_every * self.n)))
-        steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls)
-        steps = max(steps, 1)
+        steps = self.stretch_steps()
         if self.smooth:  # the estimates are the smoothed loss's: the monitor certifies
             self.take_steps(steps)
             self.anneal()
             return False
         done = self.take_steps(steps, stop_gap=self.stop_gap())
-        epoch = st.oracle_calls / self.n
-        refresh = (
-            cfg.refresh_every > 0
-            and int(epoch) // cfg.refresh_every > int(self._epochs_done) // cfg.refresh_every
-        )
-        self._epochs_done = epoch
+        refresh = self.refresh_due()
         if done < steps or refresh:
             self.exact_pass(check=done < steps)
             return True
         return False
+
+    def stretch_steps(self) -> int:
+        """The steps to the next evaluation point (``eval_every`` epochs, at least 1, capped by
+        the epoch budget)."""
+        cfg = self.cfg
+        steps = max(1, int(round(cfg.eval_every * self.n)))
+        steps = min(steps, int(math.ceil(cfg.max_epochs * self.n)) - self.state.oracle_calls)
+        return max(steps, 1)
+
+    def refresh_due(self) -> bool:
+        """Whether the steps since the last call crossed a multiple of ``refresh_every`` epochs
+        (an exact pass is due)."""
+        epoch, k = self.state.oracle_calls / self.n, self.cfg.refresh_every
+        due = k > 0 and int(epoch) // k > int(self._epochs_done) // k
+        self._epochs_done = epoch
+        return due
 
     def anneal(self) -> None:
         """Lower the smoothed hinge loss's temperature g by ``smooth_decay`` when the running

@@ -233,8 +233,7 @@ class TeamSDCA(LocalSDCA):
         if self.smooth:  # the smoothed hinge loss: the monitor certifies
             return super().run_until_eval()
         cfg, st = self.cfg, self.state
-        budget = int(math.ceil(cfg.max_epochs * self.n)) - st.oracle_calls
-        steps = max(min(max(1, int(round(cfg.eval_every * self.n))), budget), 1)
+        steps = self.stretch_steps()
         while steps > 0:
             stop_gap = self.stop_gap()
             done = self.take_steps(steps, stop_gap=stop_gap)
@@ -247,20 +246,14 @@ class TeamSDCA(LocalSDCA):
                 self.certified = True
                 return True
             self.stop_scale *= cfg.tol / gap
-        epoch, k = st.oracle_calls / self.n, cfg.refresh_every
-        refresh = k > 0 and int(epoch) // k > int(self._epochs_done) // k
-        self._epochs_done = epoch
+        refresh = self.refresh_due()
         if refresh:
             self.exact_pass(check=False)
         return refresh
 
     def duality_gap(self) -> float:
         """P(w) - D(mu) as the monitor computes it (w is w_hat(mu) after every stretch)."""
-        report = self.report()
-        primal = report.get("primal")
-        if primal is None:
-            primal = self.problem.primal(self.weights)
-        return float(primal) - float(report["dual"])
+        return float(self.problem.primal(self.weights)) - float(self.report()["dual"])
 
     def stop_gap(self) -> float:
         """``tol``, aimed lower after a failed check: near the end a team's running gap
