@@ -27,6 +27,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from crfsdca.structures.objectives import dot, squared_norm
+
 FTOL = 1e-4  # libLBFGS's sufficient-decrease constant
 MIN_STEP, MAX_STEP = 1e-20, 1e20
 
@@ -62,7 +64,7 @@ def owlqn(
     fx, g = fun(x)
     pg = pseudo_gradient(x, g, sigma)
     d = -pg
-    norm = float(np.sqrt(d @ d))
+    norm = float(np.sqrt(squared_norm(d)))
     if norm == 0.0:
         callback(x, fx, g, pg)
         return x
@@ -74,7 +76,7 @@ def owlqn(
         x, fx, g = x_new, f_new, g_new
         pg = pseudo_gradient(x, g, sigma)
         callback(x, fx, g, pg)
-        ys, yy = float(y @ s), float(y @ y)
+        ys, yy = dot(y, s), squared_norm(y)
         pairs.append((s, y, ys))
         if len(pairs) > history:
             pairs.pop(0)
@@ -88,12 +90,12 @@ def _direction(pg: NDArray, pairs, h0: float) -> NDArray:
     d = -pg
     alphas = []
     for s, y, ys in reversed(pairs):
-        alpha = float(s @ d) / ys
+        alpha = dot(s, d) / ys
         d -= alpha * y
         alphas.append(alpha)
     d *= h0
     for (s, y, ys), alpha in zip(pairs, reversed(alphas), strict=True):
-        beta = float(y @ d) / ys
+        beta = dot(y, d) / ys
         d += (alpha - beta) * s
     return d
 
@@ -105,7 +107,7 @@ def _backtrack(fun, x, fx, pg, d, step, max_linesearch):
         trial = x + step * d
         trial[trial * orthant <= 0.0] = 0.0
         f_trial, g_trial = fun(trial)
-        if f_trial <= fx + FTOL * float((trial - x) @ pg):
+        if f_trial <= fx + FTOL * dot(trial - x, pg):
             return trial, f_trial, g_trial
         if step < MIN_STEP or step > MAX_STEP or count >= max_linesearch:
             break
@@ -130,7 +132,7 @@ def elastic_gap(w: NDArray, grad: NDArray, lam: float, sigma: float) -> float:
     v = w - grad / lam
     u = np.sign(v) * np.maximum(np.abs(v) - tau, 0.0)
     diff = w - u
-    total = 0.5 * float(diff @ diff)
+    total = 0.5 * squared_norm(diff)
     if tau > 0:
         s = np.where(u != 0.0, np.sign(u), np.clip(v / tau, -1.0, 1.0))
         total += tau * float(np.maximum(np.abs(w) - w * s, 0.0).sum())
