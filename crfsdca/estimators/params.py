@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from crfsdca.solvers import SOLVERS
+from crfsdca.solvers.blas import one_blas_thread
 from crfsdca.solvers.trace import TraceRecord
 
 __all__ = [
@@ -241,22 +242,6 @@ def fit_threads(n_jobs: int | None):
         yield
     finally:
         set_threads(before)
-
-
-def one_blas_thread() -> contextlib.AbstractContextManager:
-    """Limit BLAS to one thread while training, when threadpoolctl (a scikit-learn dependency)
-    is there.
-
-    The solvers' BLAS calls are dot products and L-BFGS-B updates on one weight vector: a second
-    BLAS thread gains nothing at these sizes, and on a loaded machine OpenBLAS's spinning
-    threads made SciPy's L-BFGS-B step 15 times slower (0.25 s instead of 0.016 s per call for
-    62k weights), which made the whole L-BFGS fit 5 times slower.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def log_line(record: TraceRecord) -> None:

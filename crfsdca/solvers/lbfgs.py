@@ -37,6 +37,7 @@ from crfsdca.solvers.base import (
     option,
     refuse_hinge,
 )
+from crfsdca.solvers.blas import one_blas_thread
 from crfsdca.solvers.owlqn import LineSearchFailed, elastic_gap, owlqn
 from crfsdca.structures.objectives import squared_norm
 from crfsdca.structures.problem import Problem
@@ -156,11 +157,47 @@ class LBFGS(ConfiguredSolver):
     config_class: ClassVar[type[SolverConfig]] = LBFGSConfig
     config: LBFGSConfig
 
+    def _optimize(self, objective, report, x0, sigma):
+        """(x, stop reason) of OWL-QN (``sigma`` > 0) or SciPy's L-BFGS-B from ``x0``; both end
+        by raising ``_Stop`` from ``report`` once the monitor stops them."""
+        if sigma > 0:
+            owlqn(
+                objective,
+                x0,
+                sigma,
+                history=self.config.history,
+                callback=lambda x, fx, g, pg: report(x, pg),
+            )
+            raise _Stop("converged")  # a zero pseudo-gradient at the start
+        from scipy.optimize import minimize  # imported by solve
+
+        result = minimize(
+            objective,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            callback=report,
+            options={
+                "maxiter": 10**9,
+                "maxfun": 10**9,
+                "maxcor": self.config.history,
+                "ftol": 0.0,
+                "gtol": 0.0,
+            },
+        )
+        return result.x, "line_search" if not result.success else "converged"
+
     def solve(
         self, problem: Problem, monitor: Monitor, state: object | None = None
     ) -> SolverResult:
         """Minimise P from ``state`` (initial weights, projected on the free coordinates) or
-        from zero."""
+        from zero, with BLAS on one thread (``crfsdca.solvers.blas``: L-BFGS-B's calls)."""
+        if problem.l1 == 0:  # SciPy's BLAS loaded first: the limit holds for loaded libraries
+            import scipy.optimize  # noqa: F401 - 0.5 s of import, for L-BFGS-B only
+        with one_blas_thread():
+            return self._solve(problem, monitor, state)
+
+    def _solve(self, problem: Problem, monitor: Monitor, state: object | None) -> SolverResult:
         refuse_hinge(self.name, problem)
         max_epochs = self.config.max_epochs
         budget = math.ceil(max_epochs - 1e-9) if math.isfinite(max_epochs) else math.inf
@@ -213,33 +250,7 @@ class LBFGS(ConfiguredSolver):
         x = x0
         reason = "converged"
         try:
-            if sigma > 0:
-                x = owlqn(
-                    objective,
-                    x0,
-                    sigma,
-                    history=self.config.history,
-                    callback=lambda x, fx, g, pg: report(x, pg),
-                )
-                raise _Stop("converged")  # a zero pseudo-gradient at the start
-            from scipy.optimize import minimize  # scipy.optimize: 0.5 s of import
-
-            result = minimize(
-                objective,
-                x0,
-                jac=True,
-                method="L-BFGS-B",
-                callback=report,
-                options={
-                    "maxiter": 10**9,
-                    "maxfun": 10**9,
-                    "maxcor": self.config.history,
-                    "ftol": 0.0,
-                    "gtol": 0.0,
-                },
-            )
-            x = result.x
-            reason = "line_search" if not result.success else "converged"
+            x, reason = self._optimize(objective, report, x0, sigma)
         except _Stop as stop:
             x = accepted[0]
             reason = monitor.stop_reason or str(stop)
