@@ -17,7 +17,7 @@ def one_blas_thread() -> contextlib.AbstractContextManager:
     a call, on the cores the batch oracle and the SDCA threads then run on. Measured: on a loaded
     machine SciPy's L-BFGS-B took 0.25 s instead of 0.016 s a call for 62k weights (a whole
     L-BFGS fit 5 times slower); idle, 40 L-BFGS iterations on CoNLL-2000 (1.6 M weights)
-    9.2-10.0 s of solver against 11.7-12.5 s. The weight-sized dots of crfsdca's own code run
+    8.6-8.8 s of solver against 10.2-15.1 s. The weight-sized dots of crfsdca's own code run
     on the calling thread anyway (``crfsdca.structures.objectives.dot``).
     """
     from threadpoolctl import threadpool_limits
