@@ -247,8 +247,6 @@ class LBFGS(ConfiguredSolver):
                 raise _Stop
             tests.check(iterations, w, value, slope)
 
-        x = x0
-        reason = "converged"
         try:
             x, reason = self._optimize(objective, report, x0, sigma)
         except _Stop as stop:
