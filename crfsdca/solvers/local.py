@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,6 +63,8 @@ class LocalSDCA(Runner):
     """SDCA steps on one shard of any structure (see the module docstring)."""
 
     counter_names = COUNTERS
+    #: the fraction of draws from the sampling law where ``SDCAConfig.non_uniformity`` is None
+    default_non_uniformity: ClassVar[float] = NON_UNIFORMITY
 
     def __init__(
         self, problem: Problem, cfg: SDCAConfig, state: SDCAState, *, scale: float = 1.0
@@ -78,7 +80,7 @@ class LocalSDCA(Runner):
         self.sampler = TreeSampler(cfg.sampling, state.dual.gap_estimates, importance)
         #: the fraction of draws from the sampling law (``SDCAConfig.non_uniformity``)
         self.non_uniformity = (
-            NON_UNIFORMITY if cfg.non_uniformity is None else float(cfg.non_uniformity)
+            self.default_non_uniformity if cfg.non_uniformity is None else float(cfg.non_uniformity)
         )
         self.workspace = sdca_epoch.make_workspace(self.structure.blocks)
         self.prox = self._elastic_net(state.dual)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -75,6 +75,9 @@ def partition(n: int, parts: int, seed: int) -> list[NDArray[np.int64]]:
 class TeamSDCA(LocalSDCA):
     """SDCA steps on ``threads`` threads at once (see the module docstring)."""
 
+    #: concurrent steps drawn from the gap law lag near the end: half the draws are uniform
+    default_non_uniformity: ClassVar[float] = TEAM_NON_UNIFORMITY
+
     def __init__(self, problem: Problem, cfg: SDCAConfig, state: SDCAState, threads: int) -> None:
         super().__init__(problem, cfg, state)
         if threads < 2:
@@ -99,8 +102,6 @@ class TeamSDCA(LocalSDCA):
         # the exact w (with the elastic net: the exact v) and each thread's changes of it
         self.exact = self._shared().copy()
         self.deltas = np.zeros((threads, self.exact.size))
-        if cfg.non_uniformity is None:  # concurrent steps drawn from the gap law lag near the end
-            self.non_uniformity = TEAM_NON_UNIFORMITY
         #: the running gap estimate stops the steps at tol * stop_scale (:meth:`stop_gap`)
         self.stop_scale = 1.0
         #: the team's steps between two meetings of the threads (:meth:`take_steps`)
