@@ -81,7 +81,7 @@ def main() -> None:
     print("\nmap loop out[i] = f(x[i]), ns/element, median (min)")
     print(f"  {'':32s} {f'{n:,} elements':>14s} | {nc} elements (in cache) x {inner} calls")
     out_c = np.empty(nc)
-    for name, ks in kernels.structures.items():
+    for name, ks in kernels.items():
         x = inputs[name]
         xc = x[:nc].copy()
         rows = dict(ks)
