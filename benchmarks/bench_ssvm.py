@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 import warnings
 from pathlib import Path
@@ -221,7 +222,7 @@ def main() -> None:
     parser.add_argument("--bcfw-epochs", type=int, default=20)
     parser.add_argument("--svm-tol", type=float, default=3e-4)
     parser.add_argument("--active-epochs", type=float, default=2000)
-    parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument("--time-limit", type=float, default=math.inf)
     parser.add_argument("--runs", nargs="*", default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()

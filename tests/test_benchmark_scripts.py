@@ -1,14 +1,16 @@
 """The benchmark scripts that call the kernels directly still run, on tiny inputs.
 
-A benchmark is run by hand, so nothing noticed when the kernels' reorganisation broke two of
-them: ``bench_fastmath.py`` looped over ``kernels.structures`` (a rename that reached a local
-dict) and ``bench_sdca_epoch.py`` called the block kernels with the (T, K) arguments they had
-traded for a block's runs; both failed with a traceback before their first table.
+A benchmark is run by hand, so nothing noticed when changes elsewhere broke three of them:
+``bench_fastmath.py`` looped over ``kernels.structures`` (a rename that reached a local dict),
+``bench_sdca_epoch.py`` called the block kernels with the (T, K) arguments they had traded for
+a block's runs, and ``bench_ssvm.py`` passed ``time_limit=None`` to a config that now checks it
+is > 0 (its active-set runs, unless ``--time-limit`` was given); each failed with a traceback.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -52,3 +54,16 @@ def test_bench_sdca_epoch_times_each_block_kernel():
         "predictor_evaluation", "update_reusing_logs",
     }  # fmt: skip
     assert all(np.isfinite(ns) and ns > 0.0 for ns in per_entry.values())
+
+
+def test_bench_ssvm_runs_the_active_set_step_and_bcfw(tmp_path):
+    script = ROOT / "benchmarks" / "bench_ssvm.py"
+    out = tmp_path / "ssvm.json"
+    args = ["--datasets", "conll2000", "--epochs", "1", "--eval-every", "1", "--runs",
+            "svm active gap", "--active-epochs", "1", "--bcfw-sequences", "20",
+            "--bcfw-epochs", "1", "--out", str(out)]  # fmt: skip
+    subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True)
+    report = json.loads(out.read_text())
+    (row,) = report["part1"]
+    assert row["run"] == "svm active gap" and row["epochs"] == pytest.approx(1.0, abs=0.05)
+    assert np.isfinite(row["relative_gap"]) and row["relative_gap"] > 0.0
