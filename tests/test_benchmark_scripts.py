@@ -1,4 +1,4 @@
-"""The benchmark scripts that call the kernels directly still run, on tiny inputs.
+"""Benchmark scripts that once broke unnoticed still run, on tiny inputs.
 
 A benchmark is run by hand, so nothing noticed when changes elsewhere broke three of them:
 ``bench_fastmath.py`` looped over ``kernels.structures`` (a rename that reached a local dict),
@@ -24,6 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
+def _run_script(name: str, *args: str) -> str:
+    """The stdout of ``benchmarks/<name>.py args`` (a failure raises, with its stderr)."""
+    script = ROOT / "benchmarks" / f"{name}.py"
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def _benchmark(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -32,11 +40,7 @@ def _benchmark(name: str):
 
 
 def test_bench_fastmath_times_every_function_and_its_reductions_agree():
-    script = ROOT / "benchmarks" / "bench_fastmath.py"
-    args = ["--n", "4096", "--n-cache", "512", "--repeat", "1"]
-    out = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, check=True
-    ).stdout
+    out = _run_script("bench_fastmath", "--n", "4096", "--n-cache", "512", "--repeat", "1")
     for label in ("fast_log (numba)", "fast_exp (numba)", "fast_log1p (numba)",
                   "fast_expm1 (numba)", "log (numpy)", "expm1 (numpy)"):  # fmt: skip
         assert re.search(rf"^  {re.escape(label)}\s+\d", out, re.M), label
@@ -57,12 +61,10 @@ def test_bench_sdca_epoch_times_each_block_kernel():
 
 
 def test_bench_ssvm_runs_the_active_set_step_and_bcfw(tmp_path):
-    script = ROOT / "benchmarks" / "bench_ssvm.py"
     out = tmp_path / "ssvm.json"
-    args = ["--datasets", "conll2000", "--epochs", "1", "--eval-every", "1", "--runs",
-            "svm active gap", "--active-epochs", "1", "--bcfw-sequences", "20",
-            "--bcfw-epochs", "1", "--out", str(out)]  # fmt: skip
-    subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True)
+    _run_script("bench_ssvm", "--datasets", "conll2000", "--epochs", "1", "--eval-every", "1",
+                "--runs", "svm active gap", "--active-epochs", "1", "--bcfw-sequences", "20",
+                "--bcfw-epochs", "1", "--out", str(out))  # fmt: skip
     report = json.loads(out.read_text())
     (row,) = report["part1"]
     assert row["run"] == "svm active gap" and row["epochs"] == pytest.approx(1.0, abs=0.05)
